@@ -1,0 +1,123 @@
+"""Failure categories and the gateway's own errors.
+
+Every upstream failure is classified into exactly one :class:`Category`; the
+category knows whether it may be retried and whether it counts toward a
+fallback. Errors the gateway answers itself are :class:`GatewayError` values
+rendered in the format of the endpoint that was called::
+
+    GatewayError                      status  OpenAI type / Anthropic type
+    ├── bad request (JSON, schema)    400     invalid_request_error
+    ├── unknown key                   401     authentication_error
+    ├── model not allowed             403     permission_error
+    ├── unknown model / path          404     not_found_error
+    ├── body too large                413     request_too_large
+    ├── team limit                    429     rate_limit_error
+    └── upstream exhausted            502/503/504  upstream_error / api_error ...
+
+No module outside this one decides how an error looks to a client.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import orjson
+
+
+class Category(enum.StrEnum):
+    """What went wrong upstream, in the gateway's words (SPEC §7)."""
+
+    rate_limit = "rate_limit"
+    quota_exhausted = "quota_exhausted"
+    server_overload = "server_overload"
+    server_error = "server_error"
+    timeout = "timeout"
+    connection = "connection"
+    conflict = "conflict"
+    prompt_too_long = "prompt_too_long"
+    content_filter = "content_filter"
+    auth = "auth"
+    invalid_request = "invalid_request"
+
+    @property
+    def counts_toward_fallback(self) -> bool:
+        """Consecutive failures of these move a route to its fallback model."""
+        return self in _SERVER_SIDE
+
+    @property
+    def never_retried(self) -> bool:
+        """Retrying the same request cannot help, whatever the policy says."""
+        return self in _NEVER_RETRIED
+
+
+_SERVER_SIDE = frozenset(
+    {Category.server_error, Category.server_overload, Category.timeout, Category.connection}
+)
+_NEVER_RETRIED = frozenset(
+    {
+        Category.quota_exhausted,
+        Category.prompt_too_long,
+        Category.content_filter,
+        Category.auth,
+        Category.invalid_request,
+    }
+)
+
+# Anthropic's error.type for a given HTTP status (their documented table).
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+@dataclass(slots=True)
+class GatewayError(Exception):
+    """An error the gateway answers itself, in the caller's API format."""
+
+    status: int
+    message: str
+    type: str | None = None  # OpenAI error.type; derived from status when None
+    code: str | None = None
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def openai_body(self) -> dict[str, object]:
+        etype = self.type or _OPENAI_TYPES.get(self.status, "upstream_error")
+        return {
+            "error": {"message": self.message, "type": etype, "param": self.param, "code": self.code}
+        }
+
+    def anthropic_body(self) -> dict[str, object]:
+        etype = self.type if self.type in _ANTHROPIC_TYPES.values() else None
+        etype = etype or _ANTHROPIC_TYPES.get(self.status, "api_error")
+        return {"type": "error", "error": {"type": etype, "message": self.message}}
+
+    def body_bytes(self, api: str) -> bytes:
+        body = self.anthropic_body() if api == "anthropic" else self.openai_body()
+        return orjson.dumps(body)
+
+
+def bad_request(message: str, param: str | None = None) -> GatewayError:
+    return GatewayError(400, message, code="invalid_request", param=param)

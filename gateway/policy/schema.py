@@ -1,0 +1,208 @@
+"""The policy file format (SPEC §6) as frozen pydantic models.
+
+Every model forbids unknown keys; every field has the documented default, so
+a route that names no policy gets the recovery designs' numbers. Durations
+accept ``250ms``, ``8s``, ``5m``, ``1h`` or a number of seconds and are held
+as float seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from gateway.errors import Category
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """``"250ms"`` -> 0.25, ``"5m"`` -> 300.0, ``8`` -> 8.0; negative or odd forms raise."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like 250ms, 8s, 5m")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    else:
+        raise ValueError(f"invalid duration {value!r}: use a number of seconds or 250ms, 8s, 5m, 1h")
+    if seconds < 0 or seconds != seconds:
+        raise ValueError(f"invalid duration {value!r}: must be >= 0")
+    return seconds
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h)?\s*$"},
+            ]
+        }
+    ),
+]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+RetryCategory = Literal[
+    "rate_limit", "quota_exhausted", "server_overload", "server_error", "timeout", "connection",
+    "conflict", "prompt_too_long", "content_filter", "auth", "invalid_request",
+]  # fmt: skip
+Strategy = Literal["snip_tool_results", "drop_middle", "summarize"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ---- providers and models ----------------------------------------------------
+
+
+class Provider(Frozen):
+    api: Literal["openai", "anthropic", "sim"]
+    base_url: str = ""
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, description="extra headers sent upstream")
+
+
+class Model(Frozen):
+    provider: str
+    upstream_model: str | None = None
+    context_window: int | None = Field(default=None, gt=0)
+    prefill: bool = False
+
+
+# ---- the recovery policy -----------------------------------------------------
+
+
+class RateLimitBackoff(Frozen):
+    retry_after_cap: Duration = 300.0
+    retry_after_jitter: Fraction = 0.10
+    base: Duration = 8.0
+    cap: Duration = 60.0
+    jitter: Duration = 5.0
+
+
+class TransientBackoff(Frozen):
+    base: Duration = 1.0
+    cap: Duration = 32.0
+    jitter: Fraction = 0.25
+
+
+class RetryBudget(Frozen):
+    ratio: float = Field(default=0.2, ge=0.0)
+    min_per_second: float = Field(default=5.0, ge=0.0)
+
+
+_DEFAULT_RETRY_ON: tuple[RetryCategory, ...] = (
+    "rate_limit", "server_overload", "server_error", "timeout", "connection",
+)  # fmt: skip
+
+
+class Retry(Frozen):
+    max_retries: int = Field(default=8, ge=0)
+    on: tuple[RetryCategory, ...] = _DEFAULT_RETRY_ON
+    rate_limit: RateLimitBackoff = RateLimitBackoff()
+    transient: TransientBackoff = TransientBackoff()
+    budget: RetryBudget = RetryBudget()
+
+
+class TurnRetry(Frozen):
+    on: tuple[RetryCategory, ...] = ("timeout", "connection", "server_error")
+    wait: Duration = 10.0
+    max: int = Field(default=1, ge=0)
+
+
+class Fallback(Frozen):
+    chain: tuple[str, ...] = ()
+    after_consecutive_server_errors: int = Field(default=2, ge=1)
+    cooldown: Duration = 60.0
+    on_prompt_too_long: tuple[str, ...] = ()
+
+
+class Compaction(Frozen):
+    enabled: bool = True
+    strategies: tuple[Strategy, ...] = ("snip_tool_results", "drop_middle")
+    keep_recent: int = Field(default=6, ge=1)
+    tool_result_max_chars: int = Field(default=4000, ge=100)
+    summarize_model: str | None = None
+    proactive: bool = False
+
+
+class OutputRecovery(Frozen):
+    max_continuations: int = Field(default=3, ge=0)
+    respect_client_max_tokens: bool = True
+
+
+class StreamPolicy(Frozen):
+    keepalive: Duration = 15.0
+    on_midstream_failure: Literal["error", "continue"] = "error"
+
+
+class Timeouts(Frozen):
+    connect: Duration = 10.0
+    first_byte: Duration = 120.0
+    stream_idle: Duration = 60.0
+    total: Duration = 600.0
+
+
+class ClassifyRule(Frozen):
+    """A rule that runs before the built-in classification; all given conditions must hold."""
+
+    status: int | None = Field(default=None, ge=100, le=599)
+    body_contains: str | None = None
+    code: str | None = Field(default=None, description="provider error.code or error.type")
+    category: RetryCategory
+
+
+class Policy(Frozen):
+    retry: Retry = Retry()
+    turn_retry: TurnRetry = TurnRetry()
+    fallback: Fallback = Fallback()
+    compaction: Compaction = Compaction()
+    output_recovery: OutputRecovery = OutputRecovery()
+    stream: StreamPolicy = StreamPolicy()
+    timeouts: Timeouts = Timeouts()
+    classify: tuple[ClassifyRule, ...] = ()
+
+    def retries_on(self, category: Category) -> bool:
+        return category.value in self.retry.on
+
+
+# ---- teams -------------------------------------------------------------------
+
+
+class Limits(Frozen):
+    requests_per_minute: int | None = Field(default=None, gt=0)
+    tokens_per_minute: int | None = Field(default=None, gt=0)
+
+
+class RouteMatch(Frozen):
+    model: str = "*"
+    path: str | None = None
+
+
+class Route(Frozen):
+    name: str | None = None
+    match: RouteMatch = RouteMatch()
+    policy: str = "default"
+    override: dict[str, Any] = Field(default_factory=dict, description="deep-merged over the policy")
+
+
+class Team(Frozen):
+    keys: tuple[str, ...] = ()
+    models: tuple[str, ...] = ("*",)
+    limits: Limits = Limits()
+    routes: tuple[Route, ...] = (Route(),)
+
+
+class PolicyFile(Frozen):
+    """One YAML file; a policy directory is the merge of all its files."""
+
+    providers: dict[str, Provider] = Field(default_factory=dict)
+    models: dict[str, Model] = Field(default_factory=dict)
+    policies: dict[str, Policy] = Field(default_factory=dict)
+    teams: dict[str, Team] = Field(default_factory=dict)
