@@ -106,7 +106,12 @@ class GatewayError(Exception):
     def openai_body(self) -> dict[str, object]:
         etype = self.type or _OPENAI_TYPES.get(self.status, "upstream_error")
         return {
-            "error": {"message": self.message, "type": etype, "param": self.param, "code": self.code}
+            "error": {
+                "message": self.message,
+                "type": etype,
+                "param": self.param,
+                "code": self.code,
+            }
         }
 
     def anthropic_body(self) -> dict[str, object]:

@@ -9,9 +9,17 @@ as float seconds.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 from gateway.errors import Category
 
@@ -28,7 +36,9 @@ def parse_duration(value: Any) -> float:
     elif isinstance(value, str) and (m := _DURATION.match(value)):
         seconds = float(m.group(1)) * _UNIT[m.group(2)]
     else:
-        raise ValueError(f"invalid duration {value!r}: use a number of seconds or 250ms, 8s, 5m, 1h")
+        raise ValueError(
+            f"invalid duration {value!r}: use a number of seconds or 250ms, 8s, 5m, 1h"
+        )
     if seconds < 0 or seconds != seconds:
         raise ValueError(f"invalid duration {value!r}: must be >= 0")
     return seconds
@@ -47,6 +57,29 @@ Duration = Annotated[
     ),
 ]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+_KEY = re.compile(r"^(sha256:[0-9a-fA-F]{64}|env:[A-Za-z_][A-Za-z0-9_]*)$")
+KEY_PATTERN = _KEY.pattern
+
+
+def check_team_key(value: str) -> str:
+    """A team key is ``sha256:<64 hex>`` (stored lower-case) or ``env:NAME``; never a plain key.
+
+    The message never repeats the value: it may be a secret pasted by mistake.
+    """
+    if not _KEY.match(value):
+        raise ValueError(
+            "a key must be 'sha256:<64 hex digits>' (see `llm-gateway hash-key`) or 'env:NAME';"
+            " plain keys are not accepted"
+        )
+    return value.lower() if value.startswith("sha256:") else value
+
+
+TeamKey = Annotated[
+    str,
+    AfterValidator(check_team_key),
+    WithJsonSchema({"type": "string", "pattern": KEY_PATTERN}),
+]
 RetryCategory = Literal[
     "rate_limit", "quota_exhausted", "server_overload", "server_error", "timeout", "connection",
     "conflict", "prompt_too_long", "content_filter", "auth", "invalid_request",
@@ -64,8 +97,16 @@ class Frozen(BaseModel):
 class Provider(Frozen):
     api: Literal["openai", "anthropic", "sim"]
     base_url: str = ""
-    api_key_env: str | None = None
+    api_key_env: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="env var holding the key"
+    )
     headers: dict[str, str] = Field(default_factory=dict, description="extra headers sent upstream")
+
+    @model_validator(mode="after")
+    def _needs_base_url(self) -> Self:
+        if self.api != "sim" and not self.base_url:
+            raise ValueError(f"base_url is required for api {self.api}")
+        return self
 
 
 class Model(Frozen):
@@ -78,6 +119,11 @@ class Model(Frozen):
 # ---- the recovery policy -----------------------------------------------------
 
 
+def _check_cap(base: float, cap: float) -> None:
+    if cap < base:
+        raise ValueError(f"cap ({cap:g}s) must not be below base ({base:g}s)")
+
+
 class RateLimitBackoff(Frozen):
     retry_after_cap: Duration = 300.0
     retry_after_jitter: Fraction = 0.10
@@ -85,11 +131,21 @@ class RateLimitBackoff(Frozen):
     cap: Duration = 60.0
     jitter: Duration = 5.0
 
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> Self:
+        _check_cap(self.base, self.cap)
+        return self
+
 
 class TransientBackoff(Frozen):
     base: Duration = 1.0
     cap: Duration = 32.0
     jitter: Fraction = 0.25
+
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> Self:
+        _check_cap(self.base, self.cap)
+        return self
 
 
 class RetryBudget(Frozen):
@@ -189,11 +245,13 @@ class Route(Frozen):
     name: str | None = None
     match: RouteMatch = RouteMatch()
     policy: str = "default"
-    override: dict[str, Any] = Field(default_factory=dict, description="deep-merged over the policy")
+    override: dict[str, Any] = Field(
+        default_factory=dict, description="deep-merged over the policy"
+    )
 
 
 class Team(Frozen):
-    keys: tuple[str, ...] = ()
+    keys: tuple[TeamKey, ...] = ()
     models: tuple[str, ...] = ("*",)
     limits: Limits = Limits()
     routes: tuple[Route, ...] = (Route(),)
@@ -206,3 +264,17 @@ class PolicyFile(Frozen):
     models: dict[str, Model] = Field(default_factory=dict)
     policies: dict[str, Policy] = Field(default_factory=dict)
     teams: dict[str, Team] = Field(default_factory=dict)
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one policy file, for editors and CI."""
+    schema = PolicyFile.model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "llm-gateway policy file",
+        "description": (
+            "One YAML file of an llm-gateway policy directory (every *.yaml under it is"
+            " merged). Durations are seconds or strings like 250ms, 8s, 5m."
+        ),
+        **{k: v for k, v in schema.items() if k not in ("title", "description")},
+    }

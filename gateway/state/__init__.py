@@ -1,0 +1,34 @@
+"""Recovery state (SPEC §12): in process, or shared across replicas through Redis.
+
+``open_state(settings.state_url)`` gives the backend: ``""`` keeps state in
+this process (:class:`MemoryState`); ``redis://``, ``rediss://`` or
+``unix://`` shares it through Redis (:class:`~gateway.state.redis.RedisState`,
+imported only when used).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.state.base import StateBackend
+from gateway.state.memory import MemoryState
+
+__all__ = ["MemoryState", "StateBackend", "open_state"]
+
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def open_state(url: str, **options: Any) -> StateBackend:
+    """The backend for ``GATEWAY_STATE_URL``; ``options`` go to ``RedisState``."""
+    if not url.strip():
+        return MemoryState()
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in _REDIS_SCHEMES:
+        from gateway.state.redis import RedisState
+
+        return RedisState(url, **options)
+    # never echo the URL: it may carry a password
+    raise ValueError(
+        f"GATEWAY_STATE_URL: unsupported scheme {scheme!r}; "
+        "use an empty value (in-process state) or redis://, rediss://, unix://"
+    )

@@ -1,0 +1,201 @@
+"""Turning a recovery result into the client's answer: JSON, a relayed stream, or an error.
+
+Bodies and stream events pass through as the provider sent them. A stream is
+complete only when the upstream's final event arrived; a stream that breaks
+after the first byte ends with the endpoint's error event, never silently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import orjson
+from aiohttp import web
+
+from gateway import streaming
+from gateway.engine import Env, Request, Result, recover
+from gateway.errors import Category, GatewayError
+from gateway.observe.events import Events, RequestLog
+from gateway.providers import Endpoint
+from gateway.proxy import HttpAttempter, OpenStream
+from gateway.resilience.classify import classify_error_event, transport_failure
+from gateway.resilience.failure import Failure
+from gateway.upstream import UpstreamFailure
+
+_STREAM_ERROR_TYPE = {
+    Category.rate_limit: "rate_limit_error",
+    Category.server_overload: "overloaded_error",
+    Category.timeout: "timeout_error",
+    Category.auth: "api_error",
+}
+_USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
+
+
+async def answer(
+    attempter: HttpAttempter, req: Request, log: RequestLog, env: Env
+) -> web.StreamResponse:
+    result = await recover(req, log, env, attempter)
+    out = result.outcome
+    if out.failure is not None:
+        return await _fail(attempter, result, log)
+    if isinstance(out.stream, OpenStream):
+        return await _relay(attempter, out.stream, log, env.events)
+    _count_tokens(out.body, attempter.endpoint, log)
+    log.status = 200
+    resp = web.Response(body=out.body, status=200, headers=log.headers())
+    resp.content_type = out.content_type.split(";")[0]
+    log.ttfb = time.monotonic() - log.started
+    return resp
+
+
+def _count_tokens(body: bytes, endpoint: Endpoint, log: RequestLog) -> None:
+    if endpoint is Endpoint.embeddings:  # vectors are large: read only the usage at the tail
+        m = _USAGE_TAIL.search(body, max(0, len(body) - 400))
+        log.prompt_tokens = int(m.group(2)) if m else 0
+        return
+    try:
+        usage = orjson.loads(body).get("usage") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return
+    if isinstance(usage, dict):
+        log.prompt_tokens = int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+        log.completion_tokens = int(
+            usage.get("completion_tokens") or usage.get("output_tokens") or 0
+        )
+
+
+async def _relay(
+    att: HttpAttempter, s: OpenStream, log: RequestLog, events: Events
+) -> web.StreamResponse:
+    out = await att.commit()
+    endpoint = att.endpoint
+    complete = False
+    failure: Failure | None = None
+
+    def take(batch: list[streaming.Event]) -> bytes:
+        nonlocal complete, failure
+        keep: list[bytes] = []
+        for ev in batch:
+            if ev.kind is streaming.Kind.malformed:
+                events.stream_event_dropped(log, log.answered_by)
+                continue
+            if ev.kind is streaming.Kind.error:
+                failure = classify_error_event(ev.data, now=time.time())
+                break
+            if ev.kind is streaming.Kind.final:
+                complete = True
+            if ev.data is not None and (u := streaming.usage_of(ev.data, endpoint)):
+                log.prompt_tokens += u[0]
+                log.completion_tokens = max(log.completion_tokens, u[1])
+            keep.append(ev.raw)
+        return b"".join(keep)
+
+    try:
+        first = take(s.head)
+        if first:
+            await out.write(first)
+        while failure is None:
+            piece = await anext(s.pieces, b"")
+            if not piece:
+                break
+            batch = [streaming.classify_event(r, endpoint) for r in s.splitter.feed(piece)]
+            if batch and (data := take(batch)):
+                await out.write(data)
+    except UpstreamFailure as e:
+        if not complete:
+            failure = transport_failure(e.category, e.message)
+    finally:
+        await s.pieces.aclose()
+    if failure is None and not complete:
+        failure = transport_failure(
+            Category.connection, "upstream stream ended before its final event"
+        )
+    if failure is not None:
+        events.stream_interrupted(log, log.answered_by, failure, "error_event")
+        log.error = f"stream interrupted: {failure.category.value}"
+        etype = _STREAM_ERROR_TYPE.get(failure.category, "api_error")
+        await out.write(
+            streaming.error_event(endpoint, etype, _stream_message(failure), failure.code)
+        )
+    await out.write_eof()
+    return out
+
+
+def _stream_message(f: Failure) -> str:
+    return f"upstream stream interrupted ({f.category.value}): {f.message}"[:500]
+
+
+async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
+    out = result.outcome
+    f = out.failure
+    assert f is not None
+    log.error = f"{f.category.value}: {result.reason}"
+    err = _gateway_error(f, result)
+    if att.response is not None:  # already committed (keepalives): only an in-band event is left
+        etype = _STREAM_ERROR_TYPE.get(f.category, "api_error")
+        await att.response.write(
+            streaming.error_event(
+                att.endpoint, etype, err.message if err else _stream_message(f), f.code
+            )
+        )
+        await att.response.write_eof()
+        return att.response
+    headers = log.headers()
+    headers["x-should-retry"] = "false"
+    if err is not None:
+        log.status = err.status
+        headers.update(err.headers)
+        body = err.body_bytes(att.endpoint.client_format)
+        return web.Response(
+            body=body, status=err.status, headers=headers, content_type="application/json"
+        )
+    # The provider answered: pass its status and body on as it said them.
+    log.status = out.status
+    if out.status == 429 and f.retry_after is not None:
+        headers["retry-after"] = str(max(1, math.ceil(f.retry_after)))
+    resp = web.Response(body=out.body, status=out.status, headers=headers)
+    resp.content_type = out.content_type.split(";")[0]
+    return resp
+
+
+def _gateway_error(f: Failure, result: Result) -> GatewayError | None:
+    """The gateway's own error for failures it must word itself; None to pass the upstream's."""
+    attempts = result.progress.attempts
+    if f.category is Category.auth:
+        return GatewayError(
+            502,
+            f"the provider rejected the gateway's credentials for model "
+            f"{result.progress.model!r} (HTTP {f.status}); this is a gateway configuration "
+            "problem, not your API key",
+            type="upstream_auth_error",
+            code="upstream_auth_error",
+        )
+    if f.category is Category.prompt_too_long and result.reason == "prompt_too_long":
+        tried = ", ".join(result.progress.tried) or "nothing (no compaction applies)"
+        return GatewayError(
+            400,
+            f"prompt is too long for model {result.progress.model!r} even after recovery "
+            f"(tried: {tried}): {f.message}",
+            type="invalid_request_error",
+            code="context_length_exceeded",
+            param="messages",
+        )
+    if f.status is None or f.status == 0:
+        if result.reason == "deadline" or "deadline" in f.message:
+            return GatewayError(
+                504,
+                f"no answer from upstream before the request's deadline "
+                f"after {attempts} attempt(s): {f.message}",
+                type="timeout_error",
+            )
+        status = 504 if f.category is Category.timeout else 502
+        return GatewayError(
+            status,
+            f"upstream failed after {attempts} attempt(s): {f.message}",
+            type="timeout_error" if status == 504 else "upstream_error",
+        )
+    if not result.outcome.body:  # nothing to pass on: word it ourselves
+        return GatewayError(f.status, f.message or f"upstream answered HTTP {f.status}")
+    return None

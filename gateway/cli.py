@@ -1,0 +1,181 @@
+"""The ``llm-gateway`` command (SPEC §4): serve, check, schema, simulate, hash-key.
+
+``python -m gateway`` is the same command. Heavy modules (the server, the
+simulator) are imported only by the subcommand that needs them, so ``check``
+and ``hash-key`` start fast and work without the server's dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+def _version() -> str:
+    try:
+        return metadata.version("llm-gateway")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="llm-gateway",
+        description="A reverse proxy for LLM APIs that recovers from provider failures by policy.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Run the gateway. Settings come from GATEWAY_* variables; flags override them.",
+    )
+    serve.add_argument(
+        "--policies", metavar="DIR", type=Path, help="policy directory (GATEWAY_POLICY_DIR)"
+    )
+    serve.add_argument("--host", metavar="H", help="address to listen on (GATEWAY_HOST)")
+    serve.add_argument("--port", metavar="P", type=int, help="port to listen on (GATEWAY_PORT)")
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="bundled policies and the simulated provider; any client key is accepted",
+    )
+
+    check = sub.add_parser(
+        "check",
+        help="validate a policy directory",
+        description="Validate every policy file; print file:line: message per problem.",
+    )
+    check.add_argument("dir", metavar="DIR", type=Path, help="policy directory (or one file)")
+
+    sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a policy file",
+        description="Print the JSON Schema (draft 2020-12) of one policy file, for editors and CI.",
+    )
+
+    simulate = sub.add_parser(
+        "simulate",
+        help="replay scripted upstream outcomes through the real decision code",
+        description=(
+            "Replay a scripted sequence of upstream outcomes through the real decision code"
+            " on a virtual clock and print the timeline. No network."
+        ),
+    )
+    simulate.add_argument(
+        "--policies",
+        metavar="DIR",
+        type=Path,
+        default=Path(os.environ.get("GATEWAY_POLICY_DIR", "./policies")),
+        help="policy directory (default: GATEWAY_POLICY_DIR or ./policies)",
+    )
+    simulate.add_argument("--team", metavar="T", required=True, help="team whose route to use")
+    simulate.add_argument("--model", metavar="M", required=True, help="public model name asked for")
+    simulate.add_argument(
+        "--script",
+        metavar="S",
+        required=True,
+        help='upstream outcomes in order, e.g. "429:ra=3,500,500,200"',
+    )
+    simulate.add_argument(
+        "--path", default="/v1/chat/completions", help="endpoint path (default %(default)s)"
+    )
+    simulate.add_argument(
+        "--seed", metavar="N", type=int, default=0, help="random seed for jitter (default 0)"
+    )
+
+    sub.add_parser(
+        "hash-key",
+        help="print the sha256: form of a key read on stdin",
+        description="Read a client key on stdin and print the sha256: form for a team file.",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = build_parser().parse_args(argv)
+    command: str = args.command
+    if command == "serve":
+        return _serve(args)
+    if command == "check":
+        return _check(args.dir)
+    if command == "schema":
+        return _schema()
+    if command == "simulate":
+        from gateway.simulate import main as simulate_main
+
+        return int(simulate_main(args))
+    return _hash_key()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from gateway.app import serve
+    from gateway.settings import GatewaySettings
+
+    overrides: dict[str, Any] = {}
+    if args.host is not None:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    if args.policies is not None:
+        overrides["policy_dir"] = args.policies
+    if args.demo:
+        overrides["demo"] = True
+        if args.policies is None:
+            from gateway.policy.load import bundled_policy_dir
+
+            overrides["policy_dir"] = bundled_policy_dir()
+    result = serve(GatewaySettings(**overrides))
+    return int(result) if isinstance(result, int) else 0
+
+
+def _check(directory: Path) -> int:
+    from gateway.policy.load import PolicyError, load_policy_dir
+
+    try:
+        policy_set = load_policy_dir(directory)
+    except PolicyError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        n = len(exc.problems)
+        print(f"{n} problem{'s' if n != 1 else ''} found", file=sys.stderr)
+        return 1
+    counts = policy_set.counts()
+    summary = ", ".join(f"{v} {k if v != 1 else k.removesuffix('s')}" for k, v in counts.items())
+    print(f"{directory.as_posix()}: OK ({summary})")
+    return 0
+
+
+def _schema() -> int:
+    from gateway.policy.schema import policy_json_schema
+
+    print(json.dumps(policy_json_schema(), indent=2))
+    return 0
+
+
+def _hash_key() -> int:
+    from gateway.policy.policyset import hash_key
+
+    if sys.stdin.isatty():
+        key = getpass.getpass("key (not echoed): ")
+    else:
+        key = sys.stdin.readline().rstrip("\r\n")
+    if not key:
+        print("llm-gateway hash-key: no key on stdin", file=sys.stderr)
+        return 2
+    print(hash_key(key))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""The only loop that acts on recovery decisions.
+
+``recover`` asks :func:`gateway.resilience.decide.decide` what to do after each
+failed attempt and carries the answer out through an :class:`Attempter` (which
+sends and sleeps). The proxy's attempter talks HTTP and writes keepalives;
+``llm-gateway simulate`` plugs in a scripted one on a virtual clock, so both
+run exactly this code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.errors import Category
+from gateway.observe.events import Events, RequestLog
+from gateway.policy.schema import Policy
+from gateway.resilience import compaction, fallback
+from gateway.resilience.decide import (
+    GiveUp,
+    Progress,
+    Reroute,
+    Retry,
+    apply,
+    decide,
+)
+from gateway.resilience.failure import Failure, Rng
+from gateway.state.base import StateBackend
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one attempt produced: a success (body or open stream) or a classified failure."""
+
+    failure: Failure | None = None
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    stream: Any = None  # the attempter's open stream on a streaming success
+    data: Any = None  # the decoded JSON body, when the attempter decoded it
+
+
+@dataclass(slots=True)
+class Request:
+    """The parts of a client request that recovery reads or changes."""
+
+    api: str  # "openai" | "anthropic" | "responses" (message shapes for compaction)
+    body: dict[str, Any]
+    raw: bytes  # the client's bytes, sent as they are while nothing needs changing
+    model: str  # the public model asked for
+    route_id: str
+    team: str
+    policy: Policy
+    deadline: float  # monotonic
+
+    def encode(self, body: dict[str, Any], upstream_model: str) -> bytes:
+        if body is self.body and body.get("model") == upstream_model:
+            return self.raw
+        return orjson.dumps({**body, "model": upstream_model})
+
+
+class Attempter(Protocol):
+    async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome: ...
+
+    async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...
+
+
+@dataclass(slots=True)
+class Env:
+    state: StateBackend
+    events: Events
+    monotonic: Callable[[], float]
+    wall: Callable[[], float]
+    rng: Rng
+
+
+@dataclass(slots=True)
+class Result:
+    outcome: Outcome
+    progress: Progress
+    reason: str = ""  # GiveUp reason when the outcome is a failure
+    body: dict[str, Any] = field(default_factory=dict)  # the request body last sent
+
+
+def _outcome_label(f: Failure | None) -> str:
+    if f is None:
+        return "ok"
+    return "server_error" if f.category.counts_toward_fallback else "other"
+
+
+async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter) -> Result:
+    """Attempt, decide, act, until an answer or a named reason to give up."""
+    policy, fb = req.policy, req.policy.fallback
+    key = f"{req.route_id}|{req.model}"
+    probe = False
+    start = 0
+    if fb.chain:
+        choice = await env.state.choose(key, fb, env.wall())
+        start, probe = choice.index, choice.probe
+        if start:
+            log.used("fallback")
+    p = Progress(deadline=req.deadline, chain=(req.model, *fb.chain), chain_index=start)
+    body = req.body
+    on_chain = True  # False after moving to an on_prompt_too_long model
+    while True:
+        p.attempts += 1
+        log.attempts = p.attempts
+        out = await attempter.send(p.model, body, p)
+        f = out.failure
+        activated: int | None = None
+        if fb.chain and on_chain:
+            t = await env.state.record(
+                key, fb, p.chain_index, _outcome_label(f), env.wall(), probe=probe
+            )
+            probe = False
+            activated = _announce(t, req, env.events)
+        if f is None:
+            log.answered_by = p.model
+            return Result(out, p, body=body)
+        while True:  # decide until an action that needs another attempt
+            d = decide(p, f, policy, env.monotonic(), env.rng, activated=activated)
+            activated = None
+            budget = policy.retry.budget
+            if (
+                isinstance(d, Retry)
+                and not d.turn
+                and not await env.state.spend_retry(req.route_id, budget, env.wall())
+            ):
+                env.events.retry_budget_exhausted(log, p.model, f)
+                d = GiveUp("retry_budget_exhausted")
+            apply(p, d)
+            if isinstance(d, GiveUp):
+                log.answered_by = p.model
+                return Result(out, p, reason=d.reason, body=body)
+            if isinstance(d, Retry):
+                log.used("retry")
+                if d.turn:
+                    env.events.turn_retry(log, p.model, d.wait, f)
+                else:
+                    env.events.api_retry(
+                        log, p.model, d.retry_number, policy.retry.max_retries, d.wait, f
+                    )
+                await attempter.sleep(d.wait, d, f)
+                break
+            if isinstance(d, Reroute):
+                log.used("fallback")
+                env.events.fallback(log, p.chain[0] if on_chain else req.model, d.model, d.reason)
+                if d.original_body:
+                    body, on_chain = req.body, False
+                break
+            compacted = _compact(req, body, d.strategy, f, p, log, env.events)
+            if compacted is not body:
+                body = compacted
+                break
+
+
+def _announce(t: fallback.Transition | None, req: Request, events: Events) -> int | None:
+    if isinstance(t, fallback.Activated):
+        to_model = fallback.model_at(req.model, req.policy.fallback, t.to_index)
+        events.fallback_model_activated(req.team, req.model, to_model, t.reason)
+        return t.to_index
+    if isinstance(t, fallback.Recovered):
+        events.fallback_model_recovered(req.team, req.model)
+    return None
+
+
+def _compact(
+    req: Request,
+    body: dict[str, Any],
+    strategy: str,
+    f: Failure,
+    p: Progress,
+    log: RequestLog,
+    events: Events,
+) -> dict[str, Any]:
+    """One compaction step; the body unchanged (and the step skipped) when it cannot shrink."""
+    estimate = compaction.estimate_tokens(body, req.api)
+    requested = _requested_output(body)
+    target = compaction.target_tokens_for(f.prompt_tokens, f.context_limit, requested, estimate)
+    c = compaction.compact(body, req.api, strategy, req.policy.compaction, target_tokens=target)
+    if c is None:
+        events.prompt_too_long_recovery(log, p.model, strategy, "skipped")
+        return body
+    log.used("compaction")
+    p.tried.append(strategy)
+    events.prompt_too_long_recovery(
+        log,
+        p.model,
+        strategy,
+        "applied",
+        messages_before=c.messages_before,
+        messages_after=c.messages_after,
+        tokens_before=c.tokens_before,
+        tokens_after=c.tokens_after,
+    )
+    return c.body
+
+
+def _requested_output(body: Mapping[str, Any]) -> int | None:
+    for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        v = body.get(name)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def is_transport(f: Failure) -> bool:
+    return f.status is None and f.category in (Category.timeout, Category.connection)

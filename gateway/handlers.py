@@ -1,0 +1,206 @@
+"""Thin endpoints: authenticate, parse, route, then hand over to the engine."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gateway.answer import answer
+from gateway.engine import Request
+from gateway.errors import GatewayError, bad_request
+from gateway.observe.events import RequestLog
+from gateway.providers import Endpoint, speaks
+from gateway.proxy import HttpAttempter
+from gateway.state_keys import GATEWAY, LOG
+
+_SHAPES = {
+    Endpoint.chat: "openai",
+    Endpoint.completions: "openai",
+    Endpoint.embeddings: "openai",
+    Endpoint.responses: "responses",
+    Endpoint.messages: "anthropic",
+}
+_CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
+
+
+def client_key(request: web.Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip() or None
+    return request.headers.get("x-api-key") or None
+
+
+def authenticate(request: web.Request) -> str:
+    """The caller's team, from its key (any key in demo mode)."""
+    gw = request.app[GATEWAY]
+    policies = gw.policies
+    key = client_key(request)
+    team = policies.team_for_key(key) if key else None
+    if team is None and gw.settings.demo:
+        team = policies.default_team
+    if team is None:
+        what = "no API key" if key is None else "an API key that no team owns"
+        raise GatewayError(
+            401,
+            f"the request has {what}: send your gateway key as 'Authorization: Bearer KEY' "
+            "or 'x-api-key: KEY'",
+            code="invalid_api_key",
+        )
+    return team
+
+
+def client_deadline(request: web.Request, total: float) -> float:
+    """Seconds the request may take: the policy's total, shortened by the client's own timeout."""
+    limit = total
+    for name in _CLIENT_TIMEOUT_HEADERS:
+        value = request.headers.get(name)
+        if value:
+            try:
+                seconds = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(seconds) and seconds > 0:
+                limit = min(limit, seconds)
+    return limit
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise bad_request(f"the request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    return body
+
+
+async def completion(request: web.Request) -> web.StreamResponse:
+    """Every model endpoint: chat, responses, completions, embeddings, messages."""
+    gw = request.app[GATEWAY]
+    log: RequestLog = request[LOG]
+    endpoint = Endpoint(request.match_info.route.resource.canonical)  # type: ignore[union-attr]
+    policies = gw.policies  # one consistent set for the whole request
+    team = log.team = authenticate(request)
+    raw = await request.read()
+    body = parse_body(raw)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("the request has no 'model': name one of GET /v1/models", "model")
+    spec = policies.models.get(model)
+    if spec is None:
+        raise GatewayError(
+            404,
+            f"unknown model {model!r}: GET /v1/models lists the models you may use",
+            code="model_not_found",
+            param="model",
+        )
+    log.model = model
+    if not policies.model_allowed(team, model):
+        raise GatewayError(
+            403, f"team {team!r} may not use model {model!r}", code="model_not_allowed"
+        )
+    route = policies.route(team, model, endpoint.value)
+    if route is None:
+        raise GatewayError(
+            404,
+            f"no route of team {team!r} serves model {model!r} on {endpoint.value}",
+            code="no_route",
+        )
+    log.route = route.id
+    if not speaks(policies.providers[spec.provider], endpoint):
+        raise bad_request(
+            f"model {model!r} is served by an {policies.providers[spec.provider].api}-format "
+            f"provider and cannot be called on {endpoint.value}"
+        )
+    limits = policies.teams[team].limits
+    has_limits = limits.requests_per_minute is not None or limits.tokens_per_minute is not None
+    if has_limits and (wait := await gw.state.admit(team, limits, time.time())) is not None:
+        raise GatewayError(
+            429,
+            f"team {team!r} is over its limits; retry in {math.ceil(wait)} s",
+            code="team_rate_limited",
+            headers={"retry-after": str(max(1, math.ceil(wait))), "x-should-retry": "true"},
+        )
+    policy = route.policy
+    req = Request(
+        api=_SHAPES[endpoint],
+        body=body,
+        raw=raw,
+        model=model,
+        route_id=route.id,
+        team=team,
+        policy=policy,
+        deadline=log.started + client_deadline(request, policy.timeouts.total),
+    )
+    await gw.state.note_request(route.id, time.time())
+    attempter = HttpAttempter(
+        policies=policies,
+        upstream=gw.upstream,
+        events=gw.events,
+        endpoint=endpoint,
+        request=request,
+        req=req,
+        log=log,
+        stream=body.get("stream") is True,
+        sim_url=gw.sim_url,
+    )
+    resp = await answer(attempter, req, log, gw.env)
+    if has_limits and (tokens := log.prompt_tokens + log.completion_tokens):
+        await gw.state.add_tokens(team, limits, tokens, time.time())
+    return resp
+
+
+async def models(request: web.Request) -> web.Response:
+    """The models the caller's team may use, in a list both OpenAI and Anthropic SDKs read."""
+    gw = request.app[GATEWAY]
+    team = authenticate(request)
+    names = gw.policies.team_models(team)
+    data = [
+        {
+            "id": n,
+            "object": "model",
+            "created": 0,
+            "owned_by": gw.policies.models[n].provider,
+            "type": "model",
+            "display_name": n,
+            "created_at": "1970-01-01T00:00:00Z",
+        }
+        for n in names
+    ]
+    request[LOG].team = team
+    request[LOG].status = 200
+    body = {
+        "object": "list",
+        "data": data,
+        "has_more": False,
+        "first_id": names[0] if names else None,
+        "last_id": names[-1] if names else None,
+    }
+    return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+async def root(request: web.Request) -> web.Response:
+    return web.Response(text="llm-gateway\n")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    gw = request.app[GATEWAY]
+    if gw.draining:
+        return web.Response(status=503, text="draining\n")
+    return web.Response(text="ready\n")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    gw = request.app[GATEWAY]
+    resp = web.Response(body=generate_latest(gw.metrics.registry))
+    resp.headers["content-type"] = CONTENT_TYPE_LATEST
+    return resp

@@ -1,0 +1,64 @@
+"""Request id, access log, in-flight gauge, and errors rendered in the caller's API format."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from gateway.errors import GatewayError
+from gateway.observe.events import RequestLog
+from gateway.state_keys import GATEWAY, LOG
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+
+
+def _format_of(path: str) -> str:
+    return "anthropic" if path.startswith("/v1/messages") else "openai"
+
+
+def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.Response:
+    headers = dict(err.headers)
+    if log is not None:
+        log.status = err.status
+        log.error = err.code or err.type or str(err.status)
+        headers.update(log.headers())
+    return web.Response(
+        body=err.body_bytes(_format_of(path)),
+        status=err.status,
+        headers=headers,
+        content_type="application/json",
+    )
+
+
+@web.middleware
+async def gateway_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not request.path.startswith("/v1/"):
+        return await handler(request)
+    gw = request.app[GATEWAY]
+    rid = request.headers.get("x-request-id", "")
+    log = RequestLog(rid if _REQUEST_ID.match(rid) else uuid.uuid4().hex, time.monotonic())
+    request[LOG] = log
+    gw.metrics.inflight.inc()
+    try:
+        return await handler(request)
+    except GatewayError as err:
+        return error_response(err, request.path, log)
+    except web.HTTPRequestEntityTooLarge:
+        limit = gw.settings.max_body_bytes
+        err = GatewayError(413, f"request body is larger than the gateway's limit of {limit} bytes")
+        return error_response(err, request.path, log)
+    except asyncio.CancelledError:
+        log.status = 499
+        gw.events.client_disconnected(log)
+        raise
+    finally:
+        gw.metrics.inflight.dec()
+        if log.status == 0:
+            log.status = 500
+        gw.events.request_completed(log, time.monotonic())

@@ -1,0 +1,202 @@
+"""One place that turns what happened into log events and metrics (SPEC §10, §11).
+
+Event names are stable; fields never hold keys, Authorization headers or message
+contents. Every method both logs and counts, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from gateway.observe.metrics import Metrics
+from gateway.resilience.failure import Failure
+
+log = structlog.get_logger("gateway")
+
+
+@dataclass(slots=True)
+class RequestLog:
+    """What the access log and the response headers say about one request."""
+
+    request_id: str
+    started: float  # monotonic
+    team: str = "-"
+    route: str = "-"
+    model: str = "-"  # public model name asked for
+    answered_by: str = ""  # public model name that answered
+    provider: str = "-"
+    status: int = 0
+    attempts: int = 0
+    ttfb: float | None = None
+    recovery: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+    def used(self, what: str) -> None:
+        if what not in self.recovery:
+            self.recovery.append(what)
+
+    def headers(self) -> dict[str, str]:
+        h = {
+            "x-request-id": self.request_id,
+            "x-gateway-attempts": str(self.attempts),
+            "x-gateway-model": self.answered_by or self.model,
+        }
+        if self.recovery:
+            h["x-gateway-recovery"] = ",".join(self.recovery)
+        return h
+
+
+class Events:
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    # ---- per request ---------------------------------------------------------------
+    def request_completed(self, r: RequestLog, now: float) -> None:
+        m = self.metrics
+        duration = now - r.started
+        model = r.answered_by or r.model
+        m.requests.labels(r.team, model, str(r.status)).inc()
+        m.duration.labels(r.team, model).observe(duration)
+        if r.ttfb is not None:
+            m.ttfb.labels(r.team, model).observe(r.ttfb)
+        if r.prompt_tokens:
+            m.tokens.labels(r.team, model, "prompt").inc(r.prompt_tokens)
+        if r.completion_tokens:
+            m.tokens.labels(r.team, model, "completion").inc(r.completion_tokens)
+        log.info(
+            "request_completed",
+            request_id=r.request_id,
+            team=r.team,
+            route=r.route,
+            model=model,
+            requested_model=r.model,
+            status=r.status,
+            attempts=r.attempts,
+            recovery=",".join(r.recovery) or None,
+            duration_s=round(duration, 6),
+            ttfb_s=None if r.ttfb is None else round(r.ttfb, 6),
+            tokens={"prompt": r.prompt_tokens, "completion": r.completion_tokens},
+            error=r.error,
+        )
+
+    def upstream_attempt(self, provider: str, model: str, category: str) -> None:
+        self.metrics.upstream_attempts.labels(provider, model, category).inc()
+
+    def api_retry(
+        self, r: RequestLog, model: str, attempt: int, max_retries: int, wait: float, f: Failure
+    ) -> None:
+        self.metrics.retries.labels(r.team, model, f.category.value).inc()
+        self.metrics.retry_wait.labels(r.team, model).inc(wait)
+        log.info(
+            "api_retry",
+            request_id=r.request_id,
+            team=r.team,
+            model=model,
+            attempt=attempt,
+            max_retries=max_retries,
+            wait_seconds=round(wait, 3),
+            category=f.category.value,
+            is_rate_limit=f.is_rate_limit,
+            status=f.status,
+            error=f.message[:200],
+        )
+
+    def turn_retry(self, r: RequestLog, model: str, wait: float, f: Failure) -> None:
+        self.metrics.retry_wait.labels(r.team, model).inc(wait)
+        log.info(
+            "turn_retry",
+            request_id=r.request_id,
+            team=r.team,
+            model=model,
+            wait_seconds=round(wait, 3),
+            category=f.category.value,
+        )
+
+    def retry_budget_exhausted(self, r: RequestLog, model: str, f: Failure) -> None:
+        self.metrics.budget_exhausted.labels(r.team).inc()
+        log.warning(
+            "retry_budget_exhausted",
+            request_id=r.request_id,
+            team=r.team,
+            route=r.route,
+            model=model,
+            category=f.category.value,
+        )
+
+    def fallback(self, r: RequestLog, from_model: str, to_model: str, reason: str) -> None:
+        self.metrics.fallbacks.labels(r.team, from_model, to_model).inc()
+        log.info(
+            "fallback_used",
+            request_id=r.request_id,
+            team=r.team,
+            model=from_model,
+            fallback_model=to_model,
+            reason=reason,
+        )
+
+    def fallback_model_activated(
+        self, team: str, model: str, fallback_model: str, reason: str
+    ) -> None:
+        self.metrics.fallback_active.labels(team, model).set(1)
+        log.warning(
+            "fallback_model_activated",
+            team=team,
+            model=model,
+            fallback_model=fallback_model,
+            reason=reason,
+        )
+
+    def fallback_model_recovered(self, team: str, model: str) -> None:
+        self.metrics.fallback_active.labels(team, model).set(0)
+        log.info("fallback_model_recovered", team=team, model=model)
+
+    def prompt_too_long_recovery(
+        self, r: RequestLog, model: str, strategy: str, outcome: str, **sizes: Any
+    ) -> None:
+        self.metrics.compactions.labels(r.team, model, strategy, outcome).inc()
+        log.info(
+            "prompt_too_long_recovery",
+            request_id=r.request_id,
+            team=r.team,
+            model=model,
+            strategy=strategy,
+            outcome=outcome,
+            **sizes,
+        )
+
+    def output_continuation(self, r: RequestLog, model: str, n: int) -> None:
+        self.metrics.continuations.labels(r.team, model).inc()
+        log.info("output_continuation", request_id=r.request_id, team=r.team, model=model, n=n)
+
+    def stream_interrupted(self, r: RequestLog, model: str, f: Failure, action: str) -> None:
+        log.warning(
+            "stream_interrupted",
+            request_id=r.request_id,
+            team=r.team,
+            model=model,
+            category=f.category.value,
+            error=f.message[:200],
+            action=action,
+        )
+
+    def stream_event_dropped(self, r: RequestLog, model: str) -> None:
+        self.metrics.stream_events_dropped.labels(model).inc()
+        log.warning("stream_event_dropped", request_id=r.request_id, model=model)
+
+    def client_disconnected(self, r: RequestLog) -> None:
+        self.metrics.client_disconnects.inc()
+        log.info("client_disconnected", request_id=r.request_id, team=r.team, model=r.model)
+
+    # ---- process -------------------------------------------------------------------
+    def policy_reloaded(self, files: int, trigger: str) -> None:
+        self.metrics.policy_reloads.labels("ok").inc()
+        log.info("policy_reloaded", files=files, trigger=trigger)
+
+    def policy_rejected(self, file: str, line: int, message: str, trigger: str) -> None:
+        self.metrics.policy_reloads.labels("rejected").inc()
+        log.error("policy_rejected", file=file, line=line, message=message, trigger=trigger)

@@ -1,0 +1,579 @@
+"""The only reader of policy YAML: a directory of files -> a :class:`PolicySet`.
+
+Every ``*.yaml`` / ``*.yml`` under the directory and its subfolders is read in
+sorted order of relative path (files and folders whose name starts with ``.``
+are skipped, so Kubernetes ConfigMap mounts with their ``..data`` folders load
+once). Each file is validated against the schema, the files are merged, every
+reference is checked and the result compiled. Anything wrong is reported as
+``file:line: key.path: message``, all problems of the set at once, by raising
+:class:`PolicyError`; a set with a problem is never partly used.
+
+Problems found (each test-covered):
+
+- YAML syntax, duplicate keys in one mapping, more than one document;
+- schema: unknown keys, wrong types, bad durations, bad key forms;
+- a provider / model / policy / team name defined in two files (naming both);
+- references: model -> provider, route -> policy, fallback chain /
+  ``on_prompt_too_long`` / ``summarize_model`` -> models;
+- a route ``override`` that does not validate once deep-merged over its policy;
+- an ``env:NAME`` team key whose variable is unset or empty; a key used twice.
+
+Provider ``api_key_env`` variables are *not* required here: they are read when
+a request goes upstream, so CI can ``check`` files without the secrets.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from gateway.policy.merge import deep_merge
+from gateway.policy.policyset import PolicySet, ResolvedRoute
+from gateway.policy.schema import (
+    Model,
+    Policy,
+    PolicyFile,
+    Provider,
+    Team,
+    policy_json_schema,
+)
+
+__all__ = [
+    "PolicyError",
+    "Problem",
+    "bundled_policy_dir",
+    "load_policy_dir",
+    "load_policy_texts",
+    "parse_yaml",
+    "policy_json_schema",
+]
+
+Loc = tuple[str | int, ...]
+
+#: Top-level sections of a file, in the order they are checked; their value types
+#: are those of :class:`PolicyFile` (a test keeps the two in step).
+SECTIONS: dict[str, type[BaseModel]] = {
+    "providers": Provider,
+    "models": Model,
+    "policies": Policy,
+    "teams": Team,
+}
+_KIND = {"providers": "provider", "models": "model", "policies": "policy", "teams": "team"}
+_MAX_DEPTH = 64
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans: only true/false are booleans.
+
+    Under YAML 1.1 ``on``, ``off``, ``yes``, ``no`` are booleans, which would turn
+    the ``on:`` key of ``retry`` and ``turn_retry`` into ``True``.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a policy set, located at a file and line (1-based; 0 = whole file)."""
+
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.file}:{self.line}: {self.message}"
+            if self.line
+            else f"{self.file}: {self.message}"
+        )
+
+
+class PolicyError(Exception):
+    """A policy set was rejected; ``problems`` lists every reason, ``str()`` one per line."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+
+def bundled_policy_dir() -> Path:
+    """The policies shipped with the package (``serve --demo``).
+
+    In a wheel they live in ``gateway/_bundled_policies``; in a source checkout
+    (``pip install -e .``) they are the repository's ``policies/``.
+    """
+    package = Path(__file__).resolve().parent.parent
+    wheel = package / "_bundled_policies"
+    return wheel if wheel.is_dir() else package.parent / "policies"
+
+
+# ---- reading ------------------------------------------------------------------
+
+
+def load_policy_dir(path: Path | str, env: Mapping[str, str] | None = None) -> PolicySet:
+    """Read, validate, merge and compile every policy file under ``path``.
+
+    ``path`` may also be a single file. ``env`` (default ``os.environ``) resolves
+    ``env:NAME`` team keys. Raises :class:`PolicyError` listing every problem.
+    """
+    root = Path(path)
+    shown = root.as_posix()
+    if root.is_file():
+        files = [root]
+        rel_of = {root: root.name}
+        display_of = {root: shown}
+    elif root.is_dir():
+        files = _policy_files(root)
+        rel_of = {p: p.relative_to(root).as_posix() for p in files}
+        display_of = {p: (root / rel_of[p]).as_posix() for p in files}
+        if not files:
+            raise PolicyError([Problem(shown, 0, "no policy files (*.yaml, *.yml) found")])
+    else:
+        raise PolicyError([Problem(shown, 0, "no such policy directory")])
+    texts: list[tuple[str, str, bytes]] = []
+    problems: list[Problem] = []
+    for p in files:
+        try:
+            texts.append((rel_of[p], display_of[p], p.read_bytes()))
+        except OSError as exc:
+            problems.append(Problem(display_of[p], 0, f"cannot read: {exc.strerror or exc}"))
+    return _build(texts, os.environ if env is None else env, problems)
+
+
+def load_policy_texts(
+    texts: Mapping[str, str | bytes], env: Mapping[str, str] | None = None
+) -> PolicySet:
+    """Like :func:`load_policy_dir` over in-memory files ``{relative path: content}`` (tests)."""
+    items = [
+        (rel, rel, t.encode("utf-8") if isinstance(t, str) else t)
+        for rel, t in sorted(texts.items())
+    ]
+    return _build(items, {} if env is None else env, [])
+
+
+def parse_yaml(text: str) -> Any:
+    """One YAML document as plain data, with the loader policy files use (YAML 1.2 booleans)."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _policy_files(root: Path) -> list[Path]:
+    found: list[tuple[str, Path]] = []
+    for p in root.rglob("*"):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if p.suffix in (".yaml", ".yml") and p.is_file():
+            found.append((rel.as_posix(), p))
+    return [p for _, p in sorted(found)]
+
+
+# ---- one file: YAML -> data + a map of key path -> line -----------------------
+
+
+@dataclass(slots=True)
+class _Source:
+    rel: str
+    display: str
+    data: Any = None
+    lines: dict[Loc, int] = field(default_factory=dict)
+    ok: bool = True  # parsed (schema problems do not clear it)
+
+    def line(self, loc: Loc) -> int:
+        """The line of the longest prefix of ``loc`` that exists in the file."""
+        for n in range(len(loc), -1, -1):
+            found = self.lines.get(loc[:n])
+            if found is not None:
+                return found
+        return 1
+
+    def problem(self, loc: Loc, message: str) -> Problem:
+        return Problem(self.display, self.line(loc), f"{format_loc(loc)}: {message}")
+
+
+def format_loc(loc: Loc) -> str:
+    """``("teams", "a", "routes", 0, "policy")`` -> ``teams.a.routes[0].policy``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _parse(src: _Source, raw: bytes, problems: list[Problem]) -> None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        src.ok = False
+        line = raw[: exc.start].count(b"\n") + 1
+        problems.append(Problem(src.display, line, "not valid UTF-8"))
+        return
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return
+        before = len(problems)
+        _index(node, (), src, problems, 0)
+        if len(problems) > before:  # duplicate keys: the data would be ambiguous
+            src.ok = False
+            return
+        src.data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        src.ok = False
+        mark = exc.problem_mark or exc.context_mark
+        what = exc.problem or "invalid YAML"
+        if exc.context and what.startswith("but "):  # "expected X" / "but found Y"
+            what = f"{exc.context} {what}"
+        elif exc.context:
+            what += f" ({exc.context})"
+        problems.append(
+            Problem(src.display, mark.line + 1 if mark else 1, f"YAML syntax error: {what}")
+        )
+    except yaml.YAMLError as exc:  # pragma: no cover - PyYAML marks its errors
+        src.ok = False
+        problems.append(Problem(src.display, 1, f"YAML syntax error: {exc}"))
+    finally:
+        loader.dispose()
+
+
+def _key_of(node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:str":
+            return node.value
+        try:
+            return _Loader("").construct_object(node)
+        except yaml.YAMLError:
+            return node.value
+    return None  # a mapping or list used as a key; the schema rejects it
+
+
+def _index(node: yaml.Node, loc: Loc, src: _Source, problems: list[Problem], depth: int) -> None:
+    """Record the line of every key and list item; report duplicate keys."""
+    src.lines.setdefault(loc, node.start_mark.line + 1)
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for knode, vnode in node.value:
+            if knode.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`
+                _index(vnode, loc, src, problems, depth + 1)
+                continue
+            key = _key_of(knode)
+            line = knode.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # unhashable key
+                continue
+            if first is not None:
+                problems.append(
+                    Problem(
+                        src.display,
+                        line,
+                        f"{format_loc((*loc, key))}: duplicate key (first at line {first})",
+                    )
+                )
+                continue
+            seen[key] = line
+            src.lines[(*loc, key)] = line
+            _index(vnode, (*loc, key), src, problems, depth + 1)
+            src.lines[(*loc, key)] = line  # the key's line, not its value's
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index(item, (*loc, i), src, problems, depth + 1)
+
+
+# ---- schema ---------------------------------------------------------------------
+
+
+def _message(err: ErrorDetails) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "missing required key"
+    if kind in ("value_error", "assertion_error"):
+        ctx = err.get("ctx") or {}
+        return str(ctx.get("error", err["msg"])).removeprefix("Value error, ")
+    msg = err["msg"]
+    value = err.get("input")
+    if isinstance(value, str | int | float | bool) and "keys" not in err["loc"]:
+        msg += f", got {value!r}"
+    return msg
+
+
+def _clean_loc(loc: tuple[int | str, ...]) -> Loc:
+    """Drop pydantic's own segments (``[key]``, ``function-after[...]``) from an error location."""
+    return tuple(p for p in loc if not (isinstance(p, str) and (p == "[key]" or "[" in p)))
+
+
+def _schema_problems(src: _Source, prefix: Loc, exc: ValidationError) -> Iterator[Problem]:
+    for err in exc.errors():
+        yield src.problem((*prefix, *_clean_loc(err["loc"])), _message(err))
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    value: Any  # the validated model
+    src: _Source
+    loc: Loc  # (section, name)
+
+    @property
+    def where(self) -> str:
+        return f"{self.src.display}:{self.src.line(self.loc)}"
+
+
+def _validate_file(
+    src: _Source, problems: list[Problem], invalid: dict[str, set[str]]
+) -> list[_Entry]:
+    """Validate each entry of each section; return the valid ones."""
+    data = src.data
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        problems.append(
+            Problem(
+                src.display,
+                src.line(()),
+                "(top level): a policy file is a mapping with any of "
+                + ", ".join(f"{s}:" for s in SECTIONS),
+            )
+        )
+        return []
+    entries: list[_Entry] = []
+    for section, body in data.items():
+        model = SECTIONS.get(section) if isinstance(section, str) else None
+        if model is None:
+            problems.append(
+                src.problem((section,), "unknown key (expected " + ", ".join(SECTIONS) + ")")
+            )
+            continue
+        if body is None:  # `teams:` with everything below commented out
+            continue
+        if not isinstance(body, dict):
+            problems.append(src.problem((section,), f"must be a mapping of {_KIND[section]} names"))
+            continue
+        for name, raw in body.items():
+            if not isinstance(name, str) or not name:
+                problems.append(
+                    src.problem(
+                        (section, name), f"{_KIND[section]} name must be a non-empty string"
+                    )
+                )
+                continue
+            try:
+                value = model.model_validate({} if raw is None else raw)
+            except ValidationError as exc:
+                problems.extend(_schema_problems(src, (section, name), exc))
+                invalid[section].add(name)
+                continue
+            entries.append(_Entry(value, src, (section, name)))
+    return entries
+
+
+# ---- the set --------------------------------------------------------------------
+
+
+def _unknown(kind: str, name: str, known: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown {kind} '{name}'{hint}"
+
+
+def _model_refs(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    """Every model name a policy refers to, with its path inside the policy."""
+    for i, m in enumerate(policy.fallback.chain):
+        yield ("fallback", "chain", i), m
+    for i, m in enumerate(policy.fallback.on_prompt_too_long):
+        yield ("fallback", "on_prompt_too_long", i), m
+    if policy.compaction.summarize_model is not None:
+        yield ("compaction", "summarize_model"), policy.compaction.summarize_model
+
+
+def _in_override(override: Mapping[str, Any], loc: Loc) -> bool:
+    """Whether the override itself sets the policy field at ``loc`` (ignoring list indexes)."""
+    node: Any = override
+    for part in loc:
+        if isinstance(part, int):
+            return True
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _build(
+    texts: list[tuple[str, str, bytes]], env: Mapping[str, str], problems: list[Problem]
+) -> PolicySet:
+    sources: list[_Source] = []
+    files: dict[str, str] = {}
+    for rel, display, raw in texts:
+        src = _Source(rel, display)
+        files[rel] = hashlib.sha256(raw).hexdigest()
+        _parse(src, raw, problems)
+        sources.append(src)
+
+    invalid: dict[str, set[str]] = {s: set() for s in SECTIONS}
+    defined: dict[str, dict[str, _Entry]] = {s: {} for s in SECTIONS}
+    for src in sources:
+        for entry in _validate_file(src, problems, invalid):
+            section, name = str(entry.loc[0]), str(entry.loc[1])
+            first = defined[section].get(name)
+            if first is not None:
+                problems.append(
+                    src.problem(
+                        entry.loc,
+                        f"{_KIND[section]} '{name}' is already defined in {first.where}",
+                    )
+                )
+                continue
+            defined[section][name] = entry
+
+    providers: dict[str, Provider] = {n: e.value for n, e in defined["providers"].items()}
+    models: dict[str, Model] = {n: e.value for n, e in defined["models"].items()}
+    policies: dict[str, Policy] = {n: e.value for n, e in defined["policies"].items()}
+    teams: dict[str, Team] = {n: e.value for n, e in defined["teams"].items()}
+    if "default" not in policies and "default" not in invalid["policies"]:
+        policies["default"] = Policy()
+
+    # References are only meaningful when every file could be read: a file with a
+    # syntax error would otherwise make every name it defines look unknown.
+    check_refs = all(s.ok for s in sources)
+
+    def known(section: str, table: Mapping[str, Any], name: str) -> bool:
+        return not check_refs or name in table or name in invalid[section]
+
+    for entry in defined["models"].values():
+        m: Model = entry.value
+        if not known("providers", providers, m.provider):
+            problems.append(
+                entry.src.problem(
+                    (*entry.loc, "provider"), _unknown("provider", m.provider, providers)
+                )
+            )
+    for entry in defined["policies"].values():
+        for loc, ref in _model_refs(entry.value):
+            if not known("models", models, ref):
+                problems.append(
+                    entry.src.problem((*entry.loc, *loc), _unknown("model", ref, models))
+                )
+
+    routes: dict[str, list[ResolvedRoute]] = {}
+    key_hashes: dict[str, str] = {}
+    key_where: dict[str, Loc] = {}
+    for team_name, entry in defined["teams"].items():
+        team: Team = entry.value
+        src = entry.src
+        resolved: list[ResolvedRoute] = []
+        route_names: dict[str, int] = {}
+        for i, route in enumerate(team.routes):
+            rloc: Loc = (*entry.loc, "routes", i)
+            if route.name is not None:
+                if route.name in route_names:
+                    problems.append(
+                        src.problem(
+                            (*rloc, "name"),
+                            f"route name '{route.name}' is already used by routes"
+                            f"[{route_names[route.name]}]",
+                        )
+                    )
+                route_names.setdefault(route.name, i)
+            base = policies.get(route.policy)
+            if base is None:
+                if not known("policies", policies, route.policy):
+                    problems.append(
+                        src.problem((*rloc, "policy"), _unknown("policy", route.policy, policies))
+                    )
+                continue
+            policy = base
+            if route.override:
+                merged = deep_merge(base.model_dump(), route.override)
+                try:
+                    policy = Policy.model_validate(merged)
+                except ValidationError as exc:
+                    problems.extend(_schema_problems(src, (*rloc, "override"), exc))
+                    continue
+                for loc, ref in _model_refs(policy):
+                    if _in_override(route.override, loc) and not known("models", models, ref):
+                        problems.append(
+                            src.problem((*rloc, "override", *loc), _unknown("model", ref, models))
+                        )
+            resolved.append(
+                ResolvedRoute(
+                    id=route.name or f"{team_name}/{i}",
+                    team=team_name,
+                    policy=policy,
+                    policy_name=route.policy,
+                    match_model=route.match.model,
+                    match_path=route.match.path,
+                )
+            )
+        routes[team_name] = resolved
+
+        for j, key in enumerate(team.keys):
+            kloc: Loc = (*entry.loc, "keys", j)
+            if key.startswith("env:"):
+                var = key.removeprefix("env:")
+                secret = env.get(var)
+                if not secret:
+                    problems.append(
+                        src.problem(kloc, f"environment variable {var} is not set or empty")
+                    )
+                    continue
+                digest = hashlib.sha256(secret.encode("utf-8")).hexdigest()
+            else:
+                digest = key.removeprefix("sha256:")
+            other = key_hashes.get(digest)
+            if other is not None:
+                where = (
+                    f"listed twice (first at {format_loc(key_where[digest])})"
+                    if other == team_name
+                    else f"already used by team '{other}'"
+                )
+                problems.append(src.problem(kloc, f"the same key is {where}"))
+                continue
+            key_hashes[digest] = team_name
+            key_where[digest] = kloc
+
+    if problems:
+        raise PolicyError(sorted(problems, key=lambda p: (p.file, p.line)))
+    return PolicySet(
+        providers=providers,
+        models=models,
+        policies=policies,
+        teams=teams,
+        routes=routes,
+        key_hashes=key_hashes,
+        files=files,
+    )
+
+
+# Keep the declared file format and the sections checked here in step.
+assert set(SECTIONS) == set(PolicyFile.model_fields), "SECTIONS out of step with PolicyFile"

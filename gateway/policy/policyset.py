@@ -1,0 +1,221 @@
+"""The compiled, immutable view of a policy directory that the request path uses.
+
+A :class:`PolicySet` is built once per (re)load by :mod:`gateway.policy.load` and
+then only read: key -> team, (team, model, path) -> route, team -> allowed models.
+Reloading builds a new set and swaps it in whole, so a request sees one
+consistent set from start to end.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from gateway.policy.schema import Model, Policy, Provider, Team
+
+#: Bound on the per-set memo of (team, model, path) -> route. Model names come
+#: from requests, so the memo must not grow without limit.
+ROUTE_MEMO_SIZE = 4096
+
+
+def hash_key(key: str) -> str:
+    """The ``sha256:<hex>`` form of a client key, as written in team files."""
+    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _glob(patterns: Iterable[str]) -> re.Pattern[str]:
+    """One compiled regex matching any of the case-sensitive fnmatch globs."""
+    parts = [fnmatch.translate(p) for p in patterns]
+    return re.compile("|".join(f"(?:{p})" for p in parts) if parts else r"(?!)")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRoute:
+    """A team's route with its policy resolved (override deep-merged, validated at load)."""
+
+    id: str  # route name if given, else f"{team}/{index}"; a metric / log label
+    team: str
+    policy: Policy
+    policy_name: str = "default"
+    match_model: str = "*"
+    match_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledRoute:
+    route: ResolvedRoute
+    model: re.Pattern[str]
+    path: str | None
+
+
+class PolicySet:
+    """Providers, models, policies and teams of one loaded policy directory."""
+
+    __slots__ = (
+        "_key_to_team",
+        "_memo",
+        "_model_globs",
+        "_routes",
+        "files",
+        "models",
+        "policies",
+        "providers",
+        "teams",
+        "version",
+    )
+
+    providers: Mapping[str, Provider]
+    models: Mapping[str, Model]
+    policies: Mapping[str, Policy]
+    teams: Mapping[str, Team]
+    files: Mapping[str, str]
+    version: str
+
+    def __init__(
+        self,
+        *,
+        providers: Mapping[str, Provider],
+        models: Mapping[str, Model],
+        policies: Mapping[str, Policy],
+        teams: Mapping[str, Team],
+        routes: Mapping[str, Iterable[ResolvedRoute]],
+        key_hashes: Mapping[str, str],
+        files: Mapping[str, str] | None = None,
+    ) -> None:
+        """Build from already-validated parts; ``key_hashes`` maps sha256 hex -> team."""
+        self.providers = MappingProxyType(dict(providers))
+        self.models = MappingProxyType(dict(models))
+        self.policies = MappingProxyType(dict(policies))
+        self.teams = MappingProxyType(dict(sorted(teams.items())))
+        self.files = MappingProxyType(dict(files or {}))
+        digest = hashlib.sha256()
+        for rel, sha in sorted(self.files.items()):
+            digest.update(f"{rel}\0{sha}\n".encode())
+        self.version = digest.hexdigest()[:12]
+        self._key_to_team = dict(key_hashes)
+        self._model_globs = {name: _glob(team.models) for name, team in self.teams.items()}
+        self._routes: dict[str, tuple[_CompiledRoute, ...]] = {
+            team: tuple(
+                _CompiledRoute(r, _glob([r.match_model]), r.match_path)
+                for r in routes.get(team, ())
+            )
+            for team in self.teams
+        }
+        self._memo: dict[tuple[str, str, str], ResolvedRoute | None] = {}
+
+    @classmethod
+    def empty(cls) -> PolicySet:
+        """A set with nothing in it but the built-in ``default`` policy (for tests)."""
+        return cls(
+            providers={},
+            models={},
+            policies={"default": Policy()},
+            teams={},
+            routes={},
+            key_hashes={},
+        )
+
+    # ---- the request path ----------------------------------------------------
+
+    def team_for_key(self, key: str) -> str | None:
+        """The team a client key belongs to, or ``None`` (keys are held hashed only)."""
+        if not key:
+            return None
+        return self._key_to_team.get(hashlib.sha256(key.encode("utf-8")).hexdigest())
+
+    def route(self, team: str, model: str, path: str) -> ResolvedRoute | None:
+        """The team's first route whose model glob (and path, when given) matches."""
+        memo_key = (team, model, path)
+        try:
+            return self._memo[memo_key]
+        except KeyError:
+            pass
+        found: ResolvedRoute | None = None
+        for compiled in self._routes.get(team, ()):
+            if compiled.path is not None and compiled.path != path:
+                continue
+            if compiled.model.match(model):
+                found = compiled.route
+                break
+        if len(self._memo) >= ROUTE_MEMO_SIZE:
+            del self._memo[next(iter(self._memo))]  # oldest first
+        self._memo[memo_key] = found
+        return found
+
+    def model_allowed(self, team: str, model: str) -> bool:
+        """Whether one of the team's ``models`` globs matches ``model``."""
+        glob = self._model_globs.get(team)
+        return glob is not None and glob.match(model) is not None
+
+    def team_models(self, team: str) -> list[str]:
+        """The public model names (keys of ``models:``) the team may call, sorted."""
+        return sorted(m for m in self.models if self.model_allowed(team, m))
+
+    def routes(self, team: str) -> tuple[ResolvedRoute, ...]:
+        """The team's routes in match order."""
+        return tuple(c.route for c in self._routes.get(team, ()))
+
+    @property
+    def default_team(self) -> str | None:
+        """The first team in sorted order (demo mode serves every key as this team)."""
+        return next(iter(self.teams), None)
+
+    # ---- introspection -------------------------------------------------------
+
+    def missing_provider_env(self, env: Mapping[str, str]) -> list[str]:
+        """``api_key_env`` names of used providers that are unset or empty in ``env``."""
+        used = {m.provider for m in self.models.values()}
+        return sorted(
+            p.api_key_env
+            for name, p in self.providers.items()
+            if name in used and p.api_key_env and not env.get(p.api_key_env)
+        )
+
+    def counts(self) -> dict[str, int]:
+        """How many of each thing the set holds (for `check` and reload logs)."""
+        return {
+            "files": len(self.files),
+            "providers": len(self.providers),
+            "models": len(self.models),
+            "policies": len(self.policies),
+            "teams": len(self.teams),
+            "routes": sum(len(r) for r in self._routes.values()),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able summary without secrets (no keys), e.g. for ``GET /admin/policies``."""
+        return {
+            "version": self.version,
+            "files": dict(self.files),
+            "providers": {
+                n: {"api": p.api, "base_url": p.base_url, "api_key_env": p.api_key_env}
+                for n, p in self.providers.items()
+            },
+            "models": {n: m.model_dump(mode="json") for n, m in self.models.items()},
+            "policies": {n: p.model_dump(mode="json") for n, p in self.policies.items()},
+            "teams": {
+                n: {
+                    "models": list(t.models),
+                    "keys": len(t.keys),
+                    "limits": t.limits.model_dump(mode="json"),
+                    "routes": [
+                        {
+                            "id": r.id,
+                            "match": {"model": r.match_model, "path": r.match_path},
+                            "policy": r.policy_name,
+                        }
+                        for r in self.routes(n)
+                    ],
+                }
+                for n, t in self.teams.items()
+            },
+        }
+
+    def __repr__(self) -> str:
+        c = self.counts()
+        return f"<PolicySet {self.version} " + " ".join(f"{k}={v}" for k, v in c.items()) + ">"

@@ -1,0 +1,180 @@
+"""The proxy side of the engine: attempts over HTTP, waits with keepalives, the relay.
+
+:class:`HttpAttempter` is what :func:`gateway.engine.recover` drives for a live
+request. Streams are peeked up to their first event before an attempt counts as
+a success, so an error that arrives as the first event is recovered invisibly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from gateway import streaming
+from gateway.engine import Outcome, Request
+from gateway.errors import Category
+from gateway.observe.events import Events, RequestLog
+from gateway.policy.policyset import PolicySet
+from gateway.providers import Endpoint, speaks, target
+from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
+from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
+from gateway.resilience.failure import Failure
+from gateway.upstream import Upstream, UpstreamFailure
+
+
+@dataclass(slots=True)
+class OpenStream:
+    """A streaming answer whose first events were read; the relay sends the rest."""
+
+    resp: aiohttp.ClientResponse
+    pieces: AsyncIterator[bytes]
+    splitter: streaming.Splitter
+    head: list[streaming.Event]
+
+
+class HttpAttempter:
+    def __init__(
+        self,
+        *,
+        policies: PolicySet,
+        upstream: Upstream,
+        events: Events,
+        endpoint: Endpoint,
+        request: web.Request,
+        req: Request,
+        log: RequestLog,
+        stream: bool,
+        sim_url: str | None = None,
+    ) -> None:
+        self.policies = policies
+        self.upstream = upstream
+        self.events = events
+        self.endpoint = endpoint
+        self.request = request
+        self.req = req
+        self.log = log
+        self.stream = stream
+        self.sim_url = sim_url
+        self.response: web.StreamResponse | None = None  # committed early for keepalives
+
+    # ---- Attempter -------------------------------------------------------------------
+    async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
+        m = self.policies.models[model]
+        provider = self.policies.providers[m.provider]
+        self.log.provider = m.provider
+        if not speaks(provider, self.endpoint):
+            msg = f"model {model!r} is served by an {provider.api!r}-format provider"
+            return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
+        timeouts = self.req.policy.timeouts
+        remaining = self.req.deadline - time.monotonic()
+        if remaining <= 0:
+            return Outcome(transport_failure(Category.timeout, "the request's deadline passed"))
+        base = self.sim_url if provider.api == "sim" else None
+        t = target(provider, self.endpoint, self.request.headers, self.request.query_string, base)
+        t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
+        data = self.req.encode(body, m.upstream_model or model)
+        first_byte = min(timeouts.first_byte, remaining)
+        try:
+            resp = await self.upstream.open(
+                t.url,
+                t.headers,
+                data,
+                connect_timeout=min(timeouts.connect, remaining),
+                first_byte_timeout=first_byte,
+            )
+            if resp.status >= 300:
+                raw = await self.upstream.read(resp, timeouts.stream_idle)
+                f = classify_response(
+                    resp.status, resp.headers, raw, rules=self.req.policy.classify, now=time.time()
+                )
+                self._count(m.provider, model, f)
+                ctype = resp.headers.get("content-type", "application/json")
+                return Outcome(f, resp.status, raw, ctype, resp.headers)
+            if self.stream:
+                return await self._open_stream(resp, m.provider, model, first_byte)
+            raw = await self.upstream.read(resp, timeouts.stream_idle)
+        except UpstreamFailure as e:
+            f = transport_failure(e.category, e.message)
+            if e.category is Category.timeout and "first byte" in e.message:
+                f = Failure(Category.timeout, None, e.message, code=FIRST_BYTE_TIMEOUT)
+            self._count(m.provider, model, f)
+            return Outcome(f, status=0)
+        self._count(m.provider, model, None)
+        return Outcome(body=raw, content_type=resp.headers.get("content-type", "application/json"))
+
+    async def _open_stream(
+        self, resp: aiohttp.ClientResponse, provider: str, model: str, first_byte: float
+    ) -> Outcome:
+        """Read up to the first event: an error there is a failed attempt, not a cut stream."""
+        pieces = self.upstream.chunks(resp, self.req.policy.timeouts.stream_idle)
+        splitter = streaming.Splitter()
+        head: list[streaming.Event] = []
+        try:
+            async with asyncio.timeout(first_byte):
+                while not any(e.kind is not streaming.Kind.comment for e in head):
+                    piece = await anext(pieces, b"")
+                    if not piece:
+                        raise UpstreamFailure(
+                            Category.connection, "upstream stream ended before its first event"
+                        )
+                    head.extend(
+                        streaming.classify_event(r, self.endpoint) for r in splitter.feed(piece)
+                    )
+        except (TimeoutError, UpstreamFailure) as e:
+            await pieces.aclose()
+            if isinstance(e, UpstreamFailure):
+                f = transport_failure(e.category, e.message)
+            else:
+                f = Failure(
+                    Category.timeout,
+                    None,
+                    "no event before the first-byte timeout",
+                    code=FIRST_BYTE_TIMEOUT,
+                )
+            self._count(provider, model, f)
+            return Outcome(f, status=0)
+        first = next(e for e in head if e.kind is not streaming.Kind.comment)
+        if first.kind is streaming.Kind.error:
+            await pieces.aclose()
+            f = classify_error_event(first.data, rules=self.req.policy.classify, now=time.time())
+            self._count(provider, model, f)
+            return Outcome(f, status=0, body=first.raw)
+        self._count(provider, model, None)
+        return Outcome(stream=OpenStream(resp, pieces, splitter, head))
+
+    async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None:
+        keepalive = self.req.policy.stream.keepalive
+        if not self.stream or seconds <= keepalive:
+            await asyncio.sleep(seconds)
+            return
+        out = await self.commit()
+        await out.write(
+            streaming.retry_comment(decision.retry_number + 1, seconds, failure.category)
+        )
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            await asyncio.sleep(min(keepalive, left))
+            if end - time.monotonic() > 0:
+                await out.write(streaming.KEEPALIVE)
+
+    def _count(self, provider: str, model: str, f: Failure | None) -> None:
+        self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)
+
+    # ---- client side ----------------------------------------------------------------
+    async def commit(self) -> web.StreamResponse:
+        """Send the 200 and SSE headers (once); from here on only in-band events are left."""
+        if self.response is None:
+            out = web.StreamResponse(status=200, headers=self.log.headers())
+            out.content_type = "text/event-stream"
+            out.headers["cache-control"] = "no-cache"
+            await out.prepare(self.request)
+            self.response = out
+            self.log.status = 200
+            self.log.ttfb = time.monotonic() - self.log.started
+        return self.response

@@ -1,0 +1,148 @@
+"""Route retry budgets and team limits, as pure counting windows.
+
+Nothing here reads a clock: every method takes ``now`` (wall-clock epoch
+seconds, so that replicas sharing Redis agree on bucket boundaries).
+
+Retry budget (SPEC §6 ``retry.budget: {ratio, min_per_second}``), after
+Finagle's RetryBudget (20 % of requests, a floor per second, 10 s memory):
+a sliding window of ``BUDGET_WINDOW_S`` (10) one-second buckets counts the
+route's requests and retries. A retry is allowed when::
+
+    retries_in_window + 1 <= max(ratio * requests_in_window,
+                                 min_per_second * BUDGET_WINDOW_S)
+
+so retries add at most ``ratio`` of recent traffic, and a quiet route still
+gets ``min_per_second`` retries per second on average. A bucket is the integer
+second ``floor(now)``; the window is the current bucket and the nine before.
+
+Team limits (``limits.requests_per_minute``, ``tokens_per_minute``): fixed
+windows of ``LIMIT_WINDOW_S`` (60) seconds aligned to the epoch minute
+(``floor(now / 60)``). Fixed windows are exact, cost one counter per team and
+kind, and give an exact Retry-After (the end of the window); the price is
+that a team can send up to twice its limit across a window boundary, as
+with most providers' per-minute limits. A request is rejected when the
+window already admitted ``requests_per_minute`` requests, or when the tokens
+counted in the window are at or over ``tokens_per_minute`` (token counts are
+only known after a response, so the limit stops *new* requests).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gateway.policy.schema import Limits, RetryBudget
+
+BUDGET_WINDOW_S = 10
+LIMIT_WINDOW_S = 60
+
+
+# ---- retry budget ------------------------------------------------------------
+
+
+def budget_bucket(now: float) -> int:
+    """The one-second bucket ``now`` falls in."""
+    return math.floor(now)
+
+
+def budget_buckets(now: float) -> range:
+    """The buckets of the sliding window ending at ``now``, oldest first."""
+    current = budget_bucket(now)
+    return range(current - BUDGET_WINDOW_S + 1, current + 1)
+
+
+def retry_allowed(requests: int, retries: int, budget: RetryBudget) -> bool:
+    """May one more retry be spent, given the window's requests and retries so far?"""
+    allowance = max(budget.ratio * requests, budget.min_per_second * BUDGET_WINDOW_S)
+    return retries + 1 <= allowance
+
+
+@dataclass(slots=True)
+class RetryBudgetWindow:
+    """One route's requests and retries per second, over the last ten seconds."""
+
+    requests: dict[int, int] = field(default_factory=dict)
+    retries: dict[int, int] = field(default_factory=dict)
+
+    def _prune(self, now: float) -> range:
+        window = budget_buckets(now)
+        for buckets in (self.requests, self.retries):
+            for stale in [b for b in buckets if b not in window]:
+                del buckets[stale]
+        return window
+
+    def counts(self, now: float) -> tuple[int, int]:
+        """(requests, retries) in the window ending at ``now``."""
+        self._prune(now)
+        return sum(self.requests.values()), sum(self.retries.values())
+
+    def note_request(self, now: float) -> None:
+        """Count one request (a first attempt) of the route."""
+        self._prune(now)
+        b = budget_bucket(now)
+        self.requests[b] = self.requests.get(b, 0) + 1
+
+    def try_spend(self, now: float, budget: RetryBudget) -> bool:
+        """Spend one retry if the budget allows it; False means: do not retry."""
+        requests, retries = self.counts(now)
+        if not retry_allowed(requests, retries, budget):
+            return False
+        b = budget_bucket(now)
+        self.retries[b] = self.retries.get(b, 0) + 1
+        return True
+
+    def is_idle(self, now: float) -> bool:
+        """Nothing counted in the window: the window may be dropped."""
+        requests, retries = self.counts(now)
+        return requests == 0 and retries == 0
+
+
+# ---- team limits ---------------------------------------------------------------
+
+
+def limit_window(now: float) -> int:
+    """The fixed one-minute window ``now`` falls in."""
+    return math.floor(now / LIMIT_WINDOW_S)
+
+
+def limit_wait(requests: int, tokens: int, limits: Limits, now: float) -> float | None:
+    """None if one more request fits the window, else seconds until the next window.
+
+    ``requests`` are the requests already admitted in ``now``'s window,
+    ``tokens`` the tokens counted in it.
+    """
+    rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
+    if (rpm is not None and requests + 1 > rpm) or (tpm is not None and tokens >= tpm):
+        return (limit_window(now) + 1) * LIMIT_WINDOW_S - now
+    return None
+
+
+@dataclass(slots=True)
+class TeamWindow:
+    """One team's requests and tokens in the current one-minute window."""
+
+    window: int | None = None
+    requests: int = 0
+    tokens: int = 0
+
+    def _roll(self, now: float) -> None:
+        w = limit_window(now)
+        if w != self.window:
+            self.window, self.requests, self.tokens = w, 0, 0
+
+    def admit(self, now: float, limits: Limits) -> float | None:
+        """None: admitted and counted. Else the Retry-After in seconds (not counted)."""
+        self._roll(now)
+        wait = limit_wait(self.requests, self.tokens, limits, now)
+        if wait is None:
+            self.requests += 1
+        return wait
+
+    def add_tokens(self, now: float, n: int) -> None:
+        """Count ``n`` tokens (prompt + completion) used by the team at ``now``."""
+        self._roll(now)
+        self.tokens += max(0, n)
+
+    def is_idle(self, now: float) -> bool:
+        """The window ``now`` falls in has counted nothing."""
+        return limit_window(now) != self.window or (self.requests == 0 and self.tokens == 0)

@@ -1,0 +1,432 @@
+"""Prompt-too-long recovery: make a request smaller, one strategy at a time.
+
+The engine applies ``policy.strategies`` in order, cumulatively: each strategy
+gets the body the previous one returned, and the request is retried after each.
+:func:`compact` returns ``None`` when a strategy would not make the request
+smaller, so the same prompt is never sent twice at the same size.
+
+``snip_tool_results``
+    Tool results (OpenAI ``tool`` messages, Anthropic ``tool_result`` blocks,
+    Responses ``*_call_output`` items) outside the last ``keep_recent`` entries and
+    longer than ``tool_result_max_chars`` keep their head and tail around a marker
+    ``[... 12345 characters cut by llm-gateway ...]``; a snipped result is at most
+    ``tool_result_max_chars`` long, marker included, so snipping again changes
+    nothing. With ``target_tokens`` the limit is halved (down to 256 characters)
+    until the estimate fits.
+``drop_middle``
+    Keeps the system/developer messages, everything up to the first user message
+    and the last ``keep_recent`` entries (widened back to a tool-call boundary, so
+    the kept window never starts with an orphan result); drops whole groups from
+    the middle, an assistant turn always together with its tool results, and
+    leaves one short note where they were: a user message for OpenAI and
+    Responses, a text block appended to the user message before the gap for
+    Anthropic (roles keep alternating). With ``target_tokens`` it drops the oldest
+    groups until the estimate fits, otherwise the whole middle.
+``summarize``
+    Like ``drop_middle`` with the whole middle, but the note carries a summary
+    written by a model. The engine makes that call: :func:`summary_request`
+    builds it, :func:`apply_summary` puts the answer in place.
+
+Sizes are :func:`estimate_tokens` (see :mod:`gateway.resilience.conversation`).
+Nothing here mutates its input: every result is a new body.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.policy.schema import Compaction
+from gateway.resilience.conversation import (
+    PINNED_ROLES,
+    allowed_cuts,
+    blocks,
+    check_api,
+    conversation_problems,
+    entries,
+    entries_key,
+    estimate_tokens,
+    fixed_chars,
+    groups,
+    is_valid_conversation,
+    item_type,
+    plain_text,
+    role,
+    text_chars,
+    tokens_for,
+)
+
+__all__ = [
+    "Compacted",
+    "apply_summary",
+    "compact",
+    "conversation_problems",
+    "estimate_tokens",
+    "is_valid_conversation",
+    "snip_text",
+    "summary_request",
+    "target_tokens_for",
+]
+
+SNIP_MARKER = "\n[... {n} characters cut by llm-gateway ...]\n"
+SNIP_FLOOR_CHARS = 256
+TARGET_MARGIN = 0.10
+DROP_NOTE = (
+    "[llm-gateway removed {n} earlier messages here to fit the model's context window; "
+    "the conversation continues below.]"
+)
+SUMMARY_NOTE = (
+    "[llm-gateway replaced {n} earlier messages here with this summary to fit the model's "
+    "context window.]\n{summary}"
+)
+SUMMARY_MAX_TOKENS = 2048
+SUMMARY_INPUT_MAX_CHARS = 200_000
+SUMMARY_INSTRUCTIONS = (
+    "You compress the middle part of a long conversation between a user and an AI agent "
+    "so that the agent can carry on without it. Write a concise summary, in the "
+    "conversation's language, of what was asked, what was done (files read or changed, "
+    "commands run, tools called and what they returned), decisions taken, facts learned, "
+    "errors met and how they were fixed, and what is still open. Keep exact identifiers, "
+    "file paths, numbers and error messages. Answer with the summary only, no preamble."
+)
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """A smaller body and what it took; the fields of the ``prompt_too_long_recovery`` event."""
+
+    body: dict[str, Any]
+    strategy: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+
+
+def compact(
+    body: Mapping[str, Any],
+    api: str,
+    strategy: str,
+    policy: Compaction,
+    *,
+    target_tokens: int | None = None,
+) -> Compacted | None:
+    """Apply one strategy; None when it would not make the request smaller.
+
+    ``summarize`` needs a model call, so it is not done here and returns None
+    (skipped): the engine uses :func:`summary_request` and :func:`apply_summary`.
+    An unknown strategy or API raises ValueError.
+    """
+    check_api(api)
+    if strategy == "snip_tool_results":
+        return _snip_tool_results(body, api, policy, target_tokens)
+    if strategy == "drop_middle":
+        return _drop_middle(body, api, policy, target_tokens)
+    if strategy == "summarize":
+        return None
+    raise ValueError(f"unknown compaction strategy {strategy!r}")
+
+
+def target_tokens_for(
+    failure_prompt_tokens: int | None,
+    context_limit: int | None,
+    requested_output: int | None,
+    estimate: int,
+) -> int | None:
+    """The size to compact to, in :func:`estimate_tokens` units; None when unknown.
+
+    The provider's room for the prompt is ``context_limit - requested_output``;
+    we aim 10 % under it and scale by ``estimate / failure_prompt_tokens`` so
+    our estimate and the provider's count agree (no scaling when the error gave
+    no prompt count). 0 means no prompt fits beside the requested output.
+    """
+    if context_limit is None:
+        return None
+    room = context_limit - (requested_output or 0)
+    if room <= 0:
+        return 0
+    scale = estimate / failure_prompt_tokens if failure_prompt_tokens else 1.0
+    return max(0, math.floor(room * (1 - TARGET_MARGIN) * scale))
+
+
+# ---- snip_tool_results ----------------------------------------------------------
+
+
+def snip_text(text: str, max_chars: int) -> str:
+    """``text`` cut to at most ``max_chars`` (marker included): head, marker, tail."""
+    if len(text) <= max_chars:
+        return text
+    keep = max(0, max_chars - len(SNIP_MARKER.format(n=len(text))))
+    head = (keep + 1) // 2
+    tail = keep - head
+    cut = len(text) - head - tail
+    return text[:head] + SNIP_MARKER.format(n=cut) + text[len(text) - tail :]
+
+
+def _snip_value(value: Any, max_chars: int) -> Any:
+    """A tool result payload with each long text snipped (str, or a list of text parts)."""
+    if isinstance(value, str):
+        return snip_text(value, max_chars)
+    if isinstance(value, list):
+        out = []
+        for part in value:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                part = {**part, "text": snip_text(part["text"], max_chars)}
+            out.append(part)
+        return out
+    return value
+
+
+def _snip_entry(entry: Any, api: str, max_chars: int) -> Any:
+    if not isinstance(entry, Mapping):
+        return entry
+    if api == "openai":
+        if role(entry) == "tool" and "content" in entry:
+            return {**entry, "content": _snip_value(entry["content"], max_chars)}
+    elif api == "anthropic":
+        if role(entry) == "user" and isinstance(entry.get("content"), list):
+            new_blocks = []
+            for block in blocks(entry):
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    block = {**block, "content": _snip_value(block.get("content"), max_chars)}
+                new_blocks.append(block)
+            return {**entry, "content": new_blocks}
+    elif (item_type(entry) or "").endswith("_call_output") and "output" in entry:
+        return {**entry, "output": _snip_value(entry["output"], max_chars)}
+    return entry
+
+
+def _snip_tool_results(
+    body: Mapping[str, Any], api: str, policy: Compaction, target: int | None
+) -> Compacted | None:
+    items = entries(body, api)
+    before = estimate_tokens(body, api)
+    protected = max(0, len(items) - policy.keep_recent)
+    limit = policy.tool_result_max_chars
+    floor = min(limit, SNIP_FLOOR_CHARS)
+    while True:
+        new_items = [
+            _snip_entry(e, api, limit) if i < protected else e for i, e in enumerate(items)
+        ]
+        new_body = _with_entries(body, api, new_items)
+        after = estimate_tokens(new_body, api)
+        if target is None or after <= target or limit <= floor:
+            break
+        limit = max(floor, limit // 2)
+    if after >= before:
+        return None
+    return Compacted(new_body, "snip_tool_results", len(items), len(new_items), before, after)
+
+
+# ---- drop_middle and summarize --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Middle:
+    """The droppable groups between the kept head and the kept recent window."""
+
+    groups: tuple[tuple[int, int], ...]
+
+
+def _middle(items: Sequence[Any], api: str, keep_recent: int) -> _Middle:
+    n = len(items)
+    first_user = next((i for i, e in enumerate(items) if role(e) == "user"), None)
+    if first_user is None:
+        return _Middle(())
+    cuts = allowed_cuts(items, api)
+    head_end = first_user + 1
+    while head_end < n and not cuts[head_end]:
+        head_end += 1
+    tail_start = max(0, n - keep_recent)
+    while tail_start > 0 and not cuts[tail_start]:
+        tail_start -= 1
+    if tail_start <= head_end:
+        return _Middle(())
+    droppable = tuple(
+        (s, e)
+        for s, e in groups(cuts, head_end, tail_start)
+        if not (e - s == 1 and role(items[s]) in PINNED_ROLES)
+    )
+    return _Middle(droppable)
+
+
+def _note_extra_chars(items: Sequence[Any], api: str, first: int, note: str) -> int:
+    """Characters the note adds (Anthropic: joined to the user message before the gap)."""
+    if api == "anthropic" and isinstance(items[first - 1].get("content"), str):
+        return len(note) + 2
+    return len(note)
+
+
+def _replace_middle(
+    body: Mapping[str, Any], api: str, items: Sequence[Any], drop: set[int], note: str
+) -> dict[str, Any]:
+    first = min(drop)
+    out: list[Any] = []
+    for i, entry in enumerate(items):
+        if i == first and api != "anthropic":
+            out.append({"role": "user", "content": note})
+        if i not in drop:
+            out.append(entry)
+    if api == "anthropic":
+        host = out[first - 1]  # a user message (cuts lie between user and assistant), kept
+        content = host.get("content")
+        if isinstance(content, str):
+            joined: Any = f"{content}\n\n{note}"
+        else:
+            joined = [*(content or []), {"type": "text", "text": note}]
+        out[first - 1] = {**host, "content": joined}
+    return _with_entries(body, api, out)
+
+
+def _drop_middle(
+    body: Mapping[str, Any], api: str, policy: Compaction, target: int | None
+) -> Compacted | None:
+    items = entries(body, api)
+    middle = _middle(items, api, policy.keep_recent)
+    if not middle.groups:
+        return None
+    before = estimate_tokens(body, api)
+    sizes = [text_chars(e) for e in items]
+    total = fixed_chars(body, api) + sum(sizes)
+    first = middle.groups[0][0]
+    extra_entry = 0 if api == "anthropic" else 1
+    chosen = len(middle.groups)
+    if target is not None:
+        dropped_chars = dropped_count = 0
+        for k, (s, e) in enumerate(middle.groups, start=1):
+            dropped_chars += sum(sizes[s:e])
+            dropped_count += e - s
+            note = DROP_NOTE.format(n=dropped_count)
+            chars = total - dropped_chars + _note_extra_chars(items, api, first, note)
+            estimate = tokens_for(chars, len(items) - dropped_count + extra_entry)
+            if estimate <= target and estimate < before:
+                chosen = k
+                break
+    drop = {i for s, e in middle.groups[:chosen] for i in range(s, e)}
+    new_body = _replace_middle(body, api, items, drop, DROP_NOTE.format(n=len(drop)))
+    return _result(new_body, api, "drop_middle", len(items), before)
+
+
+def _result(
+    new_body: dict[str, Any], api: str, strategy: str, count_before: int, before: int
+) -> Compacted | None:
+    after = estimate_tokens(new_body, api)
+    if after >= before:
+        return None
+    return Compacted(new_body, strategy, count_before, len(entries(new_body, api)), before, after)
+
+
+def summary_request(
+    body: Mapping[str, Any], api: str, policy: Compaction, model: str
+) -> dict[str, Any] | None:
+    """An OpenAI chat request asking ``model`` to summarise the middle; None if there is none.
+
+    The middle is what ``drop_middle`` would drop without a target. Each entry is
+    rendered as a line of transcript, long texts snipped to
+    ``tool_result_max_chars``, the whole transcript to 200,000 characters; the
+    first user message goes along as context.
+    """
+    check_api(api)
+    items = entries(body, api)
+    middle = _middle(items, api, policy.keep_recent)
+    if not middle.groups:
+        return None
+    limit = policy.tool_result_max_chars
+    lines = [
+        line
+        for s, e in middle.groups
+        for entry in items[s:e]
+        for line in _transcript_lines(entry, api, limit)
+    ]
+    transcript = snip_text("\n".join(lines), SUMMARY_INPUT_MAX_CHARS)
+    task = next((plain_text(e.get("content")) for e in items if role(e) == "user"), "")
+    prompt = (
+        f"The task the user gave at the start (context only):\n<task>\n{snip_text(task, limit)}"
+        f"\n</task>\n\nThe part of the conversation to summarise:\n<transcript>\n{transcript}"
+        "\n</transcript>"
+    )
+    return {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": SUMMARY_INSTRUCTIONS},
+            {"role": "user", "content": prompt},
+        ],
+        "temperature": 0,
+        "max_tokens": SUMMARY_MAX_TOKENS,
+        "stream": False,
+    }
+
+
+def apply_summary(
+    body: Mapping[str, Any], api: str, policy: Compaction, summary_text: str
+) -> Compacted | None:
+    """The body with the middle replaced by a note carrying ``summary_text``; None if not smaller."""
+    check_api(api)
+    items = entries(body, api)
+    middle = _middle(items, api, policy.keep_recent)
+    summary = summary_text.strip()
+    if not middle.groups or not summary:
+        return None
+    before = estimate_tokens(body, api)
+    drop = {i for s, e in middle.groups for i in range(s, e)}
+    note = SUMMARY_NOTE.format(n=len(drop), summary=summary)
+    new_body = _replace_middle(body, api, items, drop, note)
+    return _result(new_body, api, "summarize", len(items), before)
+
+
+def _transcript_lines(entry: Any, api: str, limit: int) -> list[str]:
+    if not isinstance(entry, Mapping):
+        return []
+    who = role(entry) or "assistant"
+    lines: list[str] = []
+    if api == "openai":
+        if who == "tool":
+            lines.append(f"tool result: {plain_text(entry.get('content'))}")
+        else:
+            if text := plain_text(entry.get("content")):
+                lines.append(f"{who}: {text}")
+            for call in entry.get("tool_calls") or []:
+                function = call.get("function") or {}
+                lines.append(
+                    f"assistant called {function.get('name')}({function.get('arguments', '')})"
+                )
+    elif api == "anthropic":
+        content = entry.get("content")
+        for block in content if isinstance(content, list) else [content]:
+            if isinstance(block, str):
+                lines.append(f"{who}: {block}")
+            elif not isinstance(block, Mapping):
+                continue
+            elif block.get("type") == "text":
+                lines.append(f"{who}: {block.get('text', '')}")
+            elif block.get("type") == "tool_use":
+                arguments = json.dumps(block.get("input"), ensure_ascii=False, default=str)
+                lines.append(f"assistant called {block.get('name')}({arguments})")
+            elif block.get("type") == "tool_result":
+                lines.append(f"tool result: {plain_text(block.get('content'))}")
+    else:
+        kind = item_type(entry) or ""
+        if kind == "message":
+            lines.append(f"{who}: {plain_text(entry.get('content'))}")
+        elif kind.endswith("_call_output"):
+            lines.append(f"tool result: {plain_text(entry.get('output'))}")
+        elif kind.endswith("_call"):
+            arguments = entry.get("arguments", entry.get("input", entry.get("action", "")))
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+            lines.append(f"assistant called {entry.get('name', kind)}({arguments})")
+    return [snip_text(line, limit) for line in lines]
+
+
+# ---- shared ---------------------------------------------------------------------
+
+
+def _with_entries(body: Mapping[str, Any], api: str, items: list[Any]) -> dict[str, Any]:
+    """A deep copy of ``body`` holding ``items`` as its conversation."""
+    new_body = {key: value for key, value in body.items() if key != entries_key(api)}
+    new_body[entries_key(api)] = items
+    return copy.deepcopy(new_body)

@@ -1,0 +1,92 @@
+"""In-process recovery state: dicts of the pure states of ``gateway.resilience``.
+
+Each method is one synchronous transition, so within one event loop no lock is
+needed. The dicts stay bounded: a fallback state that returns to the default is
+deleted, and idle budget and limit windows are swept once a dict grows past
+``SWEEP_AT`` entries (keys come from policy routes, models and teams, so in
+practice they are few).
+"""
+
+from __future__ import annotations
+
+from gateway.policy.schema import Fallback, Limits, RetryBudget
+from gateway.resilience import fallback
+from gateway.resilience.budget import RetryBudgetWindow, TeamWindow
+from gateway.resilience.fallback import Choice, FallbackState, Transition
+
+SWEEP_AT = 4096
+
+
+class MemoryState:
+    """Recovery state of this process only (``GATEWAY_STATE_URL`` empty)."""
+
+    def __init__(self) -> None:
+        self.fallbacks: dict[str, FallbackState] = {}
+        self.budgets: dict[str, RetryBudgetWindow] = {}
+        self.teams: dict[str, TeamWindow] = {}
+
+    # ---- fallback ----
+
+    def put_fallback(self, key: str, state: FallbackState) -> None:
+        """Store ``state`` for ``key`` (deleting it when it is the default)."""
+        if state == fallback.INITIAL:
+            self.fallbacks.pop(key, None)
+        else:
+            self.fallbacks[key] = state
+
+    async def choose(self, key: str, fb: Fallback, now: float) -> Choice:
+        state, choice = fallback.choose(self.fallbacks.get(key, fallback.INITIAL), fb, now)
+        self.put_fallback(key, state)
+        return choice
+
+    async def record(
+        self, key: str, fb: Fallback, index: int, outcome: str, now: float, *, probe: bool
+    ) -> Transition | None:
+        old = self.fallbacks.get(key, fallback.INITIAL)
+        state, transition = fallback.record(old, fb, index, outcome, now, probe=probe)
+        self.put_fallback(key, state)
+        return transition
+
+    def fallback_snapshot(self) -> dict[str, FallbackState]:
+        return dict(self.fallbacks)
+
+    # ---- retry budget ----
+
+    def _budget(self, route: str, now: float) -> RetryBudgetWindow:
+        window = self.budgets.get(route)
+        if window is None:
+            if len(self.budgets) >= SWEEP_AT:
+                for idle in [r for r, w in self.budgets.items() if w.is_idle(now)]:
+                    del self.budgets[idle]
+            window = self.budgets[route] = RetryBudgetWindow()
+        return window
+
+    async def spend_retry(self, route: str, budget: RetryBudget, now: float) -> bool:
+        return self._budget(route, now).try_spend(now, budget)
+
+    async def note_request(self, route: str, now: float) -> None:
+        self._budget(route, now).note_request(now)
+
+    # ---- team limits ----
+
+    def _team(self, team: str, now: float) -> TeamWindow:
+        window = self.teams.get(team)
+        if window is None:
+            if len(self.teams) >= SWEEP_AT:
+                for idle in [t for t, w in self.teams.items() if w.is_idle(now)]:
+                    del self.teams[idle]
+            window = self.teams[team] = TeamWindow()
+        return window
+
+    async def admit(self, team: str, limits: Limits, now: float) -> float | None:
+        if limits.requests_per_minute is None and limits.tokens_per_minute is None:
+            return None
+        return self._team(team, now).admit(now, limits)
+
+    async def add_tokens(self, team: str, limits: Limits, tokens: int, now: float) -> None:
+        if limits.tokens_per_minute is None or tokens <= 0:
+            return
+        self._team(team, now).add_tokens(now, tokens)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,146 @@
+"""Server-sent events: framing, what an upstream event means, and the gateway's own events.
+
+The relay forwards upstream bytes as they came (never re-encoded), but only whole
+events, so that a failure can always be followed by a well-formed error event.
+Each event's ``data`` is decoded once (orjson) to learn whether it is the final
+event, an in-band error, or carries usage; an undecodable event is dropped.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.errors import Category
+from gateway.providers import Endpoint
+
+
+class Kind(enum.Enum):
+    data = "data"
+    final = "final"  # the upstream's last meaningful event: the answer is complete
+    error = "error"  # an in-band error event
+    done = "done"  # data: [DONE]
+    comment = "comment"
+    malformed = "malformed"
+
+
+@dataclass(slots=True)
+class Event:
+    raw: bytes  # the event as received, including its trailing blank line
+    kind: Kind
+    data: Any = None
+
+
+class Splitter:
+    """Accumulates body pieces and yields whole events."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        if b"\r" in piece:
+            piece = piece.replace(b"\r\n", b"\n")
+        buf = self._buf + piece if self._buf else piece
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            self._buf = buf
+            return []
+        self._buf = buf[end + 2 :]
+        return [e + b"\n\n" for e in buf[:end].split(b"\n\n") if e]
+
+    @property
+    def pending(self) -> bytes:
+        return self._buf
+
+
+def _data_of(event: bytes) -> bytes | None:
+    if event.startswith(b"data:"):
+        if b"\ndata:" not in event:  # the common case: one data line
+            return event[5:].strip()
+    lines = [ln[5:].lstrip() for ln in event.split(b"\n") if ln.startswith(b"data:")]
+    return b"\n".join(lines) if lines else None
+
+
+_FINAL_TYPES = {
+    Endpoint.responses: frozenset({"response.completed", "response.incomplete"}),
+    Endpoint.messages: frozenset({"message_stop"}),
+}
+_ERROR_TYPES = frozenset({"error", "response.failed"})
+
+
+def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
+    """What one upstream event means for the relay."""
+    if raw.startswith(b":"):
+        return Event(raw, Kind.comment)
+    data = _data_of(raw.rstrip(b"\n"))
+    if data is None:
+        return Event(raw, Kind.comment)  # event:/id:/retry: only
+    if data == b"[DONE]":
+        return Event(raw, Kind.done)
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return Event(raw, Kind.malformed)
+    if not isinstance(obj, dict):
+        return Event(raw, Kind.malformed)
+    etype = obj.get("type")
+    if etype in _ERROR_TYPES or ("error" in obj and "choices" not in obj and etype is None):
+        return Event(raw, Kind.error, obj)
+    finals = _FINAL_TYPES.get(endpoint)
+    if finals is not None:
+        return Event(raw, Kind.final if etype in finals else Kind.data, obj)
+    choices = obj.get("choices")
+    if choices and any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+        return Event(raw, Kind.final, obj)
+    return Event(raw, Kind.data, obj)
+
+
+def usage_of(obj: Any, endpoint: Endpoint) -> tuple[int, int] | None:
+    """(prompt, completion) tokens carried by one decoded event, if any."""
+    if not isinstance(obj, dict):
+        return None
+    if endpoint is Endpoint.messages:
+        etype = obj.get("type")
+        if etype == "message_start":
+            u = (obj.get("message") or {}).get("usage") or {}
+            return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
+        if etype == "message_delta":
+            u = obj.get("usage") or {}
+            return 0, int(u.get("output_tokens") or 0)
+        return None
+    if endpoint is Endpoint.responses:
+        if obj.get("type") in _FINAL_TYPES[Endpoint.responses]:
+            u = (obj.get("response") or {}).get("usage") or {}
+            return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
+        return None
+    u = obj.get("usage")
+    if isinstance(u, dict):
+        return int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
+    return None
+
+
+KEEPALIVE = b": keepalive\n\n"
+
+
+def retry_comment(attempt: int, wait: float, category: Category) -> bytes:
+    return (
+        f": gateway api_retry attempt={attempt} wait_seconds={wait:.1f} "
+        f"category={category.value}\n\n"
+    ).encode()
+
+
+def error_event(endpoint: Endpoint, etype: str, message: str, code: str | None = None) -> bytes:
+    """The in-band error event of the endpoint's dialect, so that the client's SDK raises."""
+    if endpoint is Endpoint.messages:
+        body = {"type": "error", "error": {"type": etype, "message": message}}
+        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+    err = {"type": etype, "code": code or etype, "message": message, "param": None}
+    if endpoint is Endpoint.responses:
+        body = {"type": "error", "error": err, "code": code or etype, "message": message}
+        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+    return b"data: " + orjson.dumps({"error": err}) + b"\n\n"

@@ -1,0 +1,447 @@
+"""Script steps for :class:`gateway.testing.FakeProvider`.
+
+A *step* decides how the fake provider answers one request. Steps are plain frozen
+dataclasses; a request consumes one entry of the script, and an entry is either one
+step or a tuple of steps that apply together (``(SlowFirstByte(0.2), CutAfter(3))``).
+
+Before any byte is sent:
+
+- :class:`Error` -- answer an HTTP error (with realistic ready-made bodies and headers).
+- :class:`Reset` -- abort the TCP connection (RST) without any response.
+- :class:`Hang` -- accept and never answer, until the client goes away.
+- :class:`SlowFirstByte` -- wait before sending the headers, then answer normally.
+- :class:`HeadersThenSilence` -- send ``200`` and the headers, then nothing.
+
+Shaping a successful answer:
+
+- :class:`Success` -- force the text, finish reason, tool call or usage.
+
+Faults of a successful stream (``n`` always counts *content deltas*: text pieces or
+tool-argument pieces; every event before the first delta, such as the role chunk,
+``message_start`` or ``response.created``, is always sent):
+
+- :class:`CutAfter` -- send ``n`` deltas, then abort the connection.
+- :class:`StallAfter` -- send ``n`` deltas, then stall forever.
+- :class:`ErrorEventAfter` -- send ``n`` deltas, then the API's own in-stream error event.
+- :class:`MalformedEventAt` -- after ``n`` deltas insert ``data: {not json`` and go on.
+- :class:`NoDone` -- OpenAI streams end after the finish chunk without ``data: [DONE]``.
+- :class:`Delay` -- sleep before every delta.
+
+``CutAfter`` and ``StallAfter`` also apply to non-streamed requests: the headers and
+the first half of the JSON body are sent, then the connection is aborted / stalls.
+The other stream faults do not change a non-streamed answer.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+#: The wire format an error body is rendered in: the format of the endpoint called.
+ApiStyle: TypeAlias = Literal["openai", "anthropic"]
+#: An error body: JSON (dict/list), raw text or bytes, nothing, or a function of the
+#: endpoint's :data:`ApiStyle` returning one of those.
+Body: TypeAlias = "dict[str, Any] | list[Any] | str | bytes | Callable[[str], Any] | None"
+
+OPENAI_SERVER_MESSAGE = "The server had an error while processing your request. Sorry about that!"
+
+
+def _openai_error(
+    message: str, type_: str | None, code: str | int | None = None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def _anthropic_error(type_: str, message: str) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": type_, "message": message},
+        "request_id": "req_fake_error",
+    }
+
+
+def _seconds(value: float) -> str:
+    """``20.0`` -> ``"20"``, ``1.5`` -> ``"1.5"`` (how providers print waits)."""
+    return f"{value:g}"
+
+
+# Zhipu (bigmodel.cn) codes -> (default HTTP status, message); from the provider docs.
+ZHIPU_CODES: dict[int, tuple[int, str]] = {
+    1000: (401, "身份验证失败。"),
+    1001: (401, "Header中未收到Authentication参数，无法进行身份验证。"),
+    1002: (401, "Authorization Token非法，请确认Authorization Token正确传递。"),
+    1003: (401, "Authorization Token过期，请重新生成/获取。"),
+    1004: (401, "Authorization Token验证失败。"),
+    1113: (429, "您的账户已欠费，请充值后重试。"),
+    1211: (400, "模型不存在，请检查模型代码。"),
+    1214: (400, "参数非法。请检查文档。"),
+    1261: (400, "Prompt 超长"),
+    1301: (
+        400,
+        "系统检测到输入或生成内容可能包含不安全或敏感内容，请您避免输入易产生敏感内容的提示语，感谢您的配合。",
+    ),
+    1302: (429, "您当前使用该 API 的并发数过高，请降低并发，或联系客服增加限额。"),
+    1303: (429, "您当前使用该 API 的频率过高，请降低频率，或联系客服增加限额。"),
+    1304: (429, "该 API 已达今日调用次数限额，如有更多需求，请联系客服购买。"),
+    1305: (429, "该模型当前访问量过大，请您稍后再试"),
+    1308: (429, "已达到 5 小时 的使用上限。您的限额将在 2030-01-01 00:00:00 重置。"),
+    1312: (429, "该模型当前访问量过大，请您稍后再试，或切换其他模型"),
+}
+
+
+@dataclass(frozen=True)
+class Error:
+    """Answer ``status`` with ``body`` and ``headers`` before any other byte.
+
+    ``body`` is a dict/list (sent as JSON), a str or bytes (sent as is, with
+    ``content_type``), ``None`` (empty body), or a callable taking the endpoint's
+    style (``"openai"`` or ``"anthropic"``) and returning one of those: the generic
+    constructors use it so that one step looks right on every endpoint.
+    """
+
+    status: int
+    body: Body = None
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+
+    def render(self, style: str) -> tuple[bytes, str]:
+        """The body bytes and content type of this error on an endpoint of ``style``."""
+        body = self.body(style) if callable(self.body) else self.body
+        if body is None:
+            return b"", self.content_type or "application/json"
+        if isinstance(body, bytes):
+            return body, self.content_type or "application/octet-stream"
+        if isinstance(body, str):
+            return body.encode(), self.content_type or "text/plain; charset=utf-8"
+        return json.dumps(body, ensure_ascii=False).encode(), (
+            self.content_type or "application/json"
+        )
+
+    # --- OpenAI ---------------------------------------------------------------------
+
+    @classmethod
+    def openai_rate_limit(
+        cls,
+        retry_after: float | None = None,
+        retry_after_ms: float | None = None,
+        message: str | None = None,
+    ) -> Error:
+        """429 ``rate_limit_exceeded``; the wait (if any) in the headers and the message.
+
+        With ``retry_after`` the response carries ``retry-after`` and
+        ``x-ratelimit-reset-requests``; with ``retry_after_ms`` it carries
+        ``retry-after-ms``. Without either, nothing hints at a wait.
+        """
+        headers = {
+            "x-ratelimit-limit-requests": "3",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-limit-tokens": "40000",
+            "x-ratelimit-remaining-tokens": "39900",
+        }
+        hint = ""
+        if retry_after is not None:
+            headers["retry-after"] = _seconds(retry_after)
+            headers["x-ratelimit-reset-requests"] = f"{_seconds(retry_after)}s"
+            hint = f" Please try again in {_seconds(retry_after)}s."
+        if retry_after_ms is not None:
+            headers["retry-after-ms"] = _seconds(retry_after_ms)
+            hint = hint or f" Please try again in {_seconds(retry_after_ms)}ms."
+        if message is None:
+            message = (
+                "Rate limit reached for fake-model in organization org-fake on requests "
+                "per min (RPM): Limit 3, Used 3, Requested 1." + hint
+            )
+        body = _openai_error(message, "requests", "rate_limit_exceeded")
+        return cls(429, body, headers)
+
+    @classmethod
+    def openai_quota(cls) -> Error:
+        """429 ``insufficient_quota``: not a rate limit, retrying does not help."""
+        message = (
+            "You exceeded your current quota, please check your plan and billing details. "
+            "For more information on this error, read the docs: "
+            "https://platform.openai.com/docs/guides/error-codes/api-errors."
+        )
+        return cls(429, _openai_error(message, "insufficient_quota", "insufficient_quota"))
+
+    @classmethod
+    def openai_server(cls, status: int = 500) -> Error:
+        """A 5xx ``server_error`` as OpenAI sends it."""
+        return cls(status, _openai_error(OPENAI_SERVER_MESSAGE, "server_error"))
+
+    @classmethod
+    def overloaded_503(cls) -> Error:
+        """503 ``server_is_overloaded`` (OpenAI's ``service_unavailable_error``)."""
+        body = _openai_error(
+            "The server is overloaded or not ready yet.",
+            "service_unavailable_error",
+            "server_is_overloaded",
+        )
+        return cls(503, body)
+
+    # --- Anthropic ------------------------------------------------------------------
+
+    @classmethod
+    def anthropic_overloaded(cls) -> Error:
+        """529 ``overloaded_error``."""
+        return cls(529, _anthropic_error("overloaded_error", "Overloaded"))
+
+    @classmethod
+    def anthropic_server(cls, status: int = 500) -> Error:
+        """A 5xx ``api_error``."""
+        return cls(status, _anthropic_error("api_error", "Internal server error"))
+
+    @classmethod
+    def anthropic_rate_limit(cls, retry_after: float | None = None) -> Error:
+        """429 ``rate_limit_error`` with ``anthropic-ratelimit-*`` headers.
+
+        The ``*-reset`` headers are RFC 3339 times ``retry_after`` seconds (default
+        60) after the step was built; ``retry-after`` is sent only when given.
+        """
+        wait = 60.0 if retry_after is None else retry_after
+        reset = _dt.datetime.now(_dt.UTC) + _dt.timedelta(seconds=wait)
+        reset_text = reset.strftime("%Y-%m-%dT%H:%M:%SZ")
+        headers = {
+            "anthropic-ratelimit-requests-limit": "50",
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": reset_text,
+            "anthropic-ratelimit-tokens-limit": "40000",
+            "anthropic-ratelimit-tokens-remaining": "0",
+            "anthropic-ratelimit-tokens-reset": reset_text,
+        }
+        if retry_after is not None:
+            headers["retry-after"] = _seconds(retry_after)
+        message = (
+            "This request would exceed the rate limit for your organization of 50 requests "
+            "per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. "
+            "You can see the response headers for current usage. Please reduce the prompt "
+            "length or the maximum tokens requested, or try again later."
+        )
+        return cls(429, _anthropic_error("rate_limit_error", message), headers)
+
+    # --- in the format of the endpoint called -----------------------------------------
+
+    @classmethod
+    def unauthorized(cls, style: ApiStyle | None = None) -> Error:
+        """401 in the endpoint's format (or ``style``'s)."""
+
+        def body(endpoint_style: str) -> dict[str, Any]:
+            if (style or endpoint_style) == "anthropic":
+                return _anthropic_error("authentication_error", "invalid x-api-key")
+            message = (
+                "Incorrect API key provided: sk-fake***. You can find your API key at "
+                "https://platform.openai.com/account/api-keys."
+            )
+            return _openai_error(message, "invalid_request_error", "invalid_api_key")
+
+        return cls(401, body)
+
+    @classmethod
+    def bad_request(cls, message: str = "Invalid request.", style: ApiStyle | None = None) -> Error:
+        """400 ``invalid_request_error`` with ``message``, in the endpoint's format."""
+
+        def body(endpoint_style: str) -> dict[str, Any]:
+            if (style or endpoint_style) == "anthropic":
+                return _anthropic_error("invalid_request_error", message)
+            return _openai_error(message, "invalid_request_error")
+
+        return cls(400, body)
+
+    @classmethod
+    def context_length(
+        cls,
+        limit: int,
+        got: int,
+        style: Literal["openai", "anthropic", "vllm"] | None = None,
+        completion: int = 0,
+    ) -> Error:
+        """400 prompt-too-long: ``got`` prompt tokens against a window of ``limit``.
+
+        ``style`` picks the provider's wording (default: the endpoint's format):
+        OpenAI ``context_length_exceeded``, Anthropic ``prompt is too long: M tokens >
+        N maximum``, or vLLM's ``(parameter=input_tokens, value=M)``.
+        """
+
+        def body(endpoint_style: str) -> dict[str, Any]:
+            return context_length_body(style or endpoint_style, limit, got, completion)
+
+        return cls(400, body)
+
+    @classmethod
+    def zhipu(cls, code: int, message: str | None = None, status: int | None = None) -> Error:
+        """A Zhipu (GLM) error: ``{"error": {"code": "1302", "message": ...}}``.
+
+        Known codes (:data:`ZHIPU_CODES`) bring their documented message and status;
+        Zhipu sends no ``Retry-After`` or rate-limit headers.
+        """
+        default_status, default_message = ZHIPU_CODES.get(code, (400, "请求失败"))
+        body = {
+            "error": {"code": str(code), "message": message or default_message},
+            "request_id": "fake-zhipu-request",
+        }
+        return cls(status or default_status, body)
+
+
+def context_length_body(style: str, limit: int, got: int, completion: int = 0) -> dict[str, Any]:
+    """The body of a real prompt-too-long error of ``style`` (openai/anthropic/vllm)."""
+    if style == "anthropic":
+        if got > limit or completion == 0:
+            message = f"prompt is too long: {got} tokens > {limit} maximum"
+        else:
+            message = (
+                f"input length and `max_tokens` exceed context limit: {got} + {completion} "
+                f"> {limit}, decrease input length or `max_tokens` and try again"
+            )
+        return _anthropic_error("invalid_request_error", message)
+    if style == "vllm":
+        total = got + completion
+        message = (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{completion} output tokens and your prompt contains at least {got} input tokens, "
+            f"for a total of at least {total} tokens. Please reduce the length of the input "
+            f"prompt or the number of requested output tokens. "
+            f"(parameter=input_tokens, value={got})"
+        )
+        return _openai_error(message, "BadRequestError", 400, "input_tokens")
+    if completion:
+        detail = (
+            f"However, you requested {got + completion} tokens ({got} in the messages, "
+            f"{completion} in the completion). Please reduce the length of the messages "
+            "or completion."
+        )
+    else:
+        detail = (
+            f"However, your messages resulted in {got} tokens. "
+            "Please reduce the length of the messages."
+        )
+    message = f"This model's maximum context length is {limit} tokens. {detail}"
+    return _openai_error(message, "invalid_request_error", "context_length_exceeded", "messages")
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Abort the connection (TCP RST) without sending any response."""
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Accept the request and never answer, until the client goes away."""
+
+
+@dataclass(frozen=True)
+class SlowFirstByte:
+    """Wait ``delay_s`` seconds before sending the headers, then answer normally."""
+
+    delay_s: float
+
+
+@dataclass(frozen=True)
+class HeadersThenSilence:
+    """Send ``200`` and the headers (SSE headers for a stream), then nothing."""
+
+
+@dataclass(frozen=True)
+class Success:
+    """Force a successful answer.
+
+    ``text`` replaces the model's full reply (max-tokens cuts and continuation still
+    apply); ``finish_reason`` is reported as given (OpenAI names are translated for
+    Anthropic: stop -> end_turn, length -> max_tokens, tool_calls -> tool_use,
+    content_filter -> refusal; Responses: length/content_filter -> ``incomplete``);
+    ``tool_call`` is a tool name or ``{"name": ..., "arguments": {...}}`` and is
+    answered even when the request has no tools; ``usage`` overrides the counted
+    ``{"prompt_tokens": .., "completion_tokens": ..}``.
+    """
+
+    text: str | None = None
+    finish_reason: str | None = None
+    tool_call: str | dict[str, Any] | None = None
+    usage: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class CutAfter:
+    """Send ``n_chunks`` content deltas of the stream, then abort the connection."""
+
+    n_chunks: int
+
+
+@dataclass(frozen=True)
+class StallAfter:
+    """Send ``n_chunks`` content deltas, then stall until the client goes away."""
+
+    n_chunks: int
+
+
+@dataclass(frozen=True)
+class ErrorEventAfter:
+    """Send ``n_chunks`` content deltas, then an in-stream error event, then end.
+
+    The event is the API's own: OpenAI chat/completions ``data: {"error": {...}}``,
+    Anthropic ``event: error`` (``overloaded_error`` by default), Responses
+    ``event: error`` with ``{"type": "error", "sequence_number": .., "error": {...}}``.
+    ``payload`` replaces the JSON data of the event.
+    """
+
+    n_chunks: int
+    payload: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MalformedEventAt:
+    """After ``n`` content deltas insert one undecodable ``data: {not json`` event."""
+
+    n: int
+
+
+@dataclass(frozen=True)
+class NoDone:
+    """End an OpenAI stream after its finish chunk without ``data: [DONE]``."""
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Sleep ``per_chunk_s`` seconds before every content delta of a stream."""
+
+    per_chunk_s: float
+
+
+Step: TypeAlias = (
+    Error
+    | Reset
+    | Hang
+    | SlowFirstByte
+    | HeadersThenSilence
+    | Success
+    | CutAfter
+    | StallAfter
+    | ErrorEventAfter
+    | MalformedEventAt
+    | NoDone
+    | Delay
+)
+#: One script entry: a step, or several steps applied to the same request.
+ScriptEntry: TypeAlias = Step | tuple[Step, ...]
+
+__all__ = [
+    "ZHIPU_CODES",
+    "ApiStyle",
+    "CutAfter",
+    "Delay",
+    "Error",
+    "ErrorEventAfter",
+    "Hang",
+    "HeadersThenSilence",
+    "MalformedEventAt",
+    "NoDone",
+    "Reset",
+    "ScriptEntry",
+    "SlowFirstByte",
+    "StallAfter",
+    "Step",
+    "Success",
+    "context_length_body",
+]

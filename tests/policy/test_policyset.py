@@ -1,0 +1,162 @@
+"""The compiled PolicySet: keys -> teams, routing, model globs."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import pytest
+
+from gateway.policy import policyset
+from gateway.policy.load import load_policy_texts
+from gateway.policy.policyset import PolicySet, ResolvedRoute, hash_key
+from gateway.policy.schema import Policy
+
+SET = """
+providers:
+  sim: {api: sim}
+models:
+  glm-4.7: {provider: sim}
+  glm-4-flash: {provider: sim}
+  gpt-4o: {provider: sim}
+  claude-x: {provider: sim}
+policies:
+  standard: {}
+  quick: {retry: {max_retries: 1}}
+teams:
+  search:
+    keys: ["%s", "env:SEARCH_KEY"]
+    models: ["glm-*", "gpt-4o"]
+    routes:
+      - name: chat-glm
+        match: {model: "glm-4.7", path: /v1/chat/completions}
+        policy: standard
+        override: {fallback: {chain: [glm-4-flash]}}
+      - match: {model: "glm-*"}
+        policy: quick
+      - match: {model: "*"}
+  ads:
+    models: ["claude-*"]
+    routes:
+      - match: {model: "gpt-?o"}
+        policy: quick
+"""
+
+
+@pytest.fixture
+def ps() -> PolicySet:
+    """A set with two teams and a few routes."""
+    return load_policy_texts(
+        {"a.yaml": SET % hash_key("search-key")}, env={"SEARCH_KEY": "from-env"}
+    )
+
+
+def test_hash_key_form() -> None:
+    """hash_key gives the sha256: form of the key's UTF-8 bytes."""
+    assert hash_key("demo-key") == "sha256:" + hashlib.sha256(b"demo-key").hexdigest()
+    assert hash_key("ключ") == "sha256:" + hashlib.sha256("ключ".encode()).hexdigest()
+
+
+def test_team_for_key(ps: PolicySet) -> None:
+    """sha256 and env keys select their team; unknown or empty keys select none."""
+    assert ps.team_for_key("search-key") == "search"
+    assert ps.team_for_key("from-env") == "search"
+    assert ps.team_for_key("nope") is None
+    assert ps.team_for_key("") is None
+    assert ps.team_for_key(hash_key("search-key")) is None  # the hash is not the key
+
+
+def test_first_matching_route_wins(ps: PolicySet) -> None:
+    """Routes are tried in order; path-specific routes only match their path."""
+    chat = ps.route("search", "glm-4.7", "/v1/chat/completions")
+    assert chat is not None
+    assert chat.id == "chat-glm"
+    assert chat.policy.fallback.chain == ("glm-4-flash",)
+    other_path = ps.route("search", "glm-4.7", "/v1/messages")
+    assert other_path is not None
+    assert other_path.id == "search/1"
+    assert other_path.policy.retry.max_retries == 1
+    rest = ps.route("search", "gpt-4o", "/v1/chat/completions")
+    assert rest == ResolvedRoute(
+        id="search/2", team="search", policy=Policy(), policy_name="default"
+    )
+
+
+def test_no_route(ps: PolicySet) -> None:
+    """A model no route matches, or an unknown team, has no route."""
+    assert ps.route("ads", "claude-x", "/v1/messages") is None
+    assert ps.route("nobody", "glm-4.7", "/v1/chat/completions") is None
+    gpt = ps.route("ads", "gpt-4o", "/v1/messages")
+    assert gpt is not None
+    assert gpt.id == "ads/0"
+
+
+def test_route_lookups_are_memoised_and_bounded(
+    ps: PolicySet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeated lookups return the same object; the memo never grows past its bound."""
+    monkeypatch.setattr(policyset, "ROUTE_MEMO_SIZE", 3)
+    first = ps.route("search", "glm-4.7", "/v1/chat/completions")
+    assert ps.route("search", "glm-4.7", "/v1/chat/completions") is first
+    for i in range(10):
+        ps.route("search", f"random-{i}", "/v1/chat/completions")
+    assert len(ps._memo) == 3
+    assert ps.route("search", "glm-4.7", "/v1/chat/completions") == first
+
+
+def test_model_globs(ps: PolicySet) -> None:
+    """Team model globs are fnmatch patterns, matched case-sensitively against the whole name."""
+    assert ps.model_allowed("search", "glm-4.7")
+    assert ps.model_allowed("search", "gpt-4o")
+    assert not ps.model_allowed("search", "gpt-4o-mini")
+    assert not ps.model_allowed("search", "GLM-4.7")
+    assert not ps.model_allowed("search", "claude-x")
+    assert ps.model_allowed("ads", "claude-x")
+    assert not ps.model_allowed("nobody", "glm-4.7")
+
+
+def test_team_models(ps: PolicySet) -> None:
+    """team_models lists the defined public models the team may call, sorted."""
+    assert ps.team_models("search") == ["glm-4-flash", "glm-4.7", "gpt-4o"]
+    assert ps.team_models("ads") == ["claude-x"]
+    assert ps.team_models("nobody") == []
+
+
+def test_default_team_and_routes(ps: PolicySet) -> None:
+    """default_team is the first team by name; routes() lists a team's routes in order."""
+    assert ps.default_team == "ads"
+    assert [r.id for r in ps.routes("search")] == ["chat-glm", "search/1", "search/2"]
+    assert PolicySet.empty().default_team is None
+
+
+def test_set_is_read_only(ps: PolicySet) -> None:
+    """The mappings of a set cannot be changed in place."""
+    with pytest.raises(TypeError):
+        ps.teams["x"] = ps.teams["ads"]  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        ps.extra = 1  # type: ignore[attr-defined]
+
+
+def test_empty_set() -> None:
+    """The empty set knows only the built-in default policy."""
+    empty = PolicySet.empty()
+    assert dict(empty.policies) == {"default": Policy()}
+    assert empty.team_for_key("x") is None
+    assert empty.route("t", "m", "/v1/chat/completions") is None
+
+
+def test_describe_has_no_keys(ps: PolicySet) -> None:
+    """describe() is JSON-able and shows key counts, never keys or hashes."""
+    import json
+
+    text = json.dumps(ps.describe())
+    assert "sha256" not in text
+    assert "SEARCH_KEY" not in text
+    assert ps.describe()["teams"]["search"]["keys"] == 2
+
+
+def test_version_follows_file_contents() -> None:
+    """The set version changes when a file's content changes, not otherwise."""
+    a: Callable[[str], PolicySet] = lambda t: load_policy_texts({"a.yaml": t})  # noqa: E731
+    assert a("models: {}\n").version == a("models: {}\n").version
+    assert a("models: {}\n").version != a("models: {}\n# changed\n").version

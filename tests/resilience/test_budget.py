@@ -1,0 +1,133 @@
+"""Retry budgets and team limits on a virtual clock (gateway.resilience.budget)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.policy.schema import Limits, RetryBudget
+from gateway.resilience.budget import (
+    BUDGET_WINDOW_S,
+    RetryBudgetWindow,
+    TeamWindow,
+    limit_wait,
+    retry_allowed,
+)
+
+
+def spend_all(w: RetryBudgetWindow, now: float, budget: RetryBudget, cap: int = 10_000) -> int:
+    n = 0
+    while n < cap and w.try_spend(now, budget):
+        n += 1
+    return n
+
+
+def test_floor_min_per_second() -> None:
+    """With no traffic a route still gets min_per_second x 10 s retries per window."""
+    w = RetryBudgetWindow()
+    assert spend_all(w, 100.0, RetryBudget(ratio=0.2, min_per_second=5)) == 50
+
+
+def test_zero_budget_never_retries() -> None:
+    """ratio 0 and min_per_second 0 allow no retry at all."""
+    assert not RetryBudgetWindow().try_spend(1.0, RetryBudget(ratio=0.0, min_per_second=0.0))
+
+
+def test_ratio_with_traffic() -> None:
+    """Above the floor, retries may add at most ratio of the window's requests."""
+    budget = RetryBudget(ratio=0.2, min_per_second=1)
+    w = RetryBudgetWindow()
+    for i in range(1000):
+        w.note_request(100.0 + i * 0.009)  # 1000 requests within 9 s
+    assert spend_all(w, 109.5, budget) == 200
+
+
+def test_fractional_allowance_rounds_down() -> None:
+    """ratio 0.2 of 7 requests (1.4) with no floor allows one retry."""
+    budget = RetryBudget(ratio=0.2, min_per_second=0)
+    w = RetryBudgetWindow()
+    for _ in range(7):
+        w.note_request(5.0)
+    assert spend_all(w, 5.0, budget) == 1
+
+
+def test_window_expiry() -> None:
+    """Requests and retries older than ten seconds no longer count."""
+    budget = RetryBudget(ratio=0.5, min_per_second=0)
+    w = RetryBudgetWindow()
+    for _ in range(10):
+        w.note_request(100.2)
+    assert spend_all(w, 100.5, budget) == 5
+    assert w.counts(109.99) == (10, 5)
+    assert not w.try_spend(109.99, budget)
+    assert w.counts(110.0) == (0, 0)  # bucket 100 left the window [101, 110]
+    assert not w.try_spend(110.0, budget)  # nothing to be a ratio of
+    assert w.is_idle(110.0)
+    assert len(w.requests) == 0 and len(w.retries) == 0
+
+
+def test_spent_retries_free_up_as_they_age() -> None:
+    """The floor refills as old retries leave the sliding window."""
+    budget = RetryBudget(ratio=0.0, min_per_second=1)
+    w = RetryBudgetWindow()
+    assert spend_all(w, 0.0, budget) == BUDGET_WINDOW_S
+    assert spend_all(w, 9.9, budget) == 0
+    assert spend_all(w, 10.0, budget) == BUDGET_WINDOW_S
+
+
+def test_retry_allowed_rule() -> None:
+    """The rule: retries + 1 <= max(ratio x requests, min_per_second x 10)."""
+    b = RetryBudget(ratio=0.2, min_per_second=5)
+    assert retry_allowed(0, 49, b) and not retry_allowed(0, 50, b)
+    assert retry_allowed(1000, 199, b) and not retry_allowed(1000, 200, b)
+
+
+def test_requests_per_minute_with_retry_after() -> None:
+    """The 4th request in a minute with limit 3 waits until the next minute."""
+    limits = Limits(requests_per_minute=3)
+    w = TeamWindow()
+    assert [w.admit(t, limits) for t in (600.0, 610.0, 620.0)] == [None, None, None]
+    assert w.admit(645.0, limits) == pytest.approx(15.0)
+    assert w.admit(659.5, limits) == pytest.approx(0.5)
+    assert w.requests == 3  # refused requests are not counted
+    assert w.admit(660.0, limits) is None
+
+
+def test_tokens_per_minute_with_retry_after() -> None:
+    """Tokens at or over the limit stop new requests until the next minute."""
+    limits = Limits(tokens_per_minute=1000)
+    w = TeamWindow()
+    assert w.admit(120.0, limits) is None
+    w.add_tokens(121.0, 999)
+    assert w.admit(122.0, limits) is None  # under the limit: still admitted
+    w.add_tokens(123.0, 1)
+    assert w.admit(130.0, limits) == pytest.approx(50.0)
+    assert w.admit(180.0, limits) is None
+    assert w.tokens == 0
+
+
+def test_both_limits_apply() -> None:
+    """Either limit refuses; tokens from the previous minute do not carry over."""
+    limits = Limits(requests_per_minute=2, tokens_per_minute=100)
+    w = TeamWindow()
+    assert w.admit(0.0, limits) is None
+    w.add_tokens(1.0, 500)
+    assert w.admit(2.0, limits) == pytest.approx(58.0)
+    assert w.admit(61.0, limits) is None
+    assert w.admit(62.0, limits) is None
+    assert w.admit(63.0, limits) == pytest.approx(57.0)
+
+
+def test_no_limits_admit_everything() -> None:
+    """Limits with neither field set never refuse."""
+    assert limit_wait(10**9, 10**9, Limits(), 5.0) is None
+    w = TeamWindow()
+    assert all(w.admit(float(i), Limits()) is None for i in range(100))
+
+
+def test_negative_tokens_are_ignored() -> None:
+    """A negative token count never lowers the window's total."""
+    w = TeamWindow()
+    w.add_tokens(0.0, 10)
+    w.add_tokens(0.0, -5)
+    assert w.tokens == 10
+    assert not w.is_idle(0.0) and w.is_idle(60.0)

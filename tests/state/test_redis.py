@@ -1,0 +1,253 @@
+"""The Redis backend: state shared by replicas, atomic updates, and outages."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+import pytest
+from redis.asyncio import Redis
+from structlog.testing import capture_logs
+
+from gateway.policy.schema import Fallback, Limits, RetryBudget
+from gateway.resilience.fallback import Activated, Choice, Recovered
+from gateway.state import open_state
+from gateway.state.redis import RedisState
+
+if TYPE_CHECKING:  # the fixture's type; conftest is not importable at run time
+    from conftest import RedisServer
+
+pytestmark = pytest.mark.redis
+
+FB = Fallback(chain=("fb-1",), after_consecutive_server_errors=2, cooldown=60.0)
+KEY = "team|glm-4.7"
+
+
+class Clock:
+    """A manual monotonic clock for the reconnect interval."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+async def replicas(redis_server: RedisServer) -> AsyncIterator[Callable[..., RedisState]]:
+    """Make RedisState instances ("replicas") on the test's server; closed afterwards."""
+    made: list[RedisState] = []
+
+    def make(**options: object) -> RedisState:
+        options.setdefault("timeout", 0.05)
+        options.setdefault("reconnect_interval", 0.05)
+        state = RedisState(redis_server.url, **options)  # type: ignore[arg-type]
+        made.append(state)
+        return state
+
+    yield make
+    for state in made:
+        await state.close()
+
+
+def events(logs: list[dict[str, object]], name: str) -> list[dict[str, object]]:
+    return [e for e in logs if e["event"] == name]
+
+
+async def test_open_state_redis(redis_server: RedisServer) -> None:
+    """A redis:// URL gives the Redis backend."""
+    backend = open_state(redis_server.url, timeout=0.05)
+    try:
+        assert isinstance(backend, RedisState)
+        assert await backend.choose(KEY, FB, 1.0) == Choice(0)
+    finally:
+        await backend.close()
+
+
+async def test_replicas_share_fallback_activation(replicas: Callable[..., RedisState]) -> None:
+    """Failures counted on two replicas activate the fallback for both; a probe lease is shared."""
+    a, b = replicas(), replicas()
+    assert await a.record(KEY, FB, 0, "server_error", 10.0, probe=False) is None
+    assert await b.record(KEY, FB, 0, "server_error", 11.0, probe=False) == Activated(0, 1)
+    assert await a.choose(KEY, FB, 12.0) == Choice(1)
+    assert await b.choose(KEY, FB, 71.0) == Choice(0, probe=True)
+    assert await a.choose(KEY, FB, 71.5) == Choice(1)  # b holds the lease
+    assert await b.record(KEY, FB, 0, "ok", 72.0, probe=True) == Recovered(1)
+    assert await a.choose(KEY, FB, 73.0) == Choice(0)
+    assert a.fallback_snapshot() == {}
+
+
+async def test_replicas_share_team_limits_and_budget(replicas: Callable[..., RedisState]) -> None:
+    """Team limits and retry budgets count across replicas."""
+    a, b = replicas(), replicas()
+    limits = Limits(requests_per_minute=3, tokens_per_minute=1000)
+    assert [await r.admit("t", limits, 600.0) for r in (a, b, a)] == [None, None, None]
+    assert await b.admit("t", limits, 630.0) == pytest.approx(30.0)
+    await a.add_tokens("t", limits, 1000, 661.0)
+    assert await b.admit("t", limits, 662.0) == pytest.approx(58.0)
+    budget = RetryBudget(ratio=0.0, min_per_second=0.3)  # 3 retries per window
+    spent = [await r.spend_retry("route", budget, 50.0) for r in (a, b, a, b)]
+    assert spent == [True, True, True, False]
+
+
+async def test_concurrent_failures_activate_once(replicas: Callable[..., RedisState]) -> None:
+    """Twenty concurrent failures from two replicas give exactly one activation."""
+    a, b = replicas(timeout=0.5), replicas(timeout=0.5)
+    results = await asyncio.gather(
+        *(r.record(KEY, FB, 0, "server_error", 5.0, probe=False) for r in (a, b) * 10)
+    )
+    assert [t for t in results if t is not None] == [Activated(0, 1)]
+    assert not a.degraded and not b.degraded
+
+
+async def test_concurrent_probes_take_one_lease(replicas: Callable[..., RedisState]) -> None:
+    """Of many concurrent choices after the cooldown exactly one probes."""
+    a, b = replicas(timeout=0.5), replicas(timeout=0.5)
+    for t in (0.0, 1.0):
+        await a.record(KEY, FB, 0, "server_error", t, probe=False)
+    choices = await asyncio.gather(*(r.choose(KEY, FB, 100.0) for r in (a, b) * 10))
+    assert sum(c.probe for c in choices) == 1
+
+
+async def test_concurrent_admits_respect_the_limit(replicas: Callable[..., RedisState]) -> None:
+    """Thirty concurrent requests on two replicas admit exactly requests_per_minute."""
+    a, b = replicas(timeout=0.5), replicas(timeout=0.5)
+    limits = Limits(requests_per_minute=10)
+    answers = await asyncio.gather(*(r.admit("t", limits, 60.0) for r in (a, b) * 15))
+    assert sum(w is None for w in answers) == 10
+
+
+async def test_keys_are_prefixed_and_expire(
+    replicas: Callable[..., RedisState], redis_server: RedisServer
+) -> None:
+    """Every key lives under llm-gateway: and carries a TTL."""
+    a = replicas()
+    now = time.time()
+    for t in (now, now):
+        await a.record(KEY, FB, 0, "server_error", t, probe=False)
+    await a.note_request("route", now)
+    await a.spend_retry("route", RetryBudget(), now)
+    limits = Limits(requests_per_minute=5, tokens_per_minute=5)
+    await a.admit("team", limits, now)
+    await a.add_tokens("team", limits, 3, now)
+    raw = Redis.from_url(redis_server.url)
+    try:
+        keys = sorted(k.decode() for k in await raw.keys("*"))
+        assert len(keys) == 5  # fb, budget req + retry, limit req + tok
+        assert all(k.startswith("llm-gateway:") for k in keys)
+        assert all([await raw.ttl(k) > 0 for k in keys])
+    finally:
+        await raw.aclose()
+
+
+async def test_unreadable_state_starts_over(
+    replicas: Callable[..., RedisState], redis_server: RedisServer
+) -> None:
+    """A corrupted fallback value is read as the default state, not an error."""
+    raw = Redis.from_url(redis_server.url)
+    try:
+        await raw.set(f"llm-gateway:fb:{KEY}", b"not json")
+    finally:
+        await raw.aclose()
+    a = replicas()
+    assert await a.choose(KEY, FB, 1.0) == Choice(0)
+    assert not a.degraded
+
+
+async def test_outage_answers_locally_and_recovers(
+    replicas: Callable[..., RedisState], redis_server: RedisServer
+) -> None:
+    """With redis-server killed calls answer from local state; a restart restores sharing."""
+    a, b = replicas(), replicas()
+    for t in (1.0, 2.0):
+        await a.record(KEY, FB, 0, "server_error", t, probe=False)
+    assert await b.choose(KEY, FB, 3.0) == Choice(1)
+
+    with capture_logs() as logs:
+        redis_server.stop()
+        for t in (4.0, 5.0, 6.0):  # both keep the fallback they knew
+            assert await a.choose(KEY, FB, t) == Choice(1)
+            assert await b.choose(KEY, FB, t) == Choice(1)
+        limits = Limits(requests_per_minute=1)
+        assert await a.admit("t", limits, 7.0) is None
+        assert await a.admit("t", limits, 8.0) == pytest.approx(52.0)
+        assert await a.spend_retry("r", RetryBudget(), 9.0) is True
+        await a.note_request("r", 9.0)
+        await a.add_tokens("t", Limits(tokens_per_minute=5), 3, 9.0)
+        assert a.degraded and b.degraded
+        degraded = events(logs, "state_backend_degraded")
+        assert len(degraded) == 2  # once per replica, not once per call
+        assert {e["error"] for e in degraded} <= {"ConnectionError", "TimeoutError"}
+        assert all(e["log_level"] == "warning" for e in degraded)
+
+        redis_server.start()  # same port, empty: Redis is the truth again
+        await asyncio.sleep(0.06)  # past the 0.05 s reconnect interval
+        assert await a.choose(KEY, FB, 10.0) == Choice(0)
+        await asyncio.sleep(0.06)
+        assert await b.choose(KEY, FB, 10.0) == Choice(0)
+        assert len(events(logs, "state_backend_recovered")) == 2
+        assert len(events(logs, "state_backend_degraded")) == 2
+    assert not a.degraded and not b.degraded
+    for t in (11.0, 12.0):
+        await a.record(KEY, FB, 0, "server_error", t, probe=False)
+    assert await b.choose(KEY, FB, 13.0) == Choice(1)  # shared again
+
+
+async def test_reconnect_is_tried_once_per_interval(
+    replicas: Callable[..., RedisState], redis_server: RedisServer
+) -> None:
+    """While degraded, Redis is retried only after reconnect_interval, not on every call."""
+    clock = Clock()
+    a = replicas(reconnect_interval=1.0, clock=clock)
+    with capture_logs() as logs:
+        redis_server.stop()
+        await a.note_request("r", 1.0)
+        assert a.degraded
+        redis_server.start()
+        for _ in range(5):  # the server is back, but the interval has not passed
+            await a.note_request("r", 1.0)
+        assert a.degraded and not events(logs, "state_backend_recovered")
+        clock.t = 1.0
+        await a.note_request("r", 1.0)
+        assert not a.degraded
+        assert len(events(logs, "state_backend_recovered")) == 1
+
+
+async def test_hung_redis_times_out_to_local_state(
+    replicas: Callable[..., RedisState], redis_server: RedisServer
+) -> None:
+    """A Redis that accepts but never answers costs one short timeout, then local answers."""
+    a = replicas(reconnect_interval=10.0)
+    assert await a.choose(KEY, FB, 1.0) == Choice(0)
+    redis_server.pause()
+    try:
+        with capture_logs() as logs:
+            started = time.monotonic()
+            assert await a.admit("t", Limits(requests_per_minute=1), 1.0) is None
+            assert time.monotonic() - started < 0.4
+            started = time.monotonic()
+            for t in (2.0, 3.0):
+                await a.record(KEY, FB, 0, "server_error", t, probe=False)
+            assert await a.choose(KEY, FB, 4.0) == Choice(1)
+            assert time.monotonic() - started < 0.05  # no Redis round trips while degraded
+        [event] = events(logs, "state_backend_degraded")
+        assert event["error"] == "TimeoutError"
+    finally:
+        redis_server.resume()
+
+
+async def test_password_never_logged(redis_server: RedisServer) -> None:
+    """The degraded event names the error class, never the URL or its password."""
+    redis_server.stop()
+    url = f"redis://:s3cret-pw@127.0.0.1:{redis_server.port}/0"
+    with capture_logs() as logs:
+        backend = open_state(url, timeout=0.05)
+        try:
+            assert await backend.choose(KEY, FB, 1.0) == Choice(0)
+        finally:
+            await backend.close()
+    assert events(logs, "state_backend_degraded")
+    assert "s3cret-pw" not in repr(logs)
+    assert str(redis_server.port) not in repr(logs)
