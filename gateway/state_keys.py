@@ -1,4 +1,4 @@
-"""Typed keys for what the app and each request carry (aiohttp ``AppKey`` / request keys)."""
+"""Typed keys for what the app and each request carry (aiohttp ``AppKey`` / ``RequestKey``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway.observe.events import RequestLog
+
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway")
-LOG = "gateway.request_log"
+LOG: web.RequestKey[RequestLog] = web.RequestKey("gateway.request_log", RequestLog)

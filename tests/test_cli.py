@@ -163,7 +163,12 @@ def test_simulate_passes_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
 
     seen: list[Any] = []
     fake_sim = types.ModuleType("gateway.simulate")
-    fake_sim.main = lambda args: seen.append(args) or 3  # type: ignore[attr-defined]
+
+    def fake_main(args: Any) -> int:
+        seen.append(args)
+        return 3
+
+    fake_sim.main = fake_main  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "gateway.simulate", fake_sim)
     argv = ["simulate", "--policies", "p", "--team", "t", "--model", "m", "--script", "429,200"]
     assert cli.main(argv) == 3

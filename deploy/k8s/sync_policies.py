@@ -95,9 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="policy dir")
     args = parser.parse_args(argv)
     want, have = expected(args.source), actual()
-    stale = sorted(
-        str(p) for p in want.keys() | have.keys() if want.get(p) != have.get(p)
-    )
+    stale = sorted(str(p) for p in want.keys() | have.keys() if want.get(p) != have.get(p))
     if args.check:
         if stale:
             print(

@@ -213,10 +213,10 @@ def token_counts(message: str) -> tuple[int | None, int | None]:
 
 def _plain(text: str) -> str:
     """A non-JSON body as a message: HTML pages and binary garbage say nothing useful."""
-    stripped = text.strip()
-    if stripped.startswith("<") or "\ufffd" in stripped:
+    head = text[: MESSAGE_MAX_CHARS * 2].strip()
+    if head.startswith("<") or "\ufffd" in head:
         return ""
-    return " ".join(stripped[: MESSAGE_MAX_CHARS * 2].split())
+    return " ".join(head.split())
 
 
 def _classify(
@@ -306,8 +306,10 @@ def classify_error_event(
             response = payload.get("response")
             err = response.get("error") if isinstance(response, dict) else None
             info = _error_info({"error": err}) if isinstance(err, dict) else _ErrorInfo()
-        else:
+        elif isinstance(payload, dict | list):
             info = _error_info(payload)
+        else:  # a bare string or number is not an error object
+            info = _ErrorInfo()
         return _classify(
             _event_status(info), info, _dump(payload), {}, rules, now, keywords_in_raw_text=False
         )

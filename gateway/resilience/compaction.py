@@ -75,6 +75,7 @@ __all__ = [
 SNIP_MARKER = "\n[... {n} characters cut by llm-gateway ...]\n"
 SNIP_FLOOR_CHARS = 256
 TARGET_MARGIN = 0.10
+NOTE_PREFIX = "[llm-gateway "
 DROP_NOTE = (
     "[llm-gateway removed {n} earlier messages here to fit the model's context window; "
     "the conversation continues below.]"
@@ -249,9 +250,14 @@ def _middle(items: Sequence[Any], api: str, keep_recent: int) -> _Middle:
     droppable = tuple(
         (s, e)
         for s, e in groups(cuts, head_end, tail_start)
-        if not (e - s == 1 and role(items[s]) in PINNED_ROLES)
+        if not (e - s == 1 and (role(items[s]) in PINNED_ROLES or _is_note(items[s])))
     )
     return _Middle(droppable)
+
+
+def _is_note(entry: Any) -> bool:
+    """A note an earlier strategy left: kept like a system message, never dropped again."""
+    return role(entry) == "user" and plain_text(entry.get("content")).startswith(NOTE_PREFIX)
 
 
 def _note_extra_chars(items: Sequence[Any], api: str, first: int, note: str) -> int:

@@ -524,7 +524,7 @@ class FakeProvider:
             if event.delta and delay:
                 await asyncio.sleep(delay.per_chunk_s)
             await self._send(ex, response.write(event.encode()))
-        await self._send(ex, response.write_eof())
+        await self._finish(ex, response)
         return response
 
     async def _stream_fault(
@@ -542,7 +542,12 @@ class FakeProvider:
             sequence = sum(1 for e in sent if e.event and e.event.startswith("response."))
             event = shapes.stream_error_event(ex.api, fault.payload, sequence)
             await self._send(ex, response.write(event.encode()))
-            await self._send(ex, response.write_eof())
+            await self._finish(ex, response)
+
+    async def _finish(self, ex: _Exchange, response: web.StreamResponse) -> None:
+        """End the body; every event is out, so a client closing now is no disconnect."""
+        ex.settled = True
+        await self._send(ex, response.write_eof())
 
     async def _send(self, ex: _Exchange, write: Any) -> None:
         """Await a write; a failed write means the client went away."""

@@ -18,7 +18,8 @@ Shaping a successful answer:
 
 Faults of a successful stream (``n`` always counts *content deltas*: text pieces or
 tool-argument pieces; every event before the first delta, such as the role chunk,
-``message_start`` or ``response.created``, is always sent):
+``message_start`` or ``response.created``, is always sent; an ``n`` beyond the
+answer's deltas means "after the last delta", before the finish event):
 
 - :class:`CutAfter` -- send ``n`` deltas, then abort the connection.
 - :class:`StallAfter` -- send ``n`` deltas, then stall forever.

@@ -218,7 +218,7 @@ def test_json_file_parses(path: Path) -> None:
     ids=[f"{p.name}:{d['kind']}/{d['metadata']['name']}" for p, d in k8s_documents()],
 )
 def test_k8s_manifest_validates_against_schema(path: Path, doc: dict[str, Any]) -> None:
-    """Each Kubernetes manifest validates offline against the bundled Kubernetes schemas (strict)."""
+    """Each Kubernetes manifest validates offline against the bundled schemas (strict)."""
     kv = pytest.importorskip(
         "kubernetes_validate",
         reason="kubernetes-validate (bundles the Kubernetes JSON schemas) is not installed",
@@ -247,7 +247,9 @@ def test_kustomize_build_validates() -> None:
     for doc in docs:
         kv.validate(doc, KUBERNETES_VERSION, strict=True)
     (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
-    (gateway,) = [d for d in docs if d["kind"] == "Deployment" and "redis" not in d["metadata"]["name"]]
+    (gateway,) = [
+        d for d in docs if d["kind"] == "Deployment" and "redis" not in d["metadata"]["name"]
+    ]
     volumes = gateway["spec"]["template"]["spec"]["volumes"]
     assert {"name": configmap["metadata"]["name"]} in [v.get("configMap", {}) for v in volumes]
 
@@ -290,7 +292,7 @@ def test_k8s_policy_copy_in_sync() -> None:
 
 
 def test_deployment_probes_and_drain_timing() -> None:
-    """Readiness is /readyz, liveness /healthz, and the kill deadline outlasts preStop plus drain."""
+    """Readiness /readyz, liveness /healthz; the kill deadline outlasts preStop plus drain."""
     deployment = k8s_object("Deployment", "llm-gateway")
     pod = deployment["spec"]["template"]["spec"]
     container = gateway_container()
@@ -318,7 +320,7 @@ def test_deployment_security_context() -> None:
 
 
 def test_deployment_env_matches_spec() -> None:
-    """The Deployment sets only SPEC §3 GATEWAY_ settings, port 8080, Redis state and the policy mount."""
+    """The Deployment uses SPEC §3 settings, port 8080, the Redis service and the policy mount."""
     container = gateway_container()
     env = container_env(container)
     gateway_vars = {name for name in env if name.startswith("GATEWAY_")}
@@ -352,7 +354,7 @@ def test_deployment_scrape_annotations() -> None:
 
 
 def test_service_hpa_pdb_target_the_gateway() -> None:
-    """Service, HPA and PDB select the gateway pods; HPA keeps 2+ replicas, PDB keeps 1 available."""
+    """Service, HPA and PDB select the gateway pods; HPA keeps 2+ pods, PDB keeps 1 available."""
     deployment = k8s_object("Deployment", "llm-gateway")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     service = k8s_object("Service", "llm-gateway")
@@ -402,7 +404,7 @@ METRIC_FILES = [ALERTS, *DASHBOARDS]
 
 @pytest.mark.parametrize("path", METRIC_FILES, ids=lambda p: p.name)
 def test_referenced_metrics_are_spec_metrics(path: Path) -> None:
-    """Every llm_gateway_* series in alerts and dashboards is a SPEC §11 metric (or a documented extra)."""
+    """Every llm_gateway_* series in alerts/dashboards is SPEC §11 (or a documented extra)."""
     names = referenced_metrics(path)
     assert names, f"{path} names no llm_gateway_ metric"
     allowed = series_names(SPEC_METRICS) | series_names(EXTRA_METRICS)
@@ -411,7 +413,7 @@ def test_referenced_metrics_are_spec_metrics(path: Path) -> None:
 
 @pytest.mark.parametrize("path", METRIC_FILES, ids=lambda p: p.name)
 def test_referenced_metrics_are_registered(path: Path) -> None:
-    """Every llm_gateway_* series in alerts and dashboards is exported by gateway/observe/metrics.py."""
+    """Every llm_gateway_* series in alerts/dashboards is exported by gateway.observe.metrics."""
     exported = series_names(registered_metrics())
     names = referenced_metrics(path)
     assert names <= exported, sorted(names - exported)
@@ -421,7 +423,9 @@ def test_gateway_registers_spec_metrics() -> None:
     """gateway/observe/metrics.py registers every SPEC §11 metric (and the extras) with its type."""
     registered = registered_metrics()
     for name, kind in {**SPEC_METRICS, **EXTRA_METRICS}.items():
-        assert registered.get(name) == kind, f"{name}: want {kind}, registered {registered.get(name)}"
+        assert registered.get(name) == kind, (
+            f"{name}: want {kind}, registered {registered.get(name)}"
+        )
 
 
 def test_dashboard_shows_every_spec_metric() -> None:
@@ -439,7 +443,7 @@ def alert_rules() -> dict[str, dict[str, Any]]:
 
 
 def test_required_alerts_exist() -> None:
-    """Fallback-too-long, budget exhausted, error ratio, p99 and reload-rejected alerts are defined."""
+    """Fallback-too-long, budget, error-ratio, p99 and reload-rejected alerts are defined."""
     rules = alert_rules()
     wanted = {
         "LLMGatewayFallbackActiveTooLong": "llm_gateway_fallback_active",
@@ -605,10 +609,12 @@ def test_dockerfile_healthcheck_expose_and_exec_form() -> None:
 
 
 def test_dockerfile_env_matches_spec() -> None:
-    """The image's GATEWAY_ variables are SPEC §3 settings; the policy dir is /etc/llm-gateway/policies."""
+    """The image sets SPEC §3 GATEWAY_ variables; policies at /etc/llm-gateway/policies."""
     env: dict[str, str] = {}
     for _, args in [i for i in runtime_stage() if i[0] == "ENV"]:
-        env.update(item.split("=", 1) for item in shlex.split(args))  # type: ignore[arg-type]
+        for item in shlex.split(args):
+            key, _, value = item.partition("=")
+            env[key] = value
     gateway_vars = {name for name in env if name.startswith("GATEWAY_")}
     assert gateway_vars <= SPEC_SETTINGS, gateway_vars - SPEC_SETTINGS
     assert env["GATEWAY_POLICY_DIR"] == POLICY_DIR_IN_IMAGE

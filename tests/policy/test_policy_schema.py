@@ -75,7 +75,7 @@ def test_default_policy_numbers() -> None:
 def test_models_are_frozen() -> None:
     """Policies cannot be changed after load."""
     with pytest.raises(ValidationError):
-        Policy().retry.max_retries = 3  # type: ignore[misc]
+        Policy().retry.max_retries = 3
 
 
 def test_json_schema_is_valid_draft_2020_12() -> None:

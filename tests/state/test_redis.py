@@ -231,7 +231,7 @@ async def test_hung_redis_times_out_to_local_state(
             for t in (2.0, 3.0):
                 await a.record(KEY, FB, 0, "server_error", t, probe=False)
             assert await a.choose(KEY, FB, 4.0) == Choice(1)
-            assert time.monotonic() - started < 0.05  # no Redis round trips while degraded
+            assert time.monotonic() - started < 0.1  # 3 round trips would take >= 0.15 s
         [event] = events(logs, "state_backend_degraded")
         assert event["error"] == "TimeoutError"
     finally:

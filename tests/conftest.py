@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.testing import FakeProvider
+from tests.harness import PROVIDER_KEY, PROVIDER_KEY_ENV, Harness, policy_files, write_policies
+
+
+@pytest.fixture(autouse=True)
+def _provider_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROVIDER_KEY_ENV, PROVIDER_KEY)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeProvider]:
+    async with FakeProvider() as fp:
+        yield fp
+
+
+@pytest.fixture
+async def make_gateway(
+    fake: FakeProvider, tmp_path: Path
+) -> AsyncIterator[Callable[..., Any]]:
+    """Start a gateway in front of ``fake``; ``policy=`` replaces the fast test policy."""
+    started: list[Harness] = []
+
+    async def make(policy: dict[str, Any] | None = None, **settings: Any) -> Harness:
+        root = write_policies(tmp_path / f"policies{len(started)}", policy_files(fake.url, policy))
+        h = await Harness(fake, root, **settings).start()
+        started.append(h)
+        return h
+
+    yield make
+    for h in started:
+        await h.stop()
+
+
+@pytest.fixture
+async def gw(make_gateway: Callable[..., Any]) -> Harness:
+    """A gateway with the fast test policy in front of the fake provider."""
+    h: Harness = await make_gateway()
+    return h
