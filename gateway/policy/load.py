@@ -432,6 +432,7 @@ def _in_override(override: Mapping[str, Any], loc: Loc) -> bool:
 def _build(
     texts: list[tuple[str, str, bytes]], env: Mapping[str, str], problems: list[Problem]
 ) -> PolicySet:
+    unreadable = bool(problems)  # files that could not even be read
     sources: list[_Source] = []
     files: dict[str, str] = {}
     for rel, display, raw in texts:
@@ -465,7 +466,7 @@ def _build(
 
     # References are only meaningful when every file could be read: a file with a
     # syntax error would otherwise make every name it defines look unknown.
-    check_refs = all(s.ok for s in sources)
+    check_refs = not unreadable and all(s.ok for s in sources)
 
     def known(section: str, table: Mapping[str, Any], name: str) -> bool:
         return not check_refs or name in table or name in invalid[section]

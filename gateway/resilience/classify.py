@@ -310,8 +310,10 @@ def classify_error_event(
             info = _error_info(payload)
         else:  # a bare string or number is not an error object
             info = _ErrorInfo()
+        recognised = bool(info.message or info.codes or info.int_code)
+        text = _dump(payload) if recognised else ""  # never read hints from stream content
         return _classify(
-            _event_status(info), info, _dump(payload), {}, rules, now, keywords_in_raw_text=False
+            _event_status(info), info, text, {}, rules, now, keywords_in_raw_text=False
         )
     except Exception:  # the safety net, as in classify_response
         return Failure(Category.server_error)

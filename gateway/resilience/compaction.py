@@ -370,7 +370,7 @@ def summary_request(
 def apply_summary(
     body: Mapping[str, Any], api: str, policy: Compaction, summary_text: str
 ) -> Compacted | None:
-    """The body with the middle replaced by a note carrying ``summary_text``; None if not smaller."""
+    """The body with the middle replaced by a note with ``summary_text``; None if not smaller."""
     check_api(api)
     items = entries(body, api)
     middle = _middle(items, api, policy.keep_recent)

@@ -14,15 +14,18 @@ Not continued (:func:`should_continue`):
   ``max_output_tokens``. Anthropic requests always carry ``max_tokens`` (the API
   requires it), so every Anthropic request counts as capped: Anthropic answers
   are continued only under ``respect_client_max_tokens: false``;
-- when the cut answer has no text (the budget went to reasoning), or the client
-  asked for several choices (``n > 1``).
+- when the cut answer has no text (the budget went to reasoning; a first part of
+  only whitespace counts as none), or the client asked for several choices
+  (``n > 1``).
 
 The follow-up request (:func:`continuation_request`) carries the text so far as
 the final assistant message (*prefill*, for models marked ``prefill: true``;
 Anthropic prefill with extended thinking is not allowed, so there it falls back
 to the instruction form), or as an assistant message followed by a short user
 instruction to resume mid-sentence. Anthropic rejects a prefill that ends in
-whitespace, so that is trimmed; :func:`join_texts` puts it back right.
+whitespace, so for Anthropic the partial text is always sent with its trailing
+whitespace trimmed, and :func:`join_texts` drops that whitespace when the next
+part starts with the whitespace the model wrote again.
 """
 
 from __future__ import annotations
@@ -112,7 +115,8 @@ def should_continue(
     n = request.get("n")
     if api == "openai" and isinstance(n, int) and n > 1:
         return False
-    return bool(answer_text(response, api).strip())
+    text = answer_text(response, api)
+    return bool(text.strip() if parts_so_far == 1 else text)
 
 
 def continuation_request(
@@ -134,30 +138,28 @@ def continuation_request(
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
     items = list(items) if isinstance(items, list) else []
-    text = join_texts([answer_text(p, api) for p in parts])
+    text = join_texts([answer_text(p, api) for p in parts], api)
     if items and isinstance(items[-1], Mapping) and items[-1].get("role") == "assistant":
         text = plain_text(items[-1].get("content")) + text
         items = items[:-1]
     thinking = body.get("thinking")
     if api == "anthropic" and isinstance(thinking, Mapping) and thinking.get("type") != "disabled":
         prefill = False
-    if prefill:
-        if api == "anthropic":
-            text = text.rstrip()
-        items.append({"role": "assistant", "content": text})
-    else:
-        items.append({"role": "assistant", "content": text})
+    if api == "anthropic":
+        text = text.rstrip()
+    items.append({"role": "assistant", "content": text})
+    if not prefill:
         items.append({"role": "user", "content": RESUME_INSTRUCTION})
     body[key] = items
     return body
 
 
-def join_texts(texts: Sequence[str]) -> str:
-    """Concatenate part texts; a part that starts with whitespace replaces the trailing
-    whitespace of the text before it (that whitespace was trimmed from the prefill)."""
+def join_texts(texts: Sequence[str], api: str) -> str:
+    """Concatenate part texts. Anthropic: a part that starts with whitespace replaces the
+    trailing whitespace of the text before it (trimmed from what the model was shown)."""
     joined = ""
     for text in texts:
-        if joined[-1:].isspace() and text[:1].isspace():
+        if api == "anthropic" and joined[-1:].isspace() and text[:1].isspace():
             joined = joined.rstrip()
         joined += text
     return joined
@@ -171,12 +173,14 @@ def merge_parts(parts: Sequence[Mapping[str, Any]], api: str) -> dict[str, Any]:
         raise ValueError("merge_parts needs at least one part")
     merged = copy.deepcopy(dict(parts[0]))
     last = parts[-1]
-    text = join_texts([answer_text(p, api) for p in parts])
+    text = join_texts([answer_text(p, api) for p in parts], api)
     if api == "openai":
         _merge_openai(merged, parts, text)
     elif api == "anthropic":
         content = [b for b in _list(merged.get("content")) if not _is(b, "text")]
-        template = next((b for b in _list(merged.get("content")) if _is(b, "text")), {})
+        template: Mapping[str, Any] = next(
+            (b for b in _list(merged.get("content")) if _is(b, "text")), {}
+        )
         content.append({**template, "type": "text", "text": text})
         merged["content"] = content
         merged["stop_reason"] = last.get("stop_reason")
@@ -210,7 +214,9 @@ def _merge_responses(merged: dict[str, Any], last: Mapping[str, Any], text: str)
         if not _is(item, "message"):
             output.append(item)
         elif not placed:
-            template = next((p for p in _list(item.get("content")) if _is(p, "output_text")), {})
+            template: Mapping[str, Any] = next(
+                (p for p in _list(item.get("content")) if _is(p, "output_text")), {}
+            )
             item = {**item, "content": [{**template, "type": "output_text", "text": text}]}
             if last_message is not None and "status" in last_message:
                 item["status"] = last_message["status"]

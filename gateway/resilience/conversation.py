@@ -99,9 +99,9 @@ def blocks(entry: Any) -> list[Any]:
 
 def opened_calls(entry: Any, api: str) -> list[str]:
     """The call ids this entry opens (tool calls waiting for a result)."""
-    ids: list[str] = []
+    ids: list[Any] = []
     if not isinstance(entry, Mapping):
-        return ids
+        return []
     if api == "openai":
         if entry.get("role") == "assistant" and isinstance(entry.get("tool_calls"), list):
             ids = [tc.get("id") for tc in entry["tool_calls"] if isinstance(tc, Mapping)]

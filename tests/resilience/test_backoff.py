@@ -204,8 +204,8 @@ def test_rate_limit_sequence(rng: float, expected: list[float]) -> None:
 
 @pytest.mark.parametrize(
     ("n", "rng", "expected"),
-    [(1, 0.0, 8.0), (4, 0.0, 16.0), (56, 0.0, 8 * math.sqrt(56)), (57, 0.0, 60.0), (49, ALMOST_1, 60.0),
-     (10**6, 0.0, 60.0), (0, 0.0, 8.0), (-3, ALMOST_1, 13.0)],
+    [(1, 0.0, 8.0), (4, 0.0, 16.0), (56, 0.0, 8 * math.sqrt(56)), (57, 0.0, 60.0),
+     (49, ALMOST_1, 60.0), (10**6, 0.0, 60.0), (0, 0.0, 8.0), (-3, ALMOST_1, 13.0)],
 )  # fmt: skip
 def test_rate_limit_clamped(n: int, rng: float, expected: float) -> None:
     """Rate-limit waits stay within [base, cap] = [8, 60]; retry numbers below 1 count as 1."""
@@ -237,7 +237,9 @@ def test_retry_after_honoured(category: Category, hint: float, rng: float, expec
 @pytest.mark.parametrize("hint", [float("nan"), float("inf"), -1.0])
 def test_unusable_failure_hint_uses_computed_backoff(hint: float) -> None:
     """A NaN, infinite or negative retry_after on a Failure is ignored."""
-    assert retry_wait(Failure(Category.server_error, retry_after=hint), 3, DEFAULT, FixedRng(0)) == 4
+    assert (
+        retry_wait(Failure(Category.server_error, retry_after=hint), 3, DEFAULT, FixedRng(0)) == 4
+    )
 
 
 def test_policy_numbers_are_used() -> None:
@@ -316,9 +318,11 @@ def test_every_wait_is_bounded(
         assert min(floor, tr_cap) * (1 - 1e-12) <= wait <= tr_cap
 
 
-_HEADER_NAMES = ["retry-after", "retry-after-ms", "x-ratelimit-reset-requests",
-                 "x-ratelimit-reset-tokens", "x-ratelimit-remaining-tokens",
-                 "anthropic-ratelimit-requests-reset", "anthropic-ratelimit-requests-remaining"]  # fmt: skip
+_HEADER_NAMES = [
+    "retry-after", "retry-after-ms", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining-tokens", "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-requests-remaining",
+]  # fmt: skip
 
 
 @_PROPS
@@ -336,7 +340,7 @@ _HEADER_NAMES = ["retry-after", "retry-after-ms", "x-ratelimit-reset-requests",
 def test_any_header_value_gives_a_sane_wait(
     headers: dict[str, str], body: str, n: int, draw: float
 ) -> None:
-    """Whatever the header and body text, the hint is None or in [0, a week], and the wait honours it."""
+    """Any header or body text gives no hint or one in [0, a week]; the wait honours it."""
     hint = server_hint(headers, body, NOW)
     assert hint is None or (math.isfinite(hint) and 0.0 <= hint <= MAX_HINT_S)
     wait = retry_wait(Failure(Category.rate_limit, retry_after=hint), n, DEFAULT, FixedRng(draw))

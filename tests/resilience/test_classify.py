@@ -1,10 +1,15 @@
 """Classification of upstream failures: provider bodies, statuses, events, policy rules."""
 
+# Provider messages are kept verbatim as captured, so some table lines are long.
+# ruff: noqa: E501
+
 from __future__ import annotations
 
 import json
-from email.utils import format_datetime
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from email.utils import format_datetime
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import pytest
@@ -53,8 +58,8 @@ class Case(NamedTuple):
     status: int
     body: bytes
     category: Category
-    expect: dict[str, Any] = {}
-    headers: dict[str, str] = {}
+    expect: Mapping[str, Any] = MappingProxyType({})
+    headers: Mapping[str, str] = MappingProxyType({})
 
 
 def check(case: Case) -> None:
@@ -101,7 +106,11 @@ OPENAI = [
         id="insufficient_quota-as-429",
     ),
     pytest.param(
-        Case(429, oai("Spend limit reached.", "insufficient_quota", "project_spend_limit_exceeded"), QUOTA),
+        Case(
+            429,
+            oai("Spend limit reached.", "insufficient_quota", "project_spend_limit_exceeded"),
+            QUOTA,
+        ),
         id="project_spend_limit_exceeded",
     ),
     pytest.param(
@@ -182,7 +191,10 @@ OPENAI = [
     pytest.param(
         Case(
             500,
-            oai("The server had an error while processing your request. Sorry about that!", "server_error"),
+            oai(
+                "The server had an error while processing your request. Sorry about that!",
+                "server_error",
+            ),
             SERVER,
             {"retry_after": None},
             {"x-ratelimit-reset-requests": "1s", "x-ratelimit-remaining-requests": "0"},
@@ -209,13 +221,21 @@ OPENAI = [
     pytest.param(
         Case(
             403,
-            oai("Country, region, or territory not supported", "request_forbidden", "unsupported_country_region_territory"),
+            oai(
+                "Country, region, or territory not supported",
+                "request_forbidden",
+                "unsupported_country_region_territory",
+            ),
             AUTH,
         ),
         id="region-403",
     ),
     pytest.param(
-        Case(404, oai("The model `gpt-9` does not exist", "invalid_request_error", "model_not_found"), INVALID),
+        Case(
+            404,
+            oai("The model `gpt-9` does not exist", "invalid_request_error", "model_not_found"),
+            INVALID,
+        ),
         id="model_not_found",
     ),
     pytest.param(
@@ -249,7 +269,12 @@ AZURE = [
         id="content_filter",
     ),
     pytest.param(
-        Case(429, j({"error": {"code": "429", "message": AZURE_429.format(n=37)}}), RL, {"retry_after": 37.0}),
+        Case(
+            429,
+            j({"error": {"code": "429", "message": AZURE_429.format(n=37)}}),
+            RL,
+            {"retry_after": 37.0},
+        ),
         id="retry-after-37-seconds",
     ),
     pytest.param(
@@ -293,7 +318,10 @@ ANTHROPIC = [
     pytest.param(
         Case(
             429,
-            ant("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+            ant(
+                "rate_limit_error",
+                "Number of request tokens has exceeded your per-minute rate limit",
+            ),
             RL,
             {"retry_after": 30.0},
             {
@@ -333,29 +361,65 @@ ANTHROPIC = [
         id="403-permission_error",
     ),
     pytest.param(
-        Case(413, ant("request_too_large", "Request exceeds the maximum allowed number of bytes."), PTL),
+        Case(
+            413,
+            ant("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+            PTL,
+        ),
         id="413-request_too_large",
     ),
     pytest.param(
-        Case(413, b"<html><head><title>413 Request Entity Too Large</title></head></html>", PTL, {"message": ""}),
+        Case(
+            413,
+            b"<html><head><title>413 Request Entity Too Large</title></head></html>",
+            PTL,
+            {"message": ""},
+        ),
         id="413-cloudflare-html",
     ),
     pytest.param(Case(500, ant("api_error", "Internal server error"), SERVER), id="500-api_error"),
-    pytest.param(Case(504, ant("timeout_error", "Request timed out"), TIMEOUT), id="504-timeout_error"),
-    pytest.param(Case(404, ant("not_found_error", "model: claude-9"), INVALID), id="404-not_found_error"),
+    pytest.param(
+        Case(504, ant("timeout_error", "Request timed out"), TIMEOUT), id="504-timeout_error"
+    ),
+    pytest.param(
+        Case(404, ant("not_found_error", "model: claude-9"), INVALID), id="404-not_found_error"
+    ),
 ]
 
 ZHIPU = [
     pytest.param(
-        Case(429, zhipu("1302", "您当前使用该 API 的并发数过高，请降低并发，或联系客服增加限额。"), RL, {"code": "1302"}),
+        Case(
+            429,
+            zhipu("1302", "您当前使用该 API 的并发数过高，请降低并发，或联系客服增加限额。"),
+            RL,
+            {"code": "1302"},
+        ),
         id="1302-concurrency",
     ),
-    pytest.param(Case(429, zhipu("1302", "您的账户已达到速率限制，请您控制请求频率"), RL), id="1302-newer"),
-    pytest.param(Case(429, zhipu("1303", "您当前使用该 API 的频率过高，请降低频率，或联系客服增加限额。"), RL), id="1303"),
-    pytest.param(Case(429, zhipu("1113", "您的账户已欠费，请充值后重试。"), QUOTA), id="1113-arrears-as-429"),
-    pytest.param(Case(429, zhipu("1304", "该 API 已达今日调用次数限额，如有更多需求，请联系客服购买。"), QUOTA), id="1304"),
     pytest.param(
-        Case(429, zhipu("1308", "已达到 5 小时 的使用上限。您的限额将在 2025-08-21 12:40:59 重置。"), QUOTA),
+        Case(429, zhipu("1302", "您的账户已达到速率限制，请您控制请求频率"), RL), id="1302-newer"
+    ),
+    pytest.param(
+        Case(
+            429, zhipu("1303", "您当前使用该 API 的频率过高，请降低频率，或联系客服增加限额。"), RL
+        ),
+        id="1303",
+    ),
+    pytest.param(
+        Case(429, zhipu("1113", "您的账户已欠费，请充值后重试。"), QUOTA), id="1113-arrears-as-429"
+    ),
+    pytest.param(
+        Case(
+            429, zhipu("1304", "该 API 已达今日调用次数限额，如有更多需求，请联系客服购买。"), QUOTA
+        ),
+        id="1304",
+    ),
+    pytest.param(
+        Case(
+            429,
+            zhipu("1308", "已达到 5 小时 的使用上限。您的限额将在 2025-08-21 12:40:59 重置。"),
+            QUOTA,
+        ),
         id="1308",
     ),
     pytest.param(Case(429, zhipu("1309", "您的 GLM Coding Plan 套餐已到期"), QUOTA), id="1309"),
@@ -363,23 +427,53 @@ ZHIPU = [
     pytest.param(
         Case(
             400,
-            zhipu("1301", "系统检测到输入或生成内容可能包含不安全或敏感内容，请您避免输入易产生敏感内容的提示语，感谢您的配合。"),
+            zhipu(
+                "1301",
+                "系统检测到输入或生成内容可能包含不安全或敏感内容，请您避免输入易产生敏感内容的提示语，感谢您的配合。",
+            ),
             FILTER,
         ),
         id="1301",
     ),
     pytest.param(Case(429, zhipu("1305", "该模型当前访问量过大，请您稍后再试"), OVER), id="1305"),
-    pytest.param(Case(429, zhipu("1312", "该模型当前访问量过大，请您稍后再试，或切换其他模型"), OVER), id="1312"),
+    pytest.param(
+        Case(429, zhipu("1312", "该模型当前访问量过大，请您稍后再试，或切换其他模型"), OVER),
+        id="1312",
+    ),
     pytest.param(Case(401, zhipu("1000", "身份验证失败。"), AUTH), id="1000"),
-    pytest.param(Case(401, zhipu("1001", "Header中未收到Authentication参数，无法进行身份验证。"), AUTH), id="1001"),
-    pytest.param(Case(401, zhipu("1002", "Authentication Token非法，请确认Authentication Token正确传递。"), AUTH), id="1002"),
-    pytest.param(Case(401, zhipu("1003", "Authentication Token已过期，请重新生成/获取。"), AUTH), id="1003"),
-    pytest.param(Case(401, zhipu("1004", "通过提供的Authentication Token认证失败。"), AUTH), id="1004"),
-    pytest.param(Case(200, zhipu("1112", "当前账户已被锁定，请联系客服解锁。"), AUTH), id="1112-locked"),
-    pytest.param(Case(400, zhipu("1211", "模型不存在，请检查模型代码。"), INVALID), id="1211-no-such-model"),
-    pytest.param(Case(429, j({"error": {"message": "请求过于频繁，请稍后再试"}}), RL), id="no-code-429-zh"),
-    pytest.param(Case(429, j({"error": {"message": "账户余额不足"}}), QUOTA), id="no-code-429-balance-zh"),
-    pytest.param(Case(400, j({"error": {"message": "请求 Prompt 超长"}}), PTL), id="no-code-400-too-long-zh"),
+    pytest.param(
+        Case(401, zhipu("1001", "Header中未收到Authentication参数，无法进行身份验证。"), AUTH),
+        id="1001",
+    ),
+    pytest.param(
+        Case(
+            401,
+            zhipu("1002", "Authentication Token非法，请确认Authentication Token正确传递。"),
+            AUTH,
+        ),
+        id="1002",
+    ),
+    pytest.param(
+        Case(401, zhipu("1003", "Authentication Token已过期，请重新生成/获取。"), AUTH), id="1003"
+    ),
+    pytest.param(
+        Case(401, zhipu("1004", "通过提供的Authentication Token认证失败。"), AUTH), id="1004"
+    ),
+    pytest.param(
+        Case(200, zhipu("1112", "当前账户已被锁定，请联系客服解锁。"), AUTH), id="1112-locked"
+    ),
+    pytest.param(
+        Case(400, zhipu("1211", "模型不存在，请检查模型代码。"), INVALID), id="1211-no-such-model"
+    ),
+    pytest.param(
+        Case(429, j({"error": {"message": "请求过于频繁，请稍后再试"}}), RL), id="no-code-429-zh"
+    ),
+    pytest.param(
+        Case(429, j({"error": {"message": "账户余额不足"}}), QUOTA), id="no-code-429-balance-zh"
+    ),
+    pytest.param(
+        Case(400, j({"error": {"message": "请求 Prompt 超长"}}), PTL), id="no-code-400-too-long-zh"
+    ),
     pytest.param(
         Case(429, zhipu("1302", "并发数过高，请在20秒后重试"), RL, {"retry_after": 20.0}),
         id="chinese-wait-hint",
@@ -392,8 +486,12 @@ DEEPSEEK = [
         id="402-insufficient-balance",
     ),
     pytest.param(Case(429, oai("Rate Limit Reached", "rate_limit_reached"), RL), id="429"),
-    pytest.param(Case(503, oai("服务器繁忙，请稍后重试。", "server_error"), OVER), id="503-server-busy-zh"),
-    pytest.param(Case(500, oai("服务器繁忙，请稍后重试。", "server_error"), OVER), id="500-server-busy-zh"),
+    pytest.param(
+        Case(503, oai("服务器繁忙，请稍后重试。", "server_error"), OVER), id="503-server-busy-zh"
+    ),
+    pytest.param(
+        Case(500, oai("服务器繁忙，请稍后重试。", "server_error"), OVER), id="500-server-busy-zh"
+    ),
     pytest.param(Case(503, oai("Server Overloaded", "server_error"), OVER), id="503-overloaded"),
     pytest.param(
         Case(
@@ -443,24 +541,52 @@ GEMINI = [
     pytest.param(
         Case(
             429,
-            j([{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}]),
+            j(
+                [
+                    {
+                        "error": {
+                            "code": 429,
+                            "message": "Resource has been exhausted (e.g. check quota).",
+                            "status": "RESOURCE_EXHAUSTED",
+                        }
+                    }
+                ]
+            ),
             RL,
             {"code": "RESOURCE_EXHAUSTED"},
         ),
         id="array-body",
     ),
     pytest.param(
-        Case(429, gemini_429("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "38s"), RL, {"retry_after": 38.0}),
+        Case(
+            429,
+            gemini_429("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "38s"),
+            RL,
+            {"retry_after": 38.0},
+        ),
         id="per-minute-retryDelay",
     ),
     pytest.param(
-        Case(429, gemini_429("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "45.8s"), QUOTA, {"retry_after": 45.8}),
+        Case(
+            429,
+            gemini_429("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "45.8s"),
+            QUOTA,
+            {"retry_after": 45.8},
+        ),
         id="per-day-is-quota",
     ),
     pytest.param(
         Case(
             503,
-            j({"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}),
+            j(
+                {
+                    "error": {
+                        "code": 503,
+                        "message": "The model is overloaded. Please try again later.",
+                        "status": "UNAVAILABLE",
+                    }
+                }
+            ),
             OVER,
         ),
         id="503-unavailable",
@@ -485,17 +611,49 @@ GEMINI = [
     pytest.param(
         Case(
             400,
-            j({"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT"}}),
+            j(
+                {
+                    "error": {
+                        "code": 400,
+                        "message": "API key not valid. Please pass a valid API key.",
+                        "status": "INVALID_ARGUMENT",
+                    }
+                }
+            ),
             AUTH,
         ),
         id="api-key-not-valid",
     ),
     pytest.param(
-        Case(500, j({"error": {"code": 500, "message": "An internal error has occurred.", "status": "INTERNAL"}}), SERVER),
+        Case(
+            500,
+            j(
+                {
+                    "error": {
+                        "code": 500,
+                        "message": "An internal error has occurred.",
+                        "status": "INTERNAL",
+                    }
+                }
+            ),
+            SERVER,
+        ),
         id="500-internal",
     ),
     pytest.param(
-        Case(504, j({"error": {"code": 504, "message": "Deadline expired.", "status": "DEADLINE_EXCEEDED"}}), TIMEOUT),
+        Case(
+            504,
+            j(
+                {
+                    "error": {
+                        "code": 504,
+                        "message": "Deadline expired.",
+                        "status": "DEADLINE_EXCEEDED",
+                    }
+                }
+            ),
+            TIMEOUT,
+        ),
         id="504-deadline",
     ),
 ]
@@ -507,7 +665,11 @@ GROQ_TPM = (
 )
 GROQ = [
     pytest.param(
-        Case(498, oai("Flex tier capacity exceeded. This is a known issue.", "capacity_exceeded"), OVER),
+        Case(
+            498,
+            oai("Flex tier capacity exceeded. This is a known issue.", "capacity_exceeded"),
+            OVER,
+        ),
         id="498",
     ),
     pytest.param(
@@ -515,7 +677,13 @@ GROQ = [
         id="tpm-try-again-in-5.289s",
     ),
     pytest.param(
-        Case(429, oai(GROQ_TPM, "tokens", "rate_limit_exceeded"), RL, {"retry_after": 6.0}, {"retry-after": "6"}),
+        Case(
+            429,
+            oai(GROQ_TPM, "tokens", "rate_limit_exceeded"),
+            RL,
+            {"retry_after": 6.0},
+            {"retry-after": "6"},
+        ),
         id="tpm-retry-after-header",
     ),
     pytest.param(
@@ -536,14 +704,36 @@ GROQ = [
 
 MISTRAL = [
     pytest.param(
-        Case(429, j({"object": "error", "message": "Rate limit exceeded", "type": "rate_limited", "param": None, "code": "1300"}), RL),
+        Case(
+            429,
+            j(
+                {
+                    "object": "error",
+                    "message": "Rate limit exceeded",
+                    "type": "rate_limited",
+                    "param": None,
+                    "code": "1300",
+                }
+            ),
+            RL,
+        ),
         id="rate_limited-1300",
     ),
-    pytest.param(Case(429, j({"message": "Requests rate limit exceeded"}), RL), id="older-bare-message"),
+    pytest.param(
+        Case(429, j({"message": "Requests rate limit exceeded"}), RL), id="older-bare-message"
+    ),
     pytest.param(
         Case(
             503,
-            j({"object": "error", "message": "Service tier capacity exceeded for this model.", "type": "invalid_request_error", "param": None, "code": "3505"}),
+            j(
+                {
+                    "object": "error",
+                    "message": "Service tier capacity exceeded for this model.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "3505",
+                }
+            ),
             OVER,
         ),
         id="capacity-exceeded",
@@ -578,7 +768,16 @@ VLLM = [
     pytest.param(
         Case(
             400,
-            j({"error": {"message": VLLM_PTL, "type": "BadRequestError", "param": "input_tokens", "code": 400}}),
+            j(
+                {
+                    "error": {
+                        "message": VLLM_PTL,
+                        "type": "BadRequestError",
+                        "param": "input_tokens",
+                        "code": 400,
+                    }
+                }
+            ),
             PTL,
             {"prompt_tokens": 40961, "context_limit": 40960, "code": "BadRequestError"},
         ),
@@ -587,7 +786,15 @@ VLLM = [
     pytest.param(
         Case(
             400,
-            j({"error": {"message": "Input too big (parameter=input_tokens, value=99)", "type": "BadRequestError", "code": 400}}),
+            j(
+                {
+                    "error": {
+                        "message": "Input too big (parameter=input_tokens, value=99)",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    }
+                }
+            ),
             PTL,
         ),
         id="parameter-marker-alone",
@@ -610,18 +817,53 @@ VLLM = [
         id="older-top-level",
     ),
     pytest.param(
-        Case(500, j({"error": {"message": "EngineCore encountered an issue.", "type": "InternalServerError", "code": 500}}), SERVER),
+        Case(
+            500,
+            j(
+                {
+                    "error": {
+                        "message": "EngineCore encountered an issue.",
+                        "type": "InternalServerError",
+                        "code": 500,
+                    }
+                }
+            ),
+            SERVER,
+        ),
         id="500",
     ),
     pytest.param(
-        Case(404, j({"error": {"message": "The model `foo` does not exist.", "type": "NotFoundError", "code": 404}}), INVALID),
+        Case(
+            404,
+            j(
+                {
+                    "error": {
+                        "message": "The model `foo` does not exist.",
+                        "type": "NotFoundError",
+                        "code": 404,
+                    }
+                }
+            ),
+            INVALID,
+        ),
         id="404",
     ),
 ]
 
 OPENROUTER = [
     pytest.param(
-        Case(402, j({"error": {"code": 402, "message": "Insufficient credits. Add more using https://openrouter.ai/credits"}}), QUOTA),
+        Case(
+            402,
+            j(
+                {
+                    "error": {
+                        "code": 402,
+                        "message": "Insufficient credits. Add more using https://openrouter.ai/credits",
+                    }
+                }
+            ),
+            QUOTA,
+        ),
         id="402",
     ),
     pytest.param(
@@ -632,7 +874,12 @@ OPENROUTER = [
                     "error": {
                         "code": 403,
                         "message": 'openai/gpt-4o requires moderation on OpenAI. Your input was flagged for "harassment". No credits were charged.',
-                        "metadata": {"reasons": ["harassment"], "flagged_input": "...", "provider_name": "OpenAI", "model_slug": "openai/gpt-4o"},
+                        "metadata": {
+                            "reasons": ["harassment"],
+                            "flagged_input": "...",
+                            "provider_name": "OpenAI",
+                            "model_slug": "openai/gpt-4o",
+                        },
                     }
                 }
             ),
@@ -641,15 +888,31 @@ OPENROUTER = [
         id="403-moderation",
     ),
     pytest.param(
-        Case(200, j({"error": {"code": 502, "message": "Provider returned error"}}), SERVER, {"status": 502}),
+        Case(
+            200,
+            j({"error": {"code": 502, "message": "Provider returned error"}}),
+            SERVER,
+            {"status": 502},
+        ),
         id="200-carrying-502",
     ),
     pytest.param(
-        Case(200, j({"error": {"code": 429, "message": "Provider rate limited"}}), RL, {"status": 429}),
+        Case(
+            200,
+            j({"error": {"code": 429, "message": "Provider rate limited"}}),
+            RL,
+            {"status": 429},
+        ),
         id="200-carrying-429",
     ),
     pytest.param(
-        Case(429, j({"error": {"code": 429, "message": "Rate limit exceeded: free-models-per-min."}}), RL, {"retry_after": 3.0}, {"retry-after": "3"}),
+        Case(
+            429,
+            j({"error": {"code": 429, "message": "Rate limit exceeded: free-models-per-min."}}),
+            RL,
+            {"retry_after": 3.0},
+            {"retry-after": "3"},
+        ),
         id="429-retry-after",
     ),
     pytest.param(
@@ -659,7 +922,7 @@ OPENROUTER = [
                 {
                     "error": {
                         "code": 400,
-                        "message": "This endpoint's maximum context length is 32768 tokens. However, you requested about 37623 tokens (21239 of text input, 16384 in the output). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically.",
+                        "message": 'This endpoint\'s maximum context length is 32768 tokens. However, you requested about 37623 tokens (21239 of text input, 16384 in the output). Please reduce the length of either one, or use the "middle-out" transform to compress your prompt automatically.',
                     }
                 }
             ),
@@ -668,9 +931,22 @@ OPENROUTER = [
         ),
         id="context-requested-about",
     ),
-    pytest.param(Case(408, j({"error": {"code": 408, "message": "Request timed out"}}), TIMEOUT), id="408"),
     pytest.param(
-        Case(503, j({"error": {"code": 503, "message": "No endpoints found that can handle the requested parameters."}}), OVER),
+        Case(408, j({"error": {"code": 408, "message": "Request timed out"}}), TIMEOUT), id="408"
+    ),
+    pytest.param(
+        Case(
+            503,
+            j(
+                {
+                    "error": {
+                        "code": 503,
+                        "message": "No endpoints found that can handle the requested parameters.",
+                    }
+                }
+            ),
+            OVER,
+        ),
         id="503",
     ),
 ]
@@ -689,23 +965,70 @@ OTHERS = [
         id="moonshot-concurrency",
     ),
     pytest.param(
-        Case(429, oai("Your account is suspended, please check your plan and billing details", "exceeded_current_quota_error"), QUOTA),
+        Case(
+            429,
+            oai(
+                "Your account is suspended, please check your plan and billing details",
+                "exceeded_current_quota_error",
+            ),
+            QUOTA,
+        ),
         id="moonshot-quota",
     ),
     pytest.param(
-        Case(400, j({"error": {"code": "tokens_too_long", "message": "Prompt tokens too long", "type": "invalid_request_error"}}), PTL),
+        Case(
+            400,
+            j(
+                {
+                    "error": {
+                        "code": "tokens_too_long",
+                        "message": "Prompt tokens too long",
+                        "type": "invalid_request_error",
+                    }
+                }
+            ),
+            PTL,
+        ),
         id="qianfan-tokens_too_long",
     ),
     pytest.param(
-        Case(400, j({"code": "Arrearage", "message": "Access denied, please make sure your account is in good standing.", "request_id": "x"}), QUOTA),
+        Case(
+            400,
+            j(
+                {
+                    "code": "Arrearage",
+                    "message": "Access denied, please make sure your account is in good standing.",
+                    "request_id": "x",
+                }
+            ),
+            QUOTA,
+        ),
         id="dashscope-arrearage",
     ),
     pytest.param(
-        Case(429, j({"code": "Throttling.RateQuota", "message": "Requests rate limit exceeded, please try again later."}), RL),
+        Case(
+            429,
+            j(
+                {
+                    "code": "Throttling.RateQuota",
+                    "message": "Requests rate limit exceeded, please try again later.",
+                }
+            ),
+            RL,
+        ),
         id="dashscope-throttling",
     ),
     pytest.param(
-        Case(400, j({"code": "DataInspectionFailed", "message": "Input data may contain inappropriate content."}), FILTER),
+        Case(
+            400,
+            j(
+                {
+                    "code": "DataInspectionFailed",
+                    "message": "Input data may contain inappropriate content.",
+                }
+            ),
+            FILTER,
+        ),
         id="dashscope-inspection",
     ),
     pytest.param(
@@ -716,9 +1039,21 @@ OTHERS = [
 
 GARBAGE = [
     pytest.param(Case(500, b"", SERVER, {"message": "", "code": None}), id="500-empty"),
-    pytest.param(Case(502, b"<html><body><h1>502 Bad Gateway</h1>cloudflare</body></html>", SERVER, {"message": ""}), id="502-html"),
     pytest.param(
-        Case(503, b"upstream connect error or disconnect/reset before headers. reset reason: overflow", OVER),
+        Case(
+            502,
+            b"<html><body><h1>502 Bad Gateway</h1>cloudflare</body></html>",
+            SERVER,
+            {"message": ""},
+        ),
+        id="502-html",
+    ),
+    pytest.param(
+        Case(
+            503,
+            b"upstream connect error or disconnect/reset before headers. reset reason: overflow",
+            OVER,
+        ),
         id="503-envoy-text",
     ),
     pytest.param(Case(500, "服务器繁忙，请稍后再试".encode(), OVER), id="500-plain-zh"),
@@ -727,9 +1062,14 @@ GARBAGE = [
     pytest.param(Case(500, b"null", SERVER), id="json-null"),
     pytest.param(Case(500, b"[]", SERVER), id="json-empty-list"),
     pytest.param(Case(500, b"42", SERVER), id="json-number"),
-    pytest.param(Case(500, b'"Internal Server Error"', SERVER, {"message": "Internal Server Error"}), id="json-string"),
+    pytest.param(
+        Case(500, b'"Internal Server Error"', SERVER, {"message": "Internal Server Error"}),
+        id="json-string",
+    ),
     pytest.param(Case(500, b'{"error": null}', SERVER), id="error-null"),
-    pytest.param(Case(429, b'{"error": {"code": true, "message": 5, "type": []}}', RL), id="odd-field-types"),
+    pytest.param(
+        Case(429, b'{"error": {"code": true, "message": 5, "type": []}}', RL), id="odd-field-types"
+    ),
     pytest.param(Case(500, b"[" * 5000 + b"]" * 5000, SERVER), id="deep-nesting"),
     pytest.param(Case(500, b"a" * (5 << 20), SERVER), id="5-MiB-body"),
     pytest.param(Case(200, b"", SERVER, {"status": 200}), id="200-empty"),
@@ -742,7 +1082,7 @@ GARBAGE = [
 
 @pytest.mark.parametrize("case", OPENAI)
 def test_openai(case: Case) -> None:
-    """OpenAI bodies: code beats status (insufficient_quota at 429), hints and token counts parsed."""
+    """OpenAI bodies: code beats status (insufficient_quota at 429); hints, token counts parsed."""
     check(case)
 
 
@@ -946,13 +1286,14 @@ def test_stream_error_events(payload: Any, category: Category, expect: dict[str,
     "payload",
     [
         None, "rate limit", 42, [], {}, {"type": "ping"},
-        {"choices": [{"delta": {"content": "rate limit exceeded, overloaded, prompt is too long"}}]},
+        {"choices": [{"delta": {"content": "rate limit exceeded, overloaded, prompt is too long, try again in 5s"}}]},
         {"error": None}, {"type": "error"}, float("nan"), {1: 2}, [[[]]],
     ],
 )  # fmt: skip
 def test_unknown_event_shapes_are_server_errors(payload: Any) -> None:
     """Anything without a recognisable error object is a server_error; content is never read."""
-    assert classify_error_event(payload, now=NOW).category is SERVER
+    failure = classify_error_event(payload, now=NOW)
+    assert (failure.category, failure.retry_after) == (SERVER, None)
 
 
 def test_transport_failure() -> None:
@@ -974,8 +1315,17 @@ def test_http_date_retry_after_on_503() -> None:
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.sampled_from(["error", "code", "type", "status", "message", "details", "response", "detail"]) | st.text(max_size=8), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                ["error", "code", "type", "status", "message", "details", "response", "detail"]
+            )
+            | st.text(max_size=8),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=20,
 )
 
@@ -985,7 +1335,15 @@ _json = st.recursive(
     status=st.integers(min_value=-1, max_value=1000),
     body=st.binary(max_size=300) | _json.map(lambda v: json.dumps(v).encode()),
     headers=st.dictionaries(
-        st.sampled_from(["retry-after", "retry-after-ms", "x-ratelimit-reset-requests", "anthropic-ratelimit-tokens-reset", "x-ratelimit-remaining-requests"]),
+        st.sampled_from(
+            [
+                "retry-after",
+                "retry-after-ms",
+                "x-ratelimit-reset-requests",
+                "anthropic-ratelimit-tokens-reset",
+                "x-ratelimit-remaining-requests",
+            ]
+        ),
         st.text(max_size=40),
     ),
 )

@@ -111,12 +111,24 @@ def result_texts(items: list[Any], api: str) -> list[str]:
     ]
 
 
+_CALL = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+_CALLS = {"role": "assistant", "tool_calls": [_CALL]}
+_USER = {"role": "user", "content": "u"}
+_TOOL_B = {"role": "tool", "tool_call_id": "b", "content": "r"}
+_USE = {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}
+_RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]}
+_FC = {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"}
+_FC_OUT = {"type": "function_call_output", "call_id": "a", "output": "r"}
+
+
 # ---- estimate ---------------------------------------------------------------------
 
 
 def test_estimate_is_chars_over_four_plus_four_per_message() -> None:
     """The estimate is ceil(text chars / 4) plus 4 tokens per message."""
-    body = {"messages": [{"role": "system", "content": "a" * 10}, {"role": "user", "content": "b" * 7}]}
+    body = {
+        "messages": [{"role": "system", "content": "a" * 10}, {"role": "user", "content": "b" * 7}]
+    }
     assert estimate_tokens(body, "openai") == 5 + 2 * 4
 
 
@@ -128,10 +140,10 @@ def test_estimate_counts_system_tool_arguments_results_and_tools() -> None:
         "tools": tools,
         "messages": [
             {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "t", "input": {"a": 1}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r" * 100}]},
+            {**_USE, "content": [{**_USE["content"][0], "input": {"a": 1}}]},
+            {"role": "user", "content": [{**_RESULT["content"][0], "content": "r" * 100}]},
         ],
-    }  # fmt: skip
+    }
     chars = 40 + len(json.dumps(tools)) + 2 + 1 + len('{"a": 1}') + 100
     assert estimate_tokens(body, "anthropic") == -(-chars // 4) + 3 * 4
 
@@ -206,11 +218,11 @@ def test_snip_handles_list_content_parts() -> None:
     body = {
         "messages": [
             {"role": "user", "content": "go"},
-            {"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "assistant", "tool_calls": [_CALL]},
             {"role": "tool", "tool_call_id": "a", "content": [{"type": "text", "text": big}]},
             *[{"role": "user", "content": "more"}] * 6,
         ]
-    }  # fmt: skip
+    }
     c = compact(body, "openai", "snip_tool_results", POLICY)
     assert c is not None
     part = c.body["messages"][2]["content"][0]
@@ -223,7 +235,9 @@ def test_snip_with_a_target_snips_harder(api: str) -> None:
     body = render(coding_session(), api)
     plain = compact(body, api, "snip_tool_results", POLICY)
     assert plain is not None
-    harder = compact(body, api, "snip_tool_results", POLICY, target_tokens=plain.tokens_after - 2000)
+    harder = compact(
+        body, api, "snip_tool_results", POLICY, target_tokens=plain.tokens_after - 2000
+    )
     assert harder is not None
     check_compacted(body, harder, api, POLICY, "snip_tool_results")
     assert harder.tokens_after <= plain.tokens_after - 2000
@@ -347,11 +361,8 @@ def test_drop_middle_returns_none_when_the_note_is_bigger_than_the_middle() -> N
 @pytest.mark.parametrize("api", ["openai", "responses"])
 def test_no_user_message_or_string_input_is_left_alone(api: str) -> None:
     """Without a user message (or with a plain string input) nothing can be dropped."""
-    body: dict[str, Any] = (
-        {"input": "x" * 100_000}
-        if api == "responses"
-        else {"messages": [{"role": "system", "content": "s"}] + [{"role": "assistant", "content": "a"}] * 9}
-    )  # fmt: skip
+    lonely = [{"role": "system", "content": "s"}] + [{"role": "assistant", "content": "a"}] * 9
+    body: dict[str, Any] = {"input": "x" * 100_000} if api == "responses" else {"messages": lonely}
     for strategy in ("snip_tool_results", "drop_middle"):
         assert compact(body, api, strategy, POLICY) is None
 
@@ -454,26 +465,25 @@ def test_target_tokens_for(
 
 # ---- validity -----------------------------------------------------------------------------
 
-_CALL = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-
 
 @pytest.mark.parametrize(
     ("api", "messages", "problem"),
     [
         ("openai", [{"role": "tool", "tool_call_id": "a", "content": "r"}], "outside a tool block"),
-        ("openai", [{"role": "assistant", "tool_calls": [_CALL]}, {"role": "user", "content": "u"}], "no result"),
-        ("openai", [{"role": "assistant", "tool_calls": [_CALL]}], "no result"),
-        ("openai", [{"role": "assistant", "tool_calls": [_CALL]}, {"role": "tool", "tool_call_id": "b", "content": "r"}], "answers no pending"),
+        ("openai", [_CALLS, _USER], "no result"),
+        ("openai", [_CALLS], "no result"),
+        ("openai", [_CALLS, _TOOL_B], "answers no pending"),
         ("anthropic", [], "no messages"),
         ("anthropic", [{"role": "assistant", "content": "a"}], "not 'user'"),
-        ("anthropic", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "in a row"),
+        ("anthropic", [_USER, _USER], "in a row"),
         ("anthropic", [{"role": "system", "content": "a"}], "role 'system'"),
-        ("anthropic", [{"role": "user", "content": "u"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}], "no tool_result"),
-        ("anthropic", [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]}], "no tool_use"),
-        ("responses", [{"type": "function_call_output", "call_id": "a", "output": "r"}], "no call before"),
-        ("responses", [{"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"}], "has no output"),
+        ("anthropic", [_USER, _USE], "no tool_result"),
+        ("anthropic", [_USER, _USE, _USER], "no tool_result"),
+        ("anthropic", [_RESULT], "no tool_use"),
+        ("responses", [_FC_OUT], "no call before"),
+        ("responses", [_FC], "has no output"),
     ],
-)  # fmt: skip
+)
 def test_invalid_conversations_are_reported(api: str, messages: list[Any], problem: str) -> None:
     """Each broken tool pairing or role order is named as a problem."""
     key = "input" if api == "responses" else "messages"
@@ -540,7 +550,9 @@ def _droppable_range_exists(body: dict[str, Any], api: str, policy: Compaction) 
 @pytest.mark.parametrize("api", APIS)
 @settings(max_examples=150, derandomize=True, deadline=None)
 @given(t=transcripts(), policy=POLICIES)
-def test_property_each_strategy_keeps_invariants(api: str, t: Transcript, policy: Compaction) -> None:
+def test_property_each_strategy_keeps_invariants(
+    api: str, t: Transcript, policy: Compaction
+) -> None:
     """On random valid transcripts every strategy returns a valid, smaller body or None."""
     body = render(t, api)
     assert is_valid_conversation(body, api)
@@ -593,7 +605,9 @@ def test_property_targets_are_met_when_reachable(
     everything = compact(body, api, "drop_middle", policy)
     if everything is None:
         return
-    target = int(everything.tokens_after + fraction * (everything.tokens_before - everything.tokens_after))
+    target = int(
+        everything.tokens_after + fraction * (everything.tokens_before - everything.tokens_after)
+    )
     c = compact(body, api, "drop_middle", policy, target_tokens=target)
     check_compacted(body, c, api, policy, "drop_middle")
     assert c is not None and c.tokens_after <= target

@@ -54,7 +54,9 @@ def filler(label: str, chars: int) -> str:
     size = 0
     i = 0
     while size < chars:
-        line = f"{label}:{i:05d}  def handler_{i}(request): return process(request, retries={i % 7})\n"
+        line = (
+            f"{label}:{i:05d}  def handler_{i}(request): return process(request, retries={i % 7})\n"
+        )
         lines.append(line)
         size += len(line)
         i += 1
