@@ -101,7 +101,7 @@ def create_app(
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     gw = app[GATEWAY]
     await gw.upstream.start()
-    gw.state = open_state(gw.settings.state_url)
+    gw.state = open_state(gw.settings.state_url, reconnect_interval=gw.settings.state_reconnect_s)
     gw.env.state = gw.state
     sim = None
     if any(p.api == "sim" for p in gw.policies.providers.values()):

@@ -16,6 +16,8 @@ class GatewaySettings(BaseSettings):
     port: int = Field(default=8080, ge=0, le=65535)
     policy_dir: Path = Path("./policies")
     state_url: str = ""
+    # How often a replica that lost Redis tries it again (it serves on local state meanwhile).
+    state_reconnect_s: float = Field(default=1.0, gt=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] | None = None  # None: console on a TTY, else json
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)

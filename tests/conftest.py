@@ -8,6 +8,7 @@ import pytest
 
 from gateway.testing import FakeProvider
 from tests.harness import PROVIDER_KEY, PROVIDER_KEY_ENV, Harness, policy_files, write_policies
+from tests.redis_server import redis_server  # noqa: F401  (a shared fixture)
 
 
 @pytest.fixture(autouse=True)
@@ -28,8 +29,11 @@ async def make_gateway(
     """Start a gateway in front of ``fake``; ``policy=`` replaces the fast test policy."""
     started: list[Harness] = []
 
-    async def make(policy: dict[str, Any] | None = None, **settings: Any) -> Harness:
-        root = write_policies(tmp_path / f"policies{len(started)}", policy_files(fake.url, policy))
+    async def make(
+        policy: dict[str, Any] | None = None, limits: dict[str, int] | None = None, **settings: Any
+    ) -> Harness:
+        files = policy_files(fake.url, policy, limits)
+        root = write_policies(tmp_path / f"policies{len(started)}", files)
         h = await Harness(fake, root, **settings).start()
         started.append(h)
         return h

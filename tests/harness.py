@@ -42,7 +42,9 @@ FAST_POLICY: dict[str, Any] = {
 }
 
 
-def policy_files(fake_url: str, policy: dict[str, Any] | None = None) -> dict[str, Any]:
+def policy_files(
+    fake_url: str, policy: dict[str, Any] | None = None, limits: dict[str, int] | None = None
+) -> dict[str, Any]:
     """A policy set as {relative path: YAML data}: the platform file and one team file."""
     models = {
         "gpt-test": {"provider": "fake", "upstream_model": "fake-model"},
@@ -70,6 +72,7 @@ def policy_files(fake_url: str, policy: dict[str, Any] | None = None) -> dict[st
                     "keys": [hash_key(CLIENT_KEY)],
                     "models": ["gpt-*", "claude-*"],
                     "routes": [{"match": {"model": "*"}, "policy": "fast"}],
+                    "limits": limits or {},
                 }
             }
         },

@@ -34,7 +34,6 @@ Nothing here mutates its input: every result is a new body.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -58,6 +57,7 @@ from gateway.resilience.conversation import (
     role,
     text_chars,
     tokens_for,
+    transcript_lines,
 )
 
 __all__ = [
@@ -343,10 +343,10 @@ def summary_request(
         return None
     limit = policy.tool_result_max_chars
     lines = [
-        line
+        snip_text(line, limit)
         for s, e in middle.groups
         for entry in items[s:e]
-        for line in _transcript_lines(entry, api, limit)
+        for line in transcript_lines(entry, api)
     ]
     transcript = snip_text("\n".join(lines), SUMMARY_INPUT_MAX_CHARS)
     task = next((plain_text(e.get("content")) for e in items if role(e) == "user"), "")
@@ -382,50 +382,6 @@ def apply_summary(
     note = SUMMARY_NOTE.format(n=len(drop), summary=summary)
     new_body = _replace_middle(body, api, items, drop, note)
     return _result(new_body, api, "summarize", len(items), before)
-
-
-def _transcript_lines(entry: Any, api: str, limit: int) -> list[str]:
-    if not isinstance(entry, Mapping):
-        return []
-    who = role(entry) or "assistant"
-    lines: list[str] = []
-    if api == "openai":
-        if who == "tool":
-            lines.append(f"tool result: {plain_text(entry.get('content'))}")
-        else:
-            if text := plain_text(entry.get("content")):
-                lines.append(f"{who}: {text}")
-            for call in entry.get("tool_calls") or []:
-                function = call.get("function") or {}
-                lines.append(
-                    f"assistant called {function.get('name')}({function.get('arguments', '')})"
-                )
-    elif api == "anthropic":
-        content = entry.get("content")
-        for block in content if isinstance(content, list) else [content]:
-            if isinstance(block, str):
-                lines.append(f"{who}: {block}")
-            elif not isinstance(block, Mapping):
-                continue
-            elif block.get("type") == "text":
-                lines.append(f"{who}: {block.get('text', '')}")
-            elif block.get("type") == "tool_use":
-                arguments = json.dumps(block.get("input"), ensure_ascii=False, default=str)
-                lines.append(f"assistant called {block.get('name')}({arguments})")
-            elif block.get("type") == "tool_result":
-                lines.append(f"tool result: {plain_text(block.get('content'))}")
-    else:
-        kind = item_type(entry) or ""
-        if kind == "message":
-            lines.append(f"{who}: {plain_text(entry.get('content'))}")
-        elif kind.endswith("_call_output"):
-            lines.append(f"tool result: {plain_text(entry.get('output'))}")
-        elif kind.endswith("_call"):
-            arguments = entry.get("arguments", entry.get("input", entry.get("action", "")))
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments, ensure_ascii=False, default=str)
-            lines.append(f"assistant called {entry.get('name', kind)}({arguments})")
-    return [snip_text(line, limit) for line in lines]
 
 
 # ---- shared ---------------------------------------------------------------------

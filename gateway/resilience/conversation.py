@@ -333,3 +333,48 @@ def _texts(value: Any) -> Iterator[str]:
             yield value["text"]
         elif "content" in value:
             yield from _texts(value["content"])
+
+
+def transcript_lines(entry: Any, api: str) -> list[str]:
+    """The entry as lines of a plain-text transcript (for the summary request)."""
+    if not isinstance(entry, Mapping):
+        return []
+    who = role(entry) or "assistant"
+    lines: list[str] = []
+    if api == "openai":
+        if who == "tool":
+            lines.append(f"tool result: {plain_text(entry.get('content'))}")
+        else:
+            if text := plain_text(entry.get("content")):
+                lines.append(f"{who}: {text}")
+            for call in entry.get("tool_calls") or []:
+                function = call.get("function") or {}
+                lines.append(
+                    f"assistant called {function.get('name')}({function.get('arguments', '')})"
+                )
+    elif api == "anthropic":
+        content = entry.get("content")
+        for block in content if isinstance(content, list) else [content]:
+            if isinstance(block, str):
+                lines.append(f"{who}: {block}")
+            elif not isinstance(block, Mapping):
+                continue
+            elif block.get("type") == "text":
+                lines.append(f"{who}: {block.get('text', '')}")
+            elif block.get("type") == "tool_use":
+                arguments = json.dumps(block.get("input"), ensure_ascii=False, default=str)
+                lines.append(f"assistant called {block.get('name')}({arguments})")
+            elif block.get("type") == "tool_result":
+                lines.append(f"tool result: {plain_text(block.get('content'))}")
+    else:
+        kind = item_type(entry) or ""
+        if kind == "message":
+            lines.append(f"{who}: {plain_text(entry.get('content'))}")
+        elif kind.endswith("_call_output"):
+            lines.append(f"tool result: {plain_text(entry.get('output'))}")
+        elif kind.endswith("_call"):
+            arguments = entry.get("arguments", entry.get("input", entry.get("action", "")))
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+            lines.append(f"assistant called {entry.get('name', kind)}({arguments})")
+    return lines

@@ -614,3 +614,82 @@ def test_property_targets_are_met_when_reachable(
     assert c.messages_after >= everything.messages_after
     snip = compact(body, api, "snip_tool_results", policy, target_tokens=target)
     check_compacted(body, snip, api, policy, "snip_tool_results")
+
+
+# ---- less common shapes -------------------------------------------------------------------
+
+
+def _padding(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"note {i}"} for i in range(n)]
+
+
+def test_responses_custom_tool_calls_pair_and_snip_like_function_calls() -> None:
+    """Codex's custom_tool_call / custom_tool_call_output pair up and are snipped and dropped."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Patch it."}]
+    for i in range(4):
+        items.append(
+            {
+                "type": "custom_tool_call",
+                "call_id": f"c{i}",
+                "name": "apply_patch",
+                "input": "*** Begin",
+            }
+        )
+        items.append(
+            {"type": "custom_tool_call_output", "call_id": f"c{i}", "output": filler(f"o{i}", 9000)}
+        )
+    body = {"input": [*items, *_padding(6)]}
+    assert is_valid_conversation(body, "responses")
+    snip = compact(body, "responses", "snip_tool_results", POLICY)
+    check_compacted(body, snip, "responses", POLICY, "snip_tool_results")
+    assert snip is not None and snip.tokens_after < 5000
+    drop = compact(body, "responses", "drop_middle", POLICY)
+    check_compacted(body, drop, "responses", POLICY, "drop_middle")
+    assert drop is not None and drop.messages_after == 1 + 1 + 6
+    request = summary_request(body, "responses", POLICY, "m")
+    assert request is not None and "assistant called apply_patch(*** Begin)" in str(request)
+
+
+def test_anthropic_tool_result_blocks_snip_text_and_keep_images() -> None:
+    """A tool_result with text and image blocks has its text snipped and its image kept."""
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"},
+    }
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "a",
+        "content": [{"type": "text", "text": filler("s", 20_000)}, image],
+    }
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Take a screenshot."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "a", "name": "shot", "input": {}}],
+        },
+        {"role": "user", "content": [result]},
+    ]
+    for i in range(3):
+        messages += [
+            {"role": "assistant", "content": f"a{i}"},
+            {"role": "user", "content": f"u{i}"},
+        ]
+    body = {"system": "s", "max_tokens": 10, "messages": messages}
+    c = compact(body, "anthropic", "snip_tool_results", POLICY)
+    check_compacted(body, c, "anthropic", POLICY, "snip_tool_results")
+    assert c is not None
+    text, kept_image = c.body["messages"][2]["content"][0]["content"]
+    assert len(text["text"]) <= POLICY.tool_result_max_chars and kept_image == image
+    request = summary_request(body, "anthropic", POLICY, "m")
+    assert request is not None and "[image]" in request["messages"][1]["content"]
+
+
+def test_openai_messages_before_the_first_user_message_are_kept() -> None:
+    """Everything up to the first user message (e.g. a greeting) belongs to the kept head."""
+    head = [{"role": "system", "content": "s"}, {"role": "assistant", "content": "Hello!"}]
+    middle = [{"role": "assistant", "content": filler("m", 5000)}] * 3
+    body = {"messages": [*head, {"role": "user", "content": "task"}, *middle, *_padding(6)]}
+    c = compact(body, "openai", "drop_middle", POLICY)
+    check_compacted(body, c, "openai", POLICY, "drop_middle")
+    assert c is not None and c.body["messages"][:3] == body["messages"][:3]
+    assert c.messages_after == 3 + 1 + 6

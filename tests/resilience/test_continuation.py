@@ -443,3 +443,22 @@ def test_an_empty_later_part_stops_the_loop() -> None:
     """A continuation that produced nothing at all is not continued again (no progress)."""
     assert should_continue(OPENAI_REQUEST, openai_answer("   "), "openai", POLICY, 2)
     assert not should_continue(OPENAI_REQUEST, openai_answer(""), "openai", POLICY, 2)
+
+
+def test_merge_responses_when_the_first_part_was_all_reasoning() -> None:
+    """A first part without a message item gets one holding the joined text."""
+    first = {
+        **responses_answer("", n=0),
+        "output": [{"type": "reasoning", "id": "rs_0", "summary": []}],
+    }
+    merged = merge_parts([first, responses_answer("Text.", None, n=1)], "responses")
+    assert [item["type"] for item in merged["output"]] == ["reasoning", "message"]
+    assert answer_text(merged, "responses") == "Text."
+
+
+def test_merge_without_usage_leaves_usage_out() -> None:
+    """Parts without usage (some OpenAI-compatible servers) merge without inventing one."""
+    parts = [openai_answer("a"), openai_answer("b", "stop")]
+    for part in parts:
+        del part["usage"]
+    assert "usage" not in merge_parts(parts, "openai")

@@ -1,0 +1,339 @@
+"""Load generators: wrk for plain requests, an asyncio (aiohttp) client for streams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+
+from procs import pin_prefix
+
+KEY = "bench-key"
+MODEL = "bench-model"
+BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello to the benchmark."}]}
+STREAM_BODY = {**BODY, "stream": True}
+CHUNKS = 20
+
+_LUA = """
+wrk.method = "POST"
+wrk.body = %(body)s
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %(key)s"
+
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCHJSON {"requests":%%d,"duration_us":%%d,"bytes":%%d,"connect":%%d,"read":%%d,' ..
+    '"write":%%d,"status":%%d,"timeout":%%d,"p50_us":%%d,"p90_us":%%d,"p99_us":%%d,' ..
+    '"mean_us":%%.1f,"max_us":%%d}\\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write,
+    e.status, e.timeout, latency:percentile(50), latency:percentile(90),
+    latency:percentile(99), latency.mean, latency.max))
+end
+"""
+
+
+def _lua_script() -> str:
+    fd, path = tempfile.mkstemp(prefix="bench-wrk-", suffix=".lua")
+    with os.fdopen(fd, "w") as f:
+        f.write(_LUA % {"body": json.dumps(json.dumps(BODY)), "key": KEY})
+    return path
+
+
+@dataclass
+class WrkResult:
+    connections: int
+    seconds: float
+    requests: int
+    rps: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    max_ms: float
+    errors: dict[str, int]
+    cpu_s: float = 0.0  # CPU of the process under test during the run (filled by the runner)
+    cpu_util: float = 0.0
+    cpu_us_per_req: float = 0.0
+    upstream_cpu_us_per_req: float = 0.0
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+
+def wrk(
+    port: int,
+    connections: int,
+    seconds: float,
+    *,
+    cpu: int | None,
+    path: str = "/v1/chat/completions",
+    around: Callable[[], Any] | None = None,
+) -> WrkResult:
+    """Run wrk (1 thread) and parse the Lua ``done`` summary."""
+    script = _lua_script()
+    try:
+        argv = [
+            *pin_prefix(cpu),
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{max(1, round(seconds))}s",
+            "--timeout",
+            "5s",
+            "-s",
+            script,
+            f"http://127.0.0.1:{port}{path}",
+        ]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+    finally:
+        os.unlink(script)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("BENCHJSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
+    d = json.loads(line[len("BENCHJSON ") :])
+    secs = d["duration_us"] / 1e6
+    return WrkResult(
+        connections=connections,
+        seconds=secs,
+        requests=d["requests"],
+        rps=d["requests"] / secs if secs else 0.0,
+        p50_ms=d["p50_us"] / 1000,
+        p90_ms=d["p90_us"] / 1000,
+        p99_ms=d["p99_us"] / 1000,
+        mean_ms=d["mean_us"] / 1000,
+        max_ms=d["max_us"] / 1000,
+        errors={k: d[k] for k in ("connect", "read", "write", "status", "timeout") if d[k]},
+    )
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))
+    return s[k]
+
+
+@dataclass
+class StreamResult:
+    concurrency: int
+    seconds: float
+    streams: int
+    complete: int
+    incomplete: int
+    errors: int
+    streams_per_s: float
+    ttfb_p50_ms: float
+    ttfb_p99_ms: float
+    total_p50_ms: float
+    total_p99_ms: float
+    chunks_seen: int
+    examples: list[str] = field(default_factory=list)
+    cpu_s: float = 0.0
+    cpu_util: float = 0.0
+    cpu_us_per_stream: float = 0.0
+    per_chunk_us: float = 0.0
+    upstream_cpu_us_per_stream: float = 0.0
+
+    def dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_complete(data: bytes) -> bool:
+    """The final chunk (finish_reason) arrived and the stream ended with [DONE]."""
+    return b'"finish_reason":"stop"' in data and data.rstrip().endswith(b"data: [DONE]")
+
+
+def _headers() -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+
+
+async def _one_stream(
+    session: aiohttp.ClientSession, url: str, payload: bytes
+) -> tuple[float, float, bytes, int]:
+    t0 = time.perf_counter()
+    ttfb = float("nan")
+    parts: list[bytes] = []
+    async with session.post(url, data=payload, headers=_headers()) as r:
+        status = r.status
+        async for piece in r.content.iter_any():
+            if not parts:
+                ttfb = time.perf_counter() - t0
+            parts.append(piece)
+    return ttfb, time.perf_counter() - t0, b"".join(parts), status
+
+
+async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
+    """``concurrency`` workers open streams back to back for ``seconds``."""
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    payload = json.dumps(STREAM_BODY).encode()
+    ttfbs: list[float] = []
+    totals: list[float] = []
+    counts = {"streams": 0, "complete": 0, "incomplete": 0, "errors": 0, "chunks": 0}
+    examples: list[str] = []
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(
+        connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
+    ) as session:
+        # warm the pool (connections made before the clock starts)
+        await asyncio.gather(*(_one_stream(session, url, payload) for _ in range(concurrency)))
+        end = time.monotonic() + seconds
+        t_start = time.monotonic()
+
+        async def worker() -> None:
+            while time.monotonic() < end:
+                try:
+                    ttfb, total, data, status = await _one_stream(session, url, payload)
+                except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
+                    counts["errors"] += 1
+                    if len(examples) < 3:
+                        examples.append(repr(e))
+                    continue
+                counts["streams"] += 1
+                if status == 200 and is_complete(data):
+                    counts["complete"] += 1
+                    ttfbs.append(ttfb)
+                    totals.append(total)
+                    counts["chunks"] += data.count(b"data: ")
+                else:
+                    counts["incomplete"] += 1
+                    if len(examples) < 3:
+                        examples.append(f"status {status}: {data[-300:]!r}")
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.monotonic() - t_start
+    return StreamResult(
+        concurrency=concurrency,
+        seconds=elapsed,
+        streams=counts["streams"],
+        complete=counts["complete"],
+        incomplete=counts["incomplete"],
+        errors=counts["errors"],
+        streams_per_s=counts["streams"] / elapsed,
+        ttfb_p50_ms=_pct(ttfbs, 50) * 1000,
+        ttfb_p99_ms=_pct(ttfbs, 99) * 1000,
+        total_p50_ms=_pct(totals, 50) * 1000,
+        total_p99_ms=_pct(totals, 99) * 1000,
+        chunks_seen=counts["chunks"],
+        examples=examples,
+    )
+
+
+@dataclass
+class HoldRound:
+    n: int
+    opened: int  # streams whose first chunk arrived while held
+    complete: int
+    open_s: float  # time to get every stream's first chunk
+    rss_before_mb: float
+    rss_open_mb: float  # all streams open and held
+    rss_peak_mb: float  # highest VmRSS polled during the round
+    rss_after_mb: float  # streams finished, client connections closed, 1 s later
+    threads_open: int = 0
+
+    def dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def hold_round(
+    gw_port: int,
+    upstream_port: int,
+    gw_pid: int,
+    n: int,
+    *,
+    settle_s: float = 1.0,
+    open_timeout: float = 60.0,
+) -> HoldRound:
+    """Open ``n`` streams the upstream holds after their first chunk; measure the gateway's
+    RSS while all are open, release them, close the client side, measure again."""
+    from procs import memory_mb, threads
+
+    url = f"http://127.0.0.1:{gw_port}/v1/chat/completions?hold=1"
+    payload = json.dumps(STREAM_BODY).encode()
+    rss_before = memory_mb(gw_pid)["VmRSS"]
+    peak = rss_before
+    first = 0
+    all_open = asyncio.Event()
+    stop_poll = False
+
+    async def poll() -> None:
+        nonlocal peak
+        while not stop_poll:
+            peak = max(peak, memory_mb(gw_pid)["VmRSS"])
+            await asyncio.sleep(0.05)
+
+    async def one(session: aiohttp.ClientSession) -> bool:
+        nonlocal first
+        parts: list[bytes] = []
+        async with session.post(url, data=payload, headers=_headers()) as r:
+            async for piece in r.content.iter_any():
+                if not parts:
+                    first += 1
+                    if first == n:
+                        all_open.set()
+                parts.append(piece)
+        return r.status == 200 and is_complete(b"".join(parts))
+
+    poller = asyncio.create_task(poll())
+    connector = aiohttp.TCPConnector(limit=0)
+    t0 = time.monotonic()
+    session = aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, sock_read=120),
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
+    try:
+        tasks = []
+        for i in range(n):
+            tasks.append(asyncio.create_task(one(session)))
+            if i % 100 == 99:
+                await asyncio.sleep(0.05)  # stay under the listen backlog
+        try:
+            await asyncio.wait_for(all_open.wait(), open_timeout)
+        except TimeoutError:
+            pass
+        open_s = time.monotonic() - t0
+        await asyncio.sleep(0.5)
+        rss_open = memory_mb(gw_pid)["VmRSS"]
+        nthreads = threads(gw_pid)
+        opened = first
+        await asyncio.to_thread(_release, upstream_port)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await session.close()
+    await asyncio.sleep(settle_s)
+    stop_poll = True
+    await poller
+    rss_after = memory_mb(gw_pid)["VmRSS"]
+    return HoldRound(
+        n=n,
+        opened=opened,
+        complete=sum(1 for r in results if r is True),
+        open_s=open_s,
+        rss_before_mb=rss_before,
+        rss_open_mb=rss_open,
+        rss_peak_mb=max(peak, rss_open),
+        rss_after_mb=rss_after,
+        threads_open=nthreads,
+    )
+
+
+def _release(upstream_port: int) -> None:
+    from procs import http_get
+
+    http_get(upstream_port, "/_bench/release")
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")

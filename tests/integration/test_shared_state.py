@@ -1,0 +1,77 @@
+"""Scale-out: replicas share recovery state through a real Redis, and survive its outage."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+
+from gateway.testing import Error, FakeProvider
+from tests.harness import Harness
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.redis
+MESSAGES = [{"role": "user", "content": "Say hello"}]
+FALLBACK = {"fallback": {"chain": ["gpt-backup"], "cooldown": "30s"}, "turn_retry": {"max": 0}}
+
+
+async def model_of(gw: Harness) -> str:
+    raw = await gw.async_openai().chat.completions.with_raw_response.create(
+        model="gpt-test", messages=MESSAGES
+    )
+    return raw.headers["x-gateway-model"]
+
+
+async def replicas(make_gateway, redis: RedisServer, **kw: object) -> tuple[Harness, Harness]:  # type: ignore[no-untyped-def]
+    a = await make_gateway(state_url=redis.url, state_reconnect_s=0.2, **kw)
+    b = await make_gateway(state_url=redis.url, state_reconnect_s=0.2, **kw)
+    return a, b
+
+
+async def test_fallback_activated_on_a_is_used_by_b(
+    make_gateway, fake: FakeProvider, redis_server: RedisServer
+) -> None:  # type: ignore[no-untyped-def]
+    """A fallback activated through replica A sends replica B's next request to the fallback."""
+    a, b = await replicas(make_gateway, redis_server, policy=FALLBACK)
+    fake.script("fake-model", [Error.openai_server(500)] * 2)
+    assert await model_of(a) == "gpt-backup"
+    fake.requests.clear()
+    assert await model_of(b) == "gpt-backup"
+    assert [r.model for r in fake.requests] == ["gpt-backup"]
+
+
+async def test_team_limit_enforced_across_replicas(
+    make_gateway, fake: FakeProvider, redis_server: RedisServer
+) -> None:  # type: ignore[no-untyped-def]
+    """requests_per_minute counts requests through both replicas together."""
+    a, b = await replicas(make_gateway, redis_server, limits={"requests_per_minute": 3})
+    await model_of(a)
+    await model_of(b)
+    await model_of(a)
+    with pytest.raises(openai.RateLimitError) as exc:
+        await model_of(b)
+    assert exc.value.code == "team_rate_limited"
+    assert int(exc.value.response.headers["retry-after"]) >= 1
+    assert exc.value.response.headers["x-should-retry"] == "true"
+    assert len(fake.requests) == 3
+
+
+async def test_redis_outage_loses_no_request(
+    make_gateway, fake: FakeProvider, redis_server: RedisServer
+) -> None:  # type: ignore[no-untyped-def]
+    """Killing Redis mid-test: both replicas keep answering; restarting it restores sharing."""
+    a, b = await replicas(make_gateway, redis_server, policy=FALLBACK)
+    assert await model_of(a) == "gpt-test"
+    redis_server.stop()
+    for gw in (a, b, a, b):
+        assert await model_of(gw) == "gpt-test"  # served on local state
+    redis_server.start()
+    await asyncio.sleep(0.25)  # sharing is back after each replica's reconnect interval
+    await model_of(a)
+    await model_of(b)
+    fake.script("fake-model", [Error.openai_server(500)] * 2)
+    assert await model_of(a) == "gpt-backup"
+    fake.requests.clear()
+    assert await model_of(b) == "gpt-backup"
+    assert [r.model for r in fake.requests] == ["gpt-backup"]
