@@ -28,6 +28,9 @@ from gateway.resilience.failure import Failure
 from gateway.upstream import Upstream, UpstreamFailure
 
 
+_MAX_HELD = 64  # preamble events held back before the first real one, at most
+
+
 @dataclass(slots=True)
 class OpenStream:
     """A streaming answer whose first events were read; the relay sends the rest."""
@@ -117,7 +120,7 @@ class HttpAttempter:
         head: list[streaming.Event] = []
         try:
             async with asyncio.timeout(first_byte):
-                while not any(e.kind is not streaming.Kind.comment for e in head):
+                while all(streaming.is_preamble(e) for e in head) and len(head) < _MAX_HELD:
                     piece = await anext(pieces, b"")
                     if not piece:
                         raise UpstreamFailure(
@@ -139,7 +142,7 @@ class HttpAttempter:
                 )
             self._count(provider, model, f)
             return Outcome(f, status=0)
-        first = next(e for e in head if e.kind is not streaming.Kind.comment)
+        first = next((e for e in head if not streaming.is_preamble(e)), head[-1])
         if first.kind is streaming.Kind.error:
             await pieces.aclose()
             f = classify_error_event(first.data, rules=self.req.policy.classify, now=time.time())

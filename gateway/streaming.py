@@ -100,6 +100,43 @@ def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
     return Event(raw, Kind.data, obj)
 
 
+_PREAMBLE_TYPES = frozenset(
+    {"response.created", "response.in_progress", "response.output_item.added",
+     "response.content_part.added", "message_start", "content_block_start", "ping"}
+)  # fmt: skip
+
+
+def is_preamble(ev: Event) -> bool:
+    """An event that comes before any content (roles, ids, empty blocks).
+
+    The relay holds these back until the first real event, so that an error right
+    after them is still a failed attempt, recovered invisibly.
+    """
+    if ev.kind is Kind.comment:
+        return True
+    if ev.kind is not Kind.data:
+        return False
+    obj = ev.data
+    etype = obj.get("type")
+    if etype is not None:
+        if etype == "content_block_start":
+            block = obj.get("content_block") or {}
+            return block.get("type") == "text" and not block.get("text")
+        if etype == "response.output_item.added":
+            return (obj.get("item") or {}).get("type") == "message"
+        return etype in _PREAMBLE_TYPES
+    choices = obj.get("choices")
+    if not choices:
+        return False
+    for c in choices:
+        delta = c.get("delta") if isinstance(c, dict) else None
+        if not isinstance(delta, dict) or c.get("finish_reason") or delta.get("tool_calls"):
+            return False
+        if delta.get("content") or delta.get("reasoning_content") or c.get("text"):
+            return False
+    return True
+
+
 def usage_of(obj: Any, endpoint: Endpoint) -> tuple[int, int] | None:
     """(prompt, completion) tokens carried by one decoded event, if any."""
     if not isinstance(obj, dict):
