@@ -63,6 +63,7 @@ class WrkResult:
     errors: dict[str, int]
     cpu_s: float = 0.0  # CPU of the process under test during the run (filled by the runner)
     cpu_util: float = 0.0
+    foreign_cpu: float = 0.0  # CPUs' worth used by processes outside the benchmark
     cpu_us_per_req: float = 0.0
     upstream_cpu_us_per_req: float = 0.0
 
@@ -142,6 +143,7 @@ class StreamResult:
     examples: list[str] = field(default_factory=list)
     cpu_s: float = 0.0
     cpu_util: float = 0.0
+    foreign_cpu: float = 0.0
     cpu_us_per_stream: float = 0.0
     per_chunk_us: float = 0.0
     upstream_cpu_us_per_stream: float = 0.0

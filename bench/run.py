@@ -112,8 +112,9 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
             if line.startswith("cpu") and line[3].isdigit():
                 name, *vals = line.split()
                 v = [int(x) for x in vals]
-                idle = v[3] + v[4]
-                out[int(name[3:])] = (sum(v[:8]) - idle, sum(v[:8]))
+                # busy = user + nice + system (irq/softirq/steal left out: loopback traffic's
+                # softirq time is ours but not charged to our processes)
+                out[int(name[3:])] = (v[0] + v[1] + v[2], sum(v[:8]))
     return out
 
 
@@ -125,14 +126,22 @@ def _busy(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]])
     return res
 
 
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 class Phase:
-    """CPU windows of the processes of interest, and per-CPU busy share, around a run."""
+    """CPU windows of the processes of interest, per-CPU busy share, and the CPU used by
+    processes that are not part of the benchmark (a shared machine's noise), around a run."""
 
     def __init__(self, *pids: int) -> None:
         self.windows = [procs.CpuWindow(p) for p in pids]
+        self.foreign_cpu_per_s = 0.0
 
     def __enter__(self) -> Phase:
         self.cpus0 = _cpu_times()
+        self.own0 = _own_cpu()
         for w in self.windows:
             w.start()
         return self
@@ -140,7 +149,12 @@ class Phase:
     def __exit__(self, *exc: object) -> None:
         for w in self.windows:
             w.stop()
-        self.busy = _busy(self.cpus0, _cpu_times())
+        cpus1 = _cpu_times()
+        self.busy = _busy(self.cpus0, cpus1)
+        busy_s = sum(cpus1[c][0] - self.cpus0.get(c, (0, 0))[0] for c in cpus1) / procs.CLK_TCK
+        ours = _own_cpu() - self.own0 + sum(w.cpu for w in self.windows)
+        wall = self.windows[0].wall if self.windows else 1.0
+        self.foreign_cpu_per_s = max(0.0, busy_s - ours) / wall if wall else 0.0
 
 
 def _policy_dir(upstream_port: int) -> Path:
@@ -224,13 +238,14 @@ def run_wrk(label: str, port: int, c: int, seconds: float, load_cpu: int | None,
         r = loadgen.wrk(port, c, seconds, cpu=load_cpu)
     w = ph.windows[0]
     r.cpu_s, r.cpu_util = w.cpu, w.utilisation
+    r.foreign_cpu = ph.foreign_cpu_per_s
     r.cpu_us_per_req = 1e6 * w.cpu / r.requests if r.requests else float("nan")
     if len(ph.windows) > 1 and r.requests:
         r.upstream_cpu_us_per_req = 1e6 * ph.windows[1].cpu / r.requests
     say(
         f"{label:<22} c={c:<3} {r.rps:9.0f} req/s  p50 {r.p50_ms:6.3f} ms  p99 {r.p99_ms:6.3f} ms"
         f"  CPU {r.cpu_us_per_req:6.1f} µs/req ({100 * r.cpu_util:.0f}% of a core)"
-        f"  errors {r.errors or 0}  cpus {ph.busy}"
+        f"  errors {r.errors or 0}  cpus {ph.busy}  other load {ph.foreign_cpu_per_s:.2f} CPU"
     )
     return r, ph
 
@@ -242,6 +257,7 @@ def run_streams(label: str, port: int, c: int, seconds: float, pids: list[int]) 
     w = ph.windows[0]
     n = r.streams + r.errors + c  # + the warm-up streams
     r.cpu_s, r.cpu_util = w.cpu, w.utilisation
+    r.foreign_cpu = ph.foreign_cpu_per_s
     r.cpu_us_per_stream = 1e6 * w.cpu / n if n else float("nan")
     if len(ph.windows) > 1 and n:
         r.upstream_cpu_us_per_stream = 1e6 * ph.windows[1].cpu / n
@@ -249,6 +265,7 @@ def run_streams(label: str, port: int, c: int, seconds: float, pids: list[int]) 
         f"{label:<22} c={c:<3} {r.streams_per_s:7.0f} streams/s  TTFB p50 {r.ttfb_p50_ms:6.3f} ms"
         f"  p99 {r.ttfb_p99_ms:6.3f} ms  CPU {r.cpu_us_per_stream:7.1f} µs/stream"
         f"  complete {r.complete}/{r.streams} errors {r.errors}  cpus {ph.busy}"
+        f"  other load {ph.foreign_cpu_per_s:.2f} CPU"
     )
     for e in r.examples:
         say(f"   e.g. {e}")
@@ -323,6 +340,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         d1, _ = run_wrk("direct", up_port, 1, D, load_cpu, [up.pid])
         ds, _ = run_streams("direct streams", up_port, 16, D, [up.pid])
         out["direct"] = {"c64": vars(d64), "c1": vars(d1), "streams": ds.dict()}
+
+        # ---- calibration: a minimal aiohttp proxy on the gateway's CPU --------------------
+        if not args.skip_calibration:
+            cal_port = _port(18060)
+            cal = procs.spawn(
+                [sys.executable, str(HERE / "calibrate_proxy.py"), "--port", str(cal_port), "--upstream", f"http://127.0.0.1:{up_port}"],
+                cpu=gw_cpu,
+            )
+            procs.wait_http(cal, cal_port, "/readyz", 15, "the calibration proxy")
+            loadgen.wrk(cal_port, 64, warm, cpu=load_cpu)
+            c64, _ = run_wrk("minimal aiohttp proxy", cal_port, 64, D, load_cpu, [cal.pid, up.pid])
+            c1, _ = run_wrk("minimal aiohttp proxy", cal_port, 1, D, load_cpu, [cal.pid, up.pid])
+            cs, _ = run_streams("minimal proxy streams", cal_port, 16, D, [cal.pid, up.pid])
+            cal_rss = procs.memory_mb(cal.pid)
+            procs.stop(cal)
+            out["calibration"] = {"c64": vars(c64), "c1": vars(c1), "streams": cs.dict(), "rss_mb": cal_rss}
 
         # ---- gateway, access log on (info) ---------------------------------------------
         log_path = tmp / "gateway-info.log"
@@ -556,6 +589,9 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         )
 
     L.append(row("direct (bench upstream)", d["c64"], d["c1"]))
+    cal = out.get("calibration")
+    if cal:
+        L.append(row("minimal aiohttp proxy (floor)", cal["c64"], cal["c1"]))
     L.append(row("gateway (access log on)", g["c64"], g["c1"]))
     if q:
         L.append(row("gateway (log level warning)", q["c64"], None))
@@ -567,6 +603,13 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         f" {_ratio(g['c1']['p50_ms'], d['c1']['p50_ms'])} | {_ratio(g['c1']['p99_ms'], d['c1']['p99_ms'])} |"
         f" {_ratio(g['c64']['cpu_us_per_req'], d['c64']['cpu_us_per_req'])} | {_ratio(g['c1']['cpu_us_per_req'], d['c1']['cpu_us_per_req'])} | |"
     )
+    if cal:
+        L.append(
+            f"| ratio gateway/minimal proxy | {_ratio(g['c64']['rps'], cal['c64']['rps'])} | {_ratio(g['c64']['p50_ms'], cal['c64']['p50_ms'])} |"
+            f" {_ratio(g['c64']['p99_ms'], cal['c64']['p99_ms'])} | {_ratio(g['c1']['rps'], cal['c1']['rps'])} |"
+            f" {_ratio(g['c1']['p50_ms'], cal['c1']['p50_ms'])} | {_ratio(g['c1']['p99_ms'], cal['c1']['p99_ms'])} |"
+            f" {_ratio(g['c64']['cpu_us_per_req'], cal['c64']['cpu_us_per_req'])} | {_ratio(g['c1']['cpu_us_per_req'], cal['c1']['cpu_us_per_req'])} | |"
+        )
     if lit:
         L.append(
             f"| ratio LiteLLM/gateway | {_ratio(lit['c64']['rps'], g['c64']['rps'])} | {_ratio(lit['c64']['p50_ms'], g['c64']['p50_ms'])} |"
@@ -579,6 +622,14 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         f"CPU busy during the gateway c=64 run: {g['cpu_busy_c64']} (CPU 1 = gateway, CPU 0 = load side)."
         f" Upstream CPU per request through the gateway: {_f(g['c64']['upstream_cpu_us_per_req'])} µs."
         f" One core's capacity at the measured CPU cost: {_f(m['capacity_rps_one_core'], 0)} req/s."
+    )
+    noisy = max(
+        [g["c64"].get("foreign_cpu", 0), g["c1"].get("foreign_cpu", 0), g["streams"].get("foreign_cpu", 0),
+         d["c64"].get("foreign_cpu", 0)]
+    )
+    L.append(
+        f"Other load on the machine (processes outside the benchmark) during the gateway phases: up to {noisy:.2f} CPUs"
+        + (" -- the machine was shared during this run; compare ratios, not absolute numbers." if noisy > 0.1 else ".")
     )
     if "access_log_cpu_us_per_req" in m:
         L.append(f"Access log cost (info minus warning, c=64): {_f(m['access_log_cpu_us_per_req'])} µs CPU per request.")
@@ -596,6 +647,9 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         )
 
     L.append(srow("direct (bench upstream)", d["streams"], ""))
+    if cal:
+        cper = (cal["streams"]["cpu_us_per_stream"] - cal["c64"]["cpu_us_per_req"]) / loadgen.CHUNKS
+        L.append(srow("minimal aiohttp proxy (floor)", cal["streams"], _f(cper)))
     L.append(srow("gateway", g["streams"], _f(m["per_chunk_us"])))
     if lit:
         lper = (lit["streams"]["cpu_us_per_stream"] - lit["c64"]["cpu_us_per_req"]) / loadgen.CHUNKS
@@ -659,6 +713,7 @@ def main() -> int:
     p.add_argument("--profile", action="store_true", help="run an extra c=64 phase under py-spy and write its top entries")
     p.add_argument("--no-netns", action="store_true", help="do not enter a private network namespace")
     p.add_argument("--skip-log-compare", action="store_true", help="skip the log-level-warning gateway run")
+    p.add_argument("--skip-calibration", action="store_true", help="skip the minimal-aiohttp-proxy rows")
     p.add_argument("--hold-streams", type=int, default=1000, help="streams held open in each RSS round (default 1000)")
     p.add_argument("--chunk-gap-ms", type=float, default=1.0, help="gap between the upstream's stream chunks (default 1)")
     p.add_argument("--no-save", action="store_true", help="print only; write nothing to bench/results")

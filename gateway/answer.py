@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -18,8 +20,10 @@ from gateway import streaming
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError
 from gateway.observe.events import Events, RequestLog
+from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
+from gateway.resilience import continuation
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
 from gateway.upstream import UpstreamFailure
@@ -30,6 +34,7 @@ _STREAM_ERROR_TYPE = {
     Category.timeout: "timeout_error",
     Category.auth: "api_error",
 }
+_CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
 _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
 
 
@@ -42,12 +47,51 @@ async def answer(
         return await _fail(attempter, result, log)
     if isinstance(out.stream, OpenStream):
         return await _relay(attempter, out.stream, log, env.events)
-    _count_tokens(out.body, attempter.endpoint, log)
+    body = out.body
+    if attempter.endpoint in _CONTINUABLE:
+        body = await _continue(attempter, req, result, log, env)
+    _count_tokens(body, attempter.endpoint, log)
     log.status = 200
-    resp = web.Response(body=out.body, status=200, headers=log.headers())
+    resp = web.Response(body=body, status=200, headers=log.headers())
     resp.content_type = out.content_type.split(";")[0]
     log.ttfb = time.monotonic() - log.started
     return resp
+
+
+async def _continue(
+    att: HttpAttempter, req: Request, result: Result, log: RequestLog, env: Env
+) -> bytes:
+    """Ask the model that answered to go on while its answer was cut at the token limit."""
+    try:
+        first = orjson.loads(result.outcome.body)
+    except orjson.JSONDecodeError:
+        return result.outcome.body
+    policy = req.policy.output_recovery
+    if not isinstance(first, dict) or not continuation.should_continue(
+        req.body, first, req.api, policy, 0
+    ):
+        return result.outcome.body
+    model = result.progress.model
+    prefill = att.policies.models[model].prefill
+    same_model = req.policy.model_copy(update={"fallback": Fallback()})
+    parts: list[dict[str, Any]] = [first]
+    while continuation.should_continue(req.body, parts[-1], req.api, policy, len(parts) - 1):
+        follow = continuation.continuation_request(req.body, parts, req.api, prefill=prefill)
+        sub = replace(req, body=follow, raw=b"", model=model, policy=same_model)
+        r = await recover(sub, log, env, att)
+        if r.outcome.failure is not None:
+            break  # keep what we have: the answer stays marked as cut
+        try:
+            part = orjson.loads(r.outcome.body)
+        except orjson.JSONDecodeError:
+            break
+        parts.append(part)
+        log.used("continuation")
+        env.events.output_continuation(log, model, len(parts) - 1)
+    log.answered_by = model
+    if len(parts) == 1:
+        return result.outcome.body
+    return orjson.dumps(continuation.merge_parts(parts, req.api))
 
 
 def _count_tokens(body: bytes, endpoint: Endpoint, log: RequestLog) -> None:

@@ -108,7 +108,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
     on_chain = True  # False after moving to an on_prompt_too_long model
     while True:
         p.attempts += 1
-        log.attempts = p.attempts
+        log.attempts += 1
         out = await attempter.send(p.model, body, p)
         f = out.failure
         activated: int | None = None
