@@ -51,8 +51,10 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
         return error_response(err, request.path, log)
     except web.HTTPRequestEntityTooLarge:
         limit = gw.settings.max_body_bytes
-        err = GatewayError(413, f"request body is larger than the gateway's limit of {limit} bytes")
-        return error_response(err, request.path, log)
+        too_large = GatewayError(
+            413, f"request body is larger than the gateway's limit of {limit} bytes"
+        )
+        return error_response(too_large, request.path, log)
     except asyncio.CancelledError:
         log.status = 499
         gw.events.client_disconnected(log)

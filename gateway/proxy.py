@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,6 @@ from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.upstream import Upstream, UpstreamFailure
 
-
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
 
 
@@ -36,7 +35,7 @@ class OpenStream:
     """A streaming answer whose first events were read; the relay sends the rest."""
 
     resp: aiohttp.ClientResponse
-    pieces: AsyncIterator[bytes]
+    pieces: AsyncGenerator[bytes, None]
     splitter: streaming.Splitter
     head: list[streaming.Event]
 

@@ -1,4 +1,4 @@
-"""Process settings (SPEC §3): environment variables with the ``GATEWAY_`` prefix; CLI flags override."""
+"""Process settings (SPEC §3): ``GATEWAY_`` environment variables; CLI flags override."""
 
 from __future__ import annotations
 

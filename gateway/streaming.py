@@ -59,9 +59,8 @@ class Splitter:
 
 
 def _data_of(event: bytes) -> bytes | None:
-    if event.startswith(b"data:"):
-        if b"\ndata:" not in event:  # the common case: one data line
-            return event[5:].strip()
+    if event.startswith(b"data:") and b"\ndata:" not in event:  # the common case: one data line
+        return event[5:].strip()
     lines = [ln[5:].lstrip() for ln in event.split(b"\n") if ln.startswith(b"data:")]
     return b"\n".join(lines) if lines else None
 

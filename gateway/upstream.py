@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 
 import aiohttp
+from yarl import URL
 
 from gateway.errors import Category
 
@@ -64,7 +65,7 @@ class Upstream:
 
     async def open(
         self,
-        url: str,
+        url: str | URL,
         headers: Mapping[str, str],
         body: bytes,
         *,
@@ -95,7 +96,9 @@ class Upstream:
             resp.release()
 
     @staticmethod
-    async def chunks(resp: aiohttp.ClientResponse, idle_timeout: float) -> AsyncIterator[bytes]:
+    async def chunks(
+        resp: aiohttp.ClientResponse, idle_timeout: float
+    ) -> AsyncGenerator[bytes, None]:
         """Body pieces as they arrive; a gap longer than ``idle_timeout`` is a timeout."""
         content = resp.content
         try:

@@ -23,9 +23,7 @@ async def fake() -> AsyncIterator[FakeProvider]:
 
 
 @pytest.fixture
-async def make_gateway(
-    fake: FakeProvider, tmp_path: Path
-) -> AsyncIterator[Callable[..., Any]]:
+async def make_gateway(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Start a gateway in front of ``fake``; ``policy=`` replaces the fast test policy."""
     started: list[Harness] = []
 

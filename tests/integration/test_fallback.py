@@ -72,7 +72,7 @@ async def test_failed_probe_restarts_cooldown(make_gateway, fake: FakeProvider) 
     _, headers = await ask(gw)  # the probe fails (500), then retried on... the primary again
     assert fake.requests[0].model == "fake-model"
     fake.requests.clear()
-    _, headers = await ask(gw)
+    _, _headers = await ask(gw)
     assert [r.model for r in fake.requests] == ["gpt-backup"]
 
 
@@ -80,7 +80,7 @@ async def test_quota_exhausted_moves_to_next_model(make_gateway, fake: FakeProvi
     """insufficient_quota is not retried on the same model: the chain's next model answers."""
     gw: Harness = await make_gateway(policy=FALLBACK)
     fake.script("fake-model", [Error.openai_quota()])
-    text, headers = await ask(gw)
+    _text, headers = await ask(gw)
     assert headers["x-gateway-model"] == "gpt-backup"
     assert [r.model for r in fake.requests] == ["fake-model", "gpt-backup"]
 

@@ -24,11 +24,26 @@ def agent_transcript(turns: int = 6, result_chars: int = 6000) -> list[dict[str,
         {"role": "user", "content": "Fix the failing test."},
     ]
     for i in range(turns):
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call_{i}", "type": "function",
-             "function": {"name": "read_file", "arguments": f'{{"path": "f{i}.py"}}'}}]})
-        messages.append({"role": "tool", "tool_call_id": f"call_{i}",
-                         "content": f"line {i}\n" + "x" * result_chars})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": f'{{"path": "f{i}.py"}}'},
+                    }
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{i}",
+                "content": f"line {i}\n" + "x" * result_chars,
+            }
+        )
     messages.append({"role": "user", "content": "Now summarise what you found."})
     return messages  # fmt: skip
 

@@ -61,9 +61,10 @@ async def test_chat_stream_async(gw: Harness, fake: FakeProvider) -> None:
     )
     assert finish == "stop"
     assert usage is not None and usage.total_tokens > 0
-    assert gw.metric(
-        "llm_gateway_tokens_total", team="team-a", model="gpt-test", kind="completion"
-    ) == usage.completion_tokens
+    assert (
+        gw.metric("llm_gateway_tokens_total", team="team-a", model="gpt-test", kind="completion")
+        == usage.completion_tokens
+    )
 
 
 async def test_chat_stream_sync_client(gw: Harness) -> None:
@@ -135,7 +136,10 @@ async def test_root_health_ready_metrics(gw: Harness) -> None:
         async with s.get(gw.url + "/metrics") as r:
             text = await r.text()
     assert 'llm_gateway_requests_total{model="gpt-test",status="200",team="team-a"} 1.0' in text
-    assert 'llm_gateway_upstream_attempts_total{category="ok",model="gpt-test",provider="fake"}' in text
+    assert (
+        'llm_gateway_upstream_attempts_total{category="ok",model="gpt-test",provider="fake"}'
+        in text
+    )
     for name in ("request_duration_seconds", "time_to_first_byte_seconds", "inflight_requests",
                  "tokens_total"):  # fmt: skip
         assert f"llm_gateway_{name}" in text

@@ -38,7 +38,9 @@ async def test_simulate_matches_live_gateway(make_gateway, fake: FakeProvider) -
         )
     live = [e for e in events if e["event"] == "api_retry"]
     assert [e["category"] for e in live] == ["rate_limit", "server_error", "server_error"]
-    assert [round(e["wait_seconds"], 2) for e in live] == simulated == [0.2, 0.04, 0.05]  # 80 ms capped at 50
+    assert (
+        [round(e["wait_seconds"], 2) for e in live] == simulated == [0.2, 0.04, 0.05]
+    )  # 80 ms capped at 50
     assert len(fake.requests) == 4
 
 
