@@ -69,7 +69,7 @@ async def test_failed_probe_restarts_cooldown(make_gateway, fake: FakeProvider) 
     await ask(gw)
     await asyncio.sleep(0.35)
     fake.requests.clear()
-    _, headers = await ask(gw)  # the probe fails (500), then retried on... the primary again
+    await ask(gw)  # the probe fails (500), then retried on... the primary again
     assert fake.requests[0].model == "fake-model"
     fake.requests.clear()
     _, _headers = await ask(gw)

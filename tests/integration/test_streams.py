@@ -76,11 +76,14 @@ async def test_keepalives_during_a_long_wait(make_gateway, fake: FakeProvider) -
     fake.push(Error.openai_rate_limit(retry_after_ms=700))
     seen: list[tuple[float, bytes]] = []
     t = time.monotonic()
-    async with aiohttp.ClientSession() as s, s.post(
-        gw.url + "/v1/chat/completions",
-        json={"model": "gpt-test", "messages": MESSAGES, "stream": True},
-        headers={"authorization": f"Bearer {CLIENT_KEY}"},
-    ) as r:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            gw.url + "/v1/chat/completions",
+            json={"model": "gpt-test", "messages": MESSAGES, "stream": True},
+            headers={"authorization": f"Bearer {CLIENT_KEY}"},
+        ) as r,
+    ):
         assert r.status == 200
         async for line in r.content:
             seen.append((time.monotonic() - t, line))

@@ -1,7 +1,6 @@
 """Classification of upstream failures: provider bodies, statuses, events, policy rules."""
 
 # Provider messages are kept verbatim as captured, so some table lines are long.
-# ruff: noqa: E501
 
 from __future__ import annotations
 

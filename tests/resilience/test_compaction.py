@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transcripts import Step, Transcript, coding_session, filler, render, tool_round
 
 from gateway.policy.schema import Compaction
 from gateway.resilience.compaction import (
@@ -31,6 +30,14 @@ from gateway.resilience.conversation import (
     entries,
     plain_text,
     role,
+)
+from tests.resilience.transcripts import (
+    Step,
+    Transcript,
+    coding_session,
+    filler,
+    render,
+    tool_round,
 )
 
 APIS = ("openai", "anthropic", "responses")
