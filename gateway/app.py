@@ -25,7 +25,7 @@ from gateway.middlewares import gateway_middleware
 from gateway.observe import logs
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
-from gateway.policy.load import PolicyError, bundled_policy_dir, load_policy_dir
+from gateway.policy.load import PolicyError, Problem, bundled_policy_dir, load_policy_dir
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint
 from gateway.settings import GatewaySettings
@@ -54,22 +54,35 @@ class Gateway:
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
 
     def reload(self, trigger: str) -> bool:
-        """Load the policy dir again and swap it in whole; on any problem keep the old set."""
+        """Load the policy dir again and swap it in whole; on any problem keep the old set.
+
+        Synchronous on purpose: the swap is one assignment between two awaits, so a
+        request (which reads ``self.policies`` once, at its start) sees either the
+        old set or the new one, never a mix, and keeps it to its end.
+        """
         try:
             new = load_policy_dir(self.policy_dir)
         except PolicyError as e:
-            self.last_reload_error = str(e)
-            for p in e.problems:
-                self.events.policy_rejected(p.file, p.line, p.message, trigger)
-            return False
-        self.policies = new
-        self.last_reload_error = None
-        self.events.policy_reloaded(len(new.files), trigger)
-        return True
+            problems = e.problems
+        except Exception as e:  # never let a reload take the process down
+            problems = [Problem(str(self.policy_dir), 0, f"cannot load: {e!r}")]
+        else:
+            self.policies = new
+            self.last_reload_error = None
+            self.events.policy_reloaded(len(new.files), trigger)
+            return True
+        self.last_reload_error = "\n".join(str(p) for p in problems)
+        for p in problems:
+            self.events.policy_rejected(p.file, p.line, p.message, trigger)
+        return False
 
 
 def policy_dir_of(settings: GatewaySettings) -> Path:
-    return bundled_policy_dir() if settings.demo else Path(settings.policy_dir)
+    """The policy dir; in demo mode with no dir of its own, the bundled policies."""
+    path = Path(settings.policy_dir)
+    if settings.demo and not path.is_dir():
+        return bundled_policy_dir()
+    return path
 
 
 def create_app(
@@ -121,8 +134,19 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     await gw.upstream.close()
 
 
+#: The longest time new requests are still accepted after SIGTERM (at most a third of the grace).
+ACCEPT_WINDOW_MAX_S = 5.0
+
+
+def drain_timeline(grace_s: float) -> tuple[float, float]:
+    """(accept window, in-flight wait) of a drain: new requests are served for the first
+    ``min(5 s, grace / 3)``, then the listener closes and in-flight requests get up to
+    ``grace`` more to finish; what still runs then is cancelled."""
+    return min(ACCEPT_WINDOW_MAX_S, grace_s / 3), grace_s
+
+
 def serve(settings: GatewaySettings) -> int:
-    """Run until SIGTERM/SIGINT, then drain and exit 0."""
+    """Run until SIGTERM/SIGINT, then drain and return 0 (1 when it cannot start)."""
     logs.configure(settings.log_level, settings.log_format)
     try:
         import uvloop
@@ -137,41 +161,78 @@ def serve(settings: GatewaySettings) -> int:
             log.error("policy_rejected", file=p.file, line=p.line, message=p.message)
         print(str(e), flush=True)
         return 1
-    asyncio.run(_run(app, settings))
-    return 0
+    return asyncio.run(_run(app, settings))
 
 
-async def _run(app: web.Application, settings: GatewaySettings) -> None:
+async def _run(app: web.Application, settings: GatewaySettings) -> int:
     gw = app[GATEWAY]
+    accept_s, inflight_s = drain_timeline(settings.shutdown_grace_s)
     runner = web.AppRunner(
         app,
-        handler_cancellation=True,
+        handler_cancellation=True,  # a client that goes away cancels its upstream request
         access_log=None,
-        shutdown_timeout=settings.shutdown_grace_s,
+        # Server.shutdown waits this long for in-flight handlers to finish by themselves;
+        # _drain bounds the whole wait to the same time.
+        shutdown_timeout=inflight_s,
         keepalive_timeout=75,
     )
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as e:
+        log.error("gateway_start_failed", host=settings.host, port=settings.port, error=str(e))
+        await runner.cleanup()
+        return 1
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, lambda: gw.reload("sighup"))
+    received: list[str] = []
+
+    def on_stop(sig: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("gateway_signal_ignored", signal=sig.name, reason="already draining")
+            return
+        received.append(sig.name)
+        stop.set()
+
+    def on_hup() -> None:
+        gw.reload("sighup")
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_stop, sig)
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
     log.info(
         "gateway_started",
         host=settings.host,
-        port=settings.port,
+        port=runner.addresses[0][1],  # the real port when 0 asked for any free one
         demo=settings.demo,
         policy_dir=str(gw.policy_dir),
+        policy_version=gw.policies.version,
         teams=len(gw.policies.teams),
         models=len(gw.policies.models),
     )
-    await stop.wait()
-    gw.draining = True
-    grace = settings.shutdown_grace_s
-    accept = min(5.0, grace / 3)
-    log.info("gateway_draining", grace_s=grace, accept_s=accept)
-    await asyncio.sleep(accept)  # keep serving while load balancers see /readyz fail
-    await runner.cleanup()  # stops listening, waits for in-flight up to the rest of the grace
-    log.info("gateway_stopped")
+    try:
+        await stop.wait()
+        started = loop.time()
+        gw.draining = True  # /readyz answers 503 from now on
+        log.info(
+            "gateway_draining",
+            signal=received[0],
+            grace_s=settings.shutdown_grace_s,
+            accept_s=accept_s,
+        )
+        await asyncio.sleep(accept_s)  # keep serving while load balancers notice /readyz
+        await _drain(runner, inflight_s)
+        log.info("gateway_stopped", drain_s=round(loop.time() - started, 3))
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+async def _drain(runner: web.AppRunner, inflight_s: float) -> None:
+    """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest."""
+    server = runner.server
+    busy = 0 if server is None else len(server.connections)
+    log.info("gateway_listener_closing", open_connections=busy, inflight_wait_s=inflight_s)
+    await runner.cleanup()

@@ -23,6 +23,9 @@ class GatewaySettings(BaseSettings):
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     admin_key: str = ""
     shutdown_grace_s: float = Field(default=30.0, ge=0)
+    # How often the policy dir is polled for changes (a change must hold for one more
+    # poll before it is loaded); 0 turns the file watcher off (SIGHUP and /admin/reload remain).
+    reload_watch_s: float = Field(default=1.0, ge=0)
     demo: bool = False
     # Time a client may take to send its request headers/body before the gateway drops it
     # (slowloris protection); the upstream answer itself is governed by policy timeouts.
