@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -137,6 +138,8 @@ class StreamResult:
     streams_per_s: float
     ttfb_p50_ms: float
     ttfb_p99_ms: float
+    ttft_p50_ms: float  # time to the first chunk with content (the gateway holds role-only chunks)
+    ttft_p99_ms: float
     total_p50_ms: float
     total_p99_ms: float
     chunks_seen: int
@@ -161,19 +164,25 @@ def _headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
 
 
+_CONTENT = re.compile(rb'"content":"[^"]')
+
+
 async def _one_stream(
     session: aiohttp.ClientSession, url: str, payload: bytes
-) -> tuple[float, float, bytes, int]:
+) -> tuple[float, float, float, bytes, int]:
+    """(time to first byte, time to first content token, total, body, status)."""
     t0 = time.perf_counter()
-    ttfb = float("nan")
+    ttfb = ttft = float("nan")
     parts: list[bytes] = []
     async with session.post(url, data=payload, headers=_headers()) as r:
         status = r.status
         async for piece in r.content.iter_any():
             if not parts:
                 ttfb = time.perf_counter() - t0
+            if ttft != ttft and _CONTENT.search(piece):  # nan: not seen yet
+                ttft = time.perf_counter() - t0
             parts.append(piece)
-    return ttfb, time.perf_counter() - t0, b"".join(parts), status
+    return ttfb, ttft, time.perf_counter() - t0, b"".join(parts), status
 
 
 async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
@@ -181,6 +190,7 @@ async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     payload = json.dumps(STREAM_BODY).encode()
     ttfbs: list[float] = []
+    ttfts: list[float] = []
     totals: list[float] = []
     counts = {"streams": 0, "complete": 0, "incomplete": 0, "errors": 0, "chunks": 0}
     examples: list[str] = []
@@ -196,7 +206,7 @@ async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
         async def worker() -> None:
             while time.monotonic() < end:
                 try:
-                    ttfb, total, data, status = await _one_stream(session, url, payload)
+                    ttfb, ttft, total, data, status = await _one_stream(session, url, payload)
                 except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
                     counts["errors"] += 1
                     if len(examples) < 3:
@@ -206,6 +216,7 @@ async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
                 if status == 200 and is_complete(data):
                     counts["complete"] += 1
                     ttfbs.append(ttfb)
+                    ttfts.append(ttft)
                     totals.append(total)
                     counts["chunks"] += data.count(b"data: ")
                 else:
@@ -225,6 +236,8 @@ async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
         streams_per_s=counts["streams"] / elapsed,
         ttfb_p50_ms=_pct(ttfbs, 50) * 1000,
         ttfb_p99_ms=_pct(ttfbs, 99) * 1000,
+        ttft_p50_ms=_pct(ttfts, 50) * 1000,
+        ttft_p99_ms=_pct(ttfts, 99) * 1000,
         total_p50_ms=_pct(totals, 50) * 1000,
         total_p99_ms=_pct(totals, 99) * 1000,
         chunks_seen=counts["chunks"],

@@ -13,7 +13,8 @@ Streams:
     (default 1 ms, the event loop's timer resolution), so a proxy sees every
     chunk as its own read, as with a real model that emits tokens over time;
     ``?gap_ms=N`` on the request overrides it;
-  * ``?hold=1`` sends the first chunk and then holds the stream open until
+  * ``?hold=1`` sends the role chunk and the first content chunk, then holds the
+    stream open until
     ``GET /_bench/release`` (or 120 s), for the RSS-with-open-streams phase.
 
 Run: ``python bench/upstream.py --port 18090`` (prints ``READY <port>``).
@@ -206,7 +207,12 @@ class Conn(asyncio.Protocol):
                 elif k == "gap_ms":
                     gap = float(v) / 1000.0
         try:
-            t.write(STREAM_HEAD + STREAM_PARTS[0])
+            if hold:  # the role chunk and the first content chunk, then hold
+                t.write(STREAM_HEAD + STREAM_PARTS[0] + STREAM_PARTS[1])
+                rest = STREAM_PARTS[2:]
+            else:
+                t.write(STREAM_HEAD + STREAM_PARTS[0])
+                rest = STREAM_PARTS[1:]
             if hold:
                 st.held += 1
                 try:
@@ -215,7 +221,7 @@ class Conn(asyncio.Protocol):
                     pass
                 finally:
                     st.held -= 1
-            for part in STREAM_PARTS[1:]:
+            for part in rest:
                 if self.closed:
                     return
                 if gap > 0:

@@ -82,6 +82,7 @@ class FaultProxy:
         self.counts: Counter[str] = Counter()  # faults that hit bytes
         self.connections = 0
         self.enabled = True
+        self._stopping = False
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -105,13 +106,13 @@ class FaultProxy:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        self._stopping = True
         for w in list(self._writers):
             w.transport.abort()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await t
+        # Not cancelled: on Python 3.11 cancelling a start_server handler task makes
+        # asyncio log "Exception in callback"; aborted sockets end them promptly.
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=2.0)
 
     async def __aenter__(self) -> FaultProxy:
         return await self.start()
@@ -211,7 +212,9 @@ class FaultProxy:
                 await writer.drain()
                 self.counts["stall"] += 1
                 hit = True
-                await asyncio.sleep(fault.stall_s)
+                end = asyncio.get_running_loop().time() + fault.stall_s
+                while not self._stopping and asyncio.get_running_loop().time() < end:
+                    await asyncio.sleep(0.02)
                 data = data[cut:]
                 sent += cut
             if k == "slice":
