@@ -38,12 +38,10 @@ def _require_admin(request: web.Request) -> Gateway:
         raise web.HTTPNotFound(text="admin endpoints are disabled: set GATEWAY_ADMIN_KEY\n")
     auth = request.headers.get("authorization", "")
     given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-    if not hmac.compare_digest(
-        given.encode("utf-8", "backslashreplace"), expected.encode("utf-8")
-    ):
+    if not hmac.compare_digest(given.encode("utf-8", "backslashreplace"), expected.encode("utf-8")):
         err = GatewayError(401, "admin endpoints need 'Authorization: Bearer $GATEWAY_ADMIN_KEY'")
         raise web.HTTPUnauthorized(
-            body=err.body_bytes("openai"),
+            text=err.body_bytes("openai").decode(),
             content_type="application/json",
             headers={"www-authenticate": 'Bearer realm="llm-gateway admin"'},
         )

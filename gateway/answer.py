@@ -48,9 +48,10 @@ async def answer(
     if isinstance(out.stream, OpenStream):
         return await _relay(attempter, out.stream, log, env.events)
     body = out.body
-    if attempter.endpoint in _CONTINUABLE:
-        body = await _continue(attempter, req, result, log, env)
-    _count_tokens(body, attempter.endpoint, log)
+    data = _decode(body) if attempter.endpoint is not Endpoint.embeddings else None
+    if attempter.endpoint in _CONTINUABLE and data is not None:
+        body, data = await _continue(attempter, req, result, data, log, env)
+    _count_tokens(body, data, log)
     log.status = 200
     resp = web.Response(body=body, status=200, headers=log.headers())
     resp.content_type = out.content_type.split(";")[0]
@@ -58,19 +59,26 @@ async def answer(
     return resp
 
 
-async def _continue(
-    att: HttpAttempter, req: Request, result: Result, log: RequestLog, env: Env
-) -> bytes:
-    """Ask the model that answered to go on while its answer was cut at the token limit."""
+def _decode(body: bytes) -> dict[str, Any] | None:
     try:
-        first = orjson.loads(result.outcome.body)
+        data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return result.outcome.body
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def _continue(
+    att: HttpAttempter,
+    req: Request,
+    result: Result,
+    first: dict[str, Any],
+    log: RequestLog,
+    env: Env,
+) -> tuple[bytes, dict[str, Any]]:
+    """Ask the model that answered to go on while its answer was cut at the token limit."""
     policy = req.policy.output_recovery
-    if not isinstance(first, dict) or not continuation.should_continue(
-        req.body, first, req.api, policy, 0
-    ):
-        return result.outcome.body
+    if not continuation.should_continue(req.body, first, req.api, policy, 0):
+        return result.outcome.body, first
     model = result.progress.model
     prefill = att.policies.models[model].prefill
     same_model = req.policy.model_copy(update={"fallback": Fallback()})
@@ -79,30 +87,25 @@ async def _continue(
         follow = continuation.continuation_request(req.body, parts, req.api, prefill=prefill)
         sub = replace(req, body=follow, raw=b"", model=model, policy=same_model)
         r = await recover(sub, log, env, att)
-        if r.outcome.failure is not None:
+        part = _decode(r.outcome.body) if r.outcome.failure is None else None
+        if part is None:
             break  # keep what we have: the answer stays marked as cut
-        try:
-            part = orjson.loads(r.outcome.body)
-        except orjson.JSONDecodeError:
-            break
         parts.append(part)
         log.used("continuation")
         env.events.output_continuation(log, model, len(parts) - 1)
     log.answered_by = model
     if len(parts) == 1:
-        return result.outcome.body
-    return orjson.dumps(continuation.merge_parts(parts, req.api))
+        return result.outcome.body, first
+    merged = continuation.merge_parts(parts, req.api)
+    return orjson.dumps(merged), merged
 
 
-def _count_tokens(body: bytes, endpoint: Endpoint, log: RequestLog) -> None:
-    if endpoint is Endpoint.embeddings:  # vectors are large: read only the usage at the tail
+def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> None:
+    if data is None:  # embeddings: vectors are large, read only the usage at the tail
         m = _USAGE_TAIL.search(body, max(0, len(body) - 400))
         log.prompt_tokens = int(m.group(2)) if m else 0
         return
-    try:
-        usage = orjson.loads(body).get("usage") or {}
-    except (orjson.JSONDecodeError, AttributeError):
-        return
+    usage = data.get("usage")
     if isinstance(usage, dict):
         log.prompt_tokens = int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
         log.completion_tokens = int(

@@ -231,8 +231,23 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
 
 
 async def _drain(runner: web.AppRunner, inflight_s: float) -> None:
-    """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest."""
+    """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest.
+
+    ``runner.cleanup`` closes idle keep-alive connections, then waits
+    for busy ones; aiohttp's own wait can run to twice its timeout (it waits once, then
+    again after a soft cancel), so the bound is enforced here: connections still busy
+    after ``inflight_s`` are closed, which cancels their handlers.
+    """
+    for site in list(runner.sites):
+        await site.stop()  # no new connections from here on
     server = runner.server
     busy = 0 if server is None else len(server.connections)
-    log.info("gateway_listener_closing", open_connections=busy, inflight_wait_s=inflight_s)
-    await runner.cleanup()
+    log.info("gateway_listener_closed", open_connections=busy, inflight_wait_s=inflight_s)
+    cleanup = asyncio.ensure_future(runner.cleanup())
+    done, _ = await asyncio.wait({cleanup}, timeout=inflight_s + 0.05)
+    if not done and server is not None:
+        left = list(server.connections)
+        log.warning("gateway_drain_timeout", cancelled_connections=len(left))
+        for conn in left:
+            conn.force_close()
+    await cleanup

@@ -97,10 +97,10 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
     policy, fb = req.policy, req.policy.fallback
     key = f"{req.route_id}|{req.model}"
     probe = False
-    start = 0
+    start = back_to = 0
     if fb.chain:
         choice = await env.state.choose(key, fb, env.wall())
-        start, probe = choice.index, choice.probe
+        start, probe, back_to = choice.index, choice.probe, choice.back_to
         if start:
             log.used("fallback")
     p = Progress(deadline=req.deadline, chain=(req.model, *fb.chain), chain_index=start)
@@ -113,11 +113,12 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
         f = out.failure
         activated: int | None = None
         if fb.chain and on_chain:
-            t = await env.state.record(
-                key, fb, p.chain_index, _outcome_label(f), env.wall(), probe=probe
-            )
-            probe = False
+            label = _outcome_label(f)
+            t = await env.state.record(key, fb, p.chain_index, label, env.wall(), probe=probe)
             activated = _announce(t, req, env.events)
+            if probe and label == "server_error":
+                activated = back_to  # the primary is still down: back to the fallback now
+            probe = False
         if f is None:
             log.answered_by = p.model
             return Result(out, p, body=body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from typing import Any
@@ -31,8 +32,22 @@ _CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainl
 def client_key(request: web.Request) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
-    return request.headers.get("x-api-key") or None
+        key: str | None = auth[7:].strip() or None
+    else:
+        key = request.headers.get("x-api-key") or None
+    if key is not None and not _encodable(key):
+        # Header bytes that are not UTF-8 arrive as surrogate escapes: no team owns such a
+        # key, and hashing it would raise. Answer 401 like any other unknown key.
+        return "\ufffd"
+    return key
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def authenticate(request: web.Request) -> str:
@@ -69,6 +84,24 @@ def client_deadline(request: web.Request, total: float) -> float:
     return limit
 
 
+async def read_body(request: web.Request, timeout_s: float) -> bytes:
+    """The whole body, or 408 when the client takes longer than ``timeout_s`` to send it.
+
+    aiohttp has no request-read timeout of its own: without this a client that
+    trickles its body (slowloris) would hold a connection and a handler forever.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await request.read()
+    except TimeoutError:
+        raise GatewayError(
+            408,
+            f"the request body did not arrive within {timeout_s:g} s",
+            type="timeout_error",
+            code="request_timeout",
+        ) from None
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
@@ -86,7 +119,7 @@ async def completion(request: web.Request) -> web.StreamResponse:
     endpoint = Endpoint(request.match_info.route.resource.canonical)  # type: ignore[union-attr]
     policies = gw.policies  # one consistent set for the whole request
     team = log.team = authenticate(request)
-    raw = await request.read()
+    raw = await read_body(request, gw.settings.client_read_timeout_s)
     body = parse_body(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:

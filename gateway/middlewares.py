@@ -28,12 +28,16 @@ def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.
         log.status = err.status
         log.error = err.code or err.type or str(err.status)
         headers.update(log.headers())
-    return web.Response(
+    resp = web.Response(
         body=err.body_bytes(_format_of(path)),
         status=err.status,
         headers=headers,
         content_type="application/json",
     )
+    if err.status in (408, 413):
+        # The rest of the body was not read: close rather than let aiohttp linger on it.
+        resp.force_close()
+    return resp
 
 
 @web.middleware

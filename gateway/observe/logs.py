@@ -24,6 +24,32 @@ def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
     return event
 
 
+class ClientProtocolErrors(logging.Filter):
+    """aiohttp logs a malformed request (bad request line, header too long, invalid bytes)
+    as ``Error handling request`` at ERROR with a traceback and the offending bytes, which
+    may hold the start of an ``Authorization`` header. Such a request is the client's
+    fault and aiohttp already answered 400: keep one WARNING line naming the error class,
+    without the bytes or the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and _is_client_protocol_error(exc):
+            record.msg = "bad_http_request"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.error = type(exc).__name__
+            record.status = getattr(exc, "code", 400)
+        return True
+
+
+def _is_client_protocol_error(exc: BaseException) -> bool:
+    from aiohttp import http_exceptions
+
+    return isinstance(exc, http_exceptions.HttpProcessingError)
+
+
 def _orjson_dumps(obj: Any, default: Any = None) -> bytes:
     return orjson.dumps(obj, default=default or str)
 
@@ -38,15 +64,60 @@ def configure(level: str = "info", fmt: str | None = None) -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         redact,
     ]
+    renderer: Any
     if fmt == "json":
-        processors.append(structlog.processors.JSONRenderer(serializer=_orjson_dumps))
+        renderer = structlog.processors.JSONRenderer(serializer=_orjson_dumps)
         factory: Any = structlog.BytesLoggerFactory()
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
         factory = structlog.PrintLoggerFactory()
+    processors.append(renderer)
+    _route_stdlib(level, renderer)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
         logger_factory=factory,
         cache_logger_on_first_use=True,
     )
+
+
+def _route_stdlib(level: str, renderer: Any) -> None:
+    """Libraries' stdlib log records (aiohttp, asyncio) as the same lines, on stderr, redacted."""
+    formatter = structlog.stdlib.ProcessorFormatter(
+        processors=[
+            _stdlib_extra,
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            redact,
+            renderer
+            if not isinstance(renderer, structlog.processors.JSONRenderer)
+            else structlog.processors.JSONRenderer(),
+        ],
+        foreign_pre_chain=[
+            structlog.stdlib.add_logger_name,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_gateway", False)]:
+        root.removeHandler(old)
+    handler._gateway = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(max(getattr(logging, level.upper()), logging.INFO))
+    server = logging.getLogger("aiohttp.server")
+    if _PROTOCOL_FILTER not in server.filters:
+        server.addFilter(_PROTOCOL_FILTER)
+
+
+_PROTOCOL_FILTER = ClientProtocolErrors()
+
+
+def _stdlib_extra(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    record = event.get("_record")
+    for name in ("error", "status"):
+        if record is not None and hasattr(record, name):
+            event[name] = getattr(record, name)
+    return event

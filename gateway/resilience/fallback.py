@@ -48,7 +48,7 @@ the primary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from gateway.policy.schema import Fallback
@@ -81,6 +81,8 @@ class Choice:
 
     index: int
     probe: bool = False
+    back_to: int = field(default=0, compare=False)
+    """For a probe: the fallback index the request returns to if the probe fails."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +137,8 @@ def choose(state: FallbackState, fb: Fallback, now: float) -> tuple[FallbackStat
     if state.active == 0:
         return state, Choice(0)
     if now >= state.since + fb.cooldown and now >= state.probe_until:
-        return replace(state, probe_until=now + probe_lease(fb)), Choice(0, probe=True)
+        leased = replace(state, probe_until=now + probe_lease(fb))
+        return leased, Choice(0, probe=True, back_to=state.active)
     return state, Choice(state.active)
 
 

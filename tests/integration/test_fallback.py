@@ -63,16 +63,17 @@ async def test_sticky_then_probe_restores_primary(make_gateway, fake: FakeProvid
 
 
 async def test_failed_probe_restarts_cooldown(make_gateway, fake: FakeProvider) -> None:  # type: ignore[no-untyped-def]
-    """A probe that fails goes back to the fallback, for this request and the next ones."""
+    """A failed probe sends its own request straight back to the fallback, and the next ones."""
     gw: Harness = await make_gateway(policy=FALLBACK)
     fake.script("fake-model", [Error.openai_server(500)] * 3)
     await ask(gw)
     await asyncio.sleep(0.35)
     fake.requests.clear()
-    await ask(gw)  # the probe fails (500), then retried on... the primary again
-    assert fake.requests[0].model == "fake-model"
+    _, headers = await ask(gw)  # the probe fails: no retries on a primary known to be down
+    assert [r.model for r in fake.requests] == ["fake-model", "gpt-backup"]
+    assert headers["x-gateway-model"] == "gpt-backup"
     fake.requests.clear()
-    _, _headers = await ask(gw)
+    await ask(gw)
     assert [r.model for r in fake.requests] == ["gpt-backup"]
 
 

@@ -272,3 +272,12 @@ def test_random_sequences_keep_invariants(
                 assert t.to_index == t.from_index + 1
         assert 0 <= s.active <= chain_len
         assert s.streak <= threshold
+
+
+def test_probe_choice_names_the_fallback_to_return_to() -> None:
+    """A probe's Choice carries the active fallback, where a failed probe's request goes."""
+    fb = Fallback(chain=("b", "c"), cooldown=10)
+    state = FallbackState(active=2, since=0.0)
+    _, choice = choose(state, fb, 11.0)
+    assert choice == Choice(0, probe=True)
+    assert choice.back_to == 2

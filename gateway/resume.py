@@ -1,0 +1,766 @@
+"""Splicing a resumed upstream stream into the client's ongoing stream (SPEC §8.4).
+
+When a streamed answer breaks after some of it reached the client (or ends cut at
+the token limit and is to be continued), the gateway starts a new upstream stream
+and must make the client see one well-formed stream: the same ids and indexes,
+no second preamble, and no character repeated or lost.
+
+:class:`Transcript` records what the client has been sent on one stream: the text,
+the ids (chat completion id, Anthropic message id, Responses response and item
+ids), the indexes and the last Responses ``sequence_number``. :class:`Splice`
+rewrites the events of a resumed stream so that they continue it:
+
+- ``regenerate=False``: the resumed request carried the partial answer back
+  (prefill or instruction form, :func:`~gateway.resilience.continuation.continuation_request`),
+  so the new text is appended as it comes. Anthropic: the partial text was sent
+  with its trailing whitespace trimmed; when the continuation starts with the
+  whitespace the client already has, that whitespace is not sent again (the
+  leading whitespace run of the continuation is dropped when it is not an
+  extension of the whitespace already sent; see :class:`_Pipe`);
+- ``regenerate=True``: the new stream answers from scratch; its text is held back
+  until it covers the text already sent, then only what follows is passed on. A
+  regenerated text that differs from it, or ends before covering it, is
+  :class:`Diverged`.
+
+A :class:`Splice` keeps its transcript up to date with every event it lets
+through (as rewritten), so a stream can be resumed again after a second failure:
+do not :meth:`Transcript.observe` the spliced events yourself. The relay handles
+``Kind.error`` and ``Kind.malformed`` events before feeding a splice (a splice
+drops them).
+
+Pure: no aiohttp, asyncio, time or random.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.providers import Endpoint
+from gateway.streaming import Event, Kind
+
+API_OF = {Endpoint.chat: "openai", Endpoint.messages: "anthropic", Endpoint.responses: "responses"}
+
+_TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
+
+
+@dataclass(frozen=True, slots=True)
+class Diverged:
+    """The resumed stream cannot continue the client's stream."""
+
+    reason: str
+
+
+def _is_tool(kind: Any) -> bool:
+    return isinstance(kind, str) and kind.endswith(_TOOL_SUFFIXES)
+
+
+def _sse(data: dict[str, Any], named: bool) -> bytes:
+    head = b"event: " + str(data.get("type", "")).encode() + b"\n" if named else b""
+    return head + b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+class Transcript:
+    """What the client has been sent so far on one stream (fed every event the relay forwards)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self._parts: list[str] = []
+        self.id: str | None = None
+        self.model: Any = None
+        self.created: Any = None  # chat/completions ``created``; Responses ``created_at``
+        self.fingerprint: Any = None  # chat ``system_fingerprint`` (None when absent)
+        self.has_fingerprint = False
+        self.choice_index: int | None = None
+        self.multiple_choices = False
+        self.tool = False  # a tool / function call was sent
+        self.non_text = False  # a refusal or another non-text part was sent
+        self.reasoning = False  # chat: reasoning deltas were sent
+        self.closed = False  # the answer's closing or final events were sent
+        self.open_other: set[int] = set()  # open non-text blocks / items
+        # Anthropic
+        self.text_index: int | None = None  # the current (or last) text block
+        self.text_open = False
+        self.next_index = 0
+        # Responses
+        self.item_id: str | None = None  # the message item
+        self.output_index: int | None = None
+        self.content_index: int | None = None  # the output_text part
+        self.part_open = False
+        self.text_closed = False
+        self.part_text: list[str] = []
+        self.next_output = 0
+        self.done_items: dict[int, Any] = {}
+        self.sequence_number = -1
+
+    @property
+    def text(self) -> str:
+        """The assistant text sent so far (all text deltas joined)."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def resumable(self) -> bool:
+        """Whether a resumed stream can continue this one (see the module docstring)."""
+        if self.id is None or self.closed or self.tool or self.non_text or self.open_other:
+            return False
+        if self.endpoint in (Endpoint.chat, Endpoint.completions):
+            return not self.multiple_choices and not (self.reasoning and not self.text)
+        if self.endpoint is Endpoint.responses:
+            return not self.text_closed
+        return self.endpoint is Endpoint.messages
+
+    def _add(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+
+    def observe(self, ev: Event) -> None:
+        """Record one event the client was sent (``ev.data`` decoded, None for comments)."""
+        if ev.kind is Kind.done:
+            self.closed = True
+            return
+        obj = ev.data
+        if not isinstance(obj, dict) or ev.kind in (Kind.error, Kind.malformed):
+            return
+        if self.endpoint is Endpoint.messages:
+            self._observe_messages(obj)
+        elif self.endpoint is Endpoint.responses:
+            self._observe_responses(obj)
+        else:
+            self._observe_chat(obj)
+
+    def closes(self, ev: Event) -> bool:
+        """True for an event that ends the answer's text.
+
+        A relay that may continue an answer cut at the token limit holds these back
+        until the final event tells whether it was cut: once one is sent, the stream
+        is no longer resumable.
+        """
+        if ev.kind in (Kind.final, Kind.done):
+            return True
+        obj = ev.data
+        if not isinstance(obj, dict):
+            return False
+        etype = obj.get("type")
+        if self.endpoint is Endpoint.messages:
+            if etype == "content_block_stop":
+                return obj.get("index") == self.text_index and self.text_open
+            return etype in ("message_delta", "message_stop")
+        if self.endpoint is Endpoint.responses:
+            if etype in ("response.output_text.done", "response.content_part.done"):
+                return obj.get("output_index") == self.output_index
+            if etype == "response.output_item.done":
+                return (obj.get("item") or {}).get("type") == "message"
+            return etype in ("response.completed", "response.incomplete")
+        choices = obj.get("choices")
+        return isinstance(choices, list) and not choices and obj.get("usage") is not None
+
+    # --- chat and legacy completions ---
+
+    def _observe_chat(self, obj: dict[str, Any]) -> None:
+        if self.id is None and isinstance(obj.get("id"), str):
+            self.id = obj["id"]
+            self.created = obj.get("created")
+            self.model = obj.get("model")
+            self.has_fingerprint = "system_fingerprint" in obj
+            self.fingerprint = obj.get("system_fingerprint")
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            return
+        if not choices and obj.get("usage") is not None:
+            self.closed = True
+        for c in choices:
+            if not isinstance(c, dict):
+                continue
+            index = c.get("index", 0)
+            if self.choice_index is None:
+                self.choice_index = index
+            elif index != self.choice_index:
+                self.multiple_choices = True
+            if c.get("finish_reason"):
+                self.closed = True
+            if self.endpoint is Endpoint.completions:
+                if isinstance(c.get("text"), str):
+                    self._add(c["text"])
+                continue
+            delta = c.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            if isinstance(delta.get("content"), str):
+                self._add(delta["content"])
+            if delta.get("tool_calls") or delta.get("function_call"):
+                self.tool = True
+            if delta.get("refusal"):
+                self.non_text = True
+            if delta.get("reasoning_content") or delta.get("reasoning"):
+                self.reasoning = True
+
+    # --- Anthropic Messages ---
+
+    def _observe_messages(self, obj: dict[str, Any]) -> None:
+        etype = obj.get("type")
+        if etype == "message_start":
+            message = obj.get("message") or {}
+            if self.id is None:
+                self.id = message.get("id")
+                self.model = message.get("model")
+        elif etype == "content_block_start":
+            index = obj.get("index", 0)
+            self.next_index = max(self.next_index, index + 1)
+            kind = (obj.get("content_block") or {}).get("type")
+            if kind == "text":
+                self.text_index, self.text_open = index, True
+                self._add((obj.get("content_block") or {}).get("text") or "")
+            elif _is_tool(kind):
+                self.tool = True
+            else:
+                self.open_other.add(index)
+        elif etype == "content_block_delta":
+            delta = obj.get("delta") or {}
+            if obj.get("index") == self.text_index and delta.get("type") == "text_delta":
+                self._add(delta.get("text") or "")
+        elif etype == "content_block_stop":
+            index = obj.get("index")
+            if index == self.text_index:
+                self.text_open = False
+            if isinstance(index, int):
+                self.open_other.discard(index)
+        elif etype in ("message_delta", "message_stop"):
+            self.closed = True
+
+    # --- OpenAI Responses ---
+
+    def _observe_responses(self, obj: dict[str, Any]) -> None:
+        seq = obj.get("sequence_number")
+        if isinstance(seq, int):
+            self.sequence_number = max(self.sequence_number, seq)
+        etype = obj.get("type")
+        oi = obj.get("output_index")
+        if etype in ("response.created", "response.in_progress", "response.queued"):
+            response = obj.get("response") or {}
+            if self.id is None:
+                self.id = response.get("id")
+                self.created = response.get("created_at")
+                self.model = response.get("model")
+        elif etype == "response.output_item.added" and isinstance(oi, int):
+            self.next_output = max(self.next_output, oi + 1)
+            item = obj.get("item") or {}
+            kind = item.get("type")
+            if kind == "message":
+                self.item_id, self.output_index = item.get("id"), oi
+                self.content_index, self.part_open, self.text_closed = None, False, False
+            elif _is_tool(kind):
+                self.tool = True
+            else:
+                self.open_other.add(oi)
+        elif etype == "response.content_part.added" and oi == self.output_index:
+            part = obj.get("part") or {}
+            if part.get("type") == "output_text" and self.content_index is None:
+                self.content_index, self.part_open = obj.get("content_index"), True
+                self.part_text = []
+            else:
+                self.non_text = True
+        elif etype == "response.output_text.delta":
+            text = obj.get("delta") or ""
+            self._add(text)
+            if oi == self.output_index and obj.get("content_index") == self.content_index:
+                self.part_text.append(text)
+        elif etype in ("response.output_text.done", "response.content_part.done"):
+            if oi == self.output_index:
+                self.part_open, self.text_closed = False, True
+        elif etype == "response.output_item.done" and isinstance(oi, int):
+            self.done_items[oi] = obj.get("item")
+            self.open_other.discard(oi)
+            if oi == self.output_index:
+                self.text_closed = True
+        elif etype == "response.refusal.delta":
+            self.non_text = True
+        elif etype in ("response.completed", "response.incomplete", "response.failed"):
+            self.closed = True
+        if isinstance(etype, str) and "function_call" in etype:
+            self.tool = True
+
+
+class _Pipe:
+    """The resumed stream's text on its way to the client.
+
+    ``append``: passed as it comes. ``regenerate``: held back until it covers
+    ``sent``, then only what follows; a mismatch is a divergence. ``trim``
+    (Anthropic continuation, ``sent`` ending in whitespace ``W`` that was trimmed
+    from the prefill): the continuation's leading whitespace run ``L`` is held
+    until a non-whitespace character arrives; when ``L`` starts with ``W``, the
+    repeated ``W`` is dropped (``join_texts`` keeps the model's whitespace, which
+    here extends what the client has); otherwise ``L`` is dropped and the client
+    keeps the whitespace it already has (it cannot be taken back).
+    """
+
+    def __init__(self, sent: str, regenerate: bool, trim: bool) -> None:
+        self.sent = sent
+        self.regenerate = regenerate
+        self.pos = 0
+        self.ws = sent[len(sent.rstrip()) :] if trim and not regenerate else ""
+        self.held = ""
+        self.settled = not sent if regenerate else not self.ws
+
+    def push(self, text: str) -> str | Diverged:
+        if self.settled or not text:
+            return text if self.settled else ""
+        if self.regenerate:
+            head = text[: len(self.sent) - self.pos]
+            if self.sent[self.pos : self.pos + len(head)] != head:
+                return Diverged(
+                    f"regenerated text differs from the text already sent at character "
+                    f"{self.pos + _common(self.sent[self.pos :], head)}"
+                )
+            self.pos += len(head)
+            if self.pos < len(self.sent):
+                return ""
+            self.settled = True
+            return text[len(head) :]
+        self.held += text
+        rest = self.held.lstrip()
+        if not rest:
+            return ""
+        return self._settle(self.held[: len(self.held) - len(rest)], rest)
+
+    def flush(self) -> str | Diverged:
+        """The text held back when the resumed text ends."""
+        if self.settled:
+            return ""
+        if self.regenerate:
+            return Diverged(
+                f"regenerated text ended after {self.pos} of the {len(self.sent)} characters "
+                "already sent"
+            )
+        return self._settle(self.held, "")
+
+    def _settle(self, lead: str, rest: str) -> str:
+        self.settled, self.held = True, ""
+        if lead.startswith(self.ws):
+            return lead[len(self.ws) :] + rest
+        return rest
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass(slots=True)
+class _Out:
+    """What to send for one upstream event: rewritten events, then (``raw``) the event as is."""
+
+    events: list[tuple[dict[str, Any], Kind]] = field(default_factory=list)
+    raw: bool = False
+
+
+class Splice:
+    """Adapts a resumed upstream stream so that it continues the client's stream."""
+
+    def __init__(self, transcript: Transcript, endpoint: Endpoint, *, regenerate: bool) -> None:
+        if endpoint is not transcript.endpoint:
+            raise ValueError("the splice and the transcript must be of the same endpoint")
+        if endpoint is Endpoint.embeddings:
+            raise ValueError("embeddings are not streamed")
+        self.t = transcript
+        self.endpoint = endpoint
+        self.regenerate = regenerate
+        self.pipe = _Pipe(transcript.text, regenerate, trim=endpoint is Endpoint.messages)
+        self.diverged: Diverged | None = None
+        self._done = False
+        self._had_output = bool(transcript.text) or transcript.reasoning
+        # Anthropic: resumed block index -> client index; dropped resumed blocks
+        self._map: dict[int, int] = {}
+        self._drop: set[int] = set()
+        self._text_block: int | None = None  # the resumed block that continues the text
+        self._text_ended = False
+        self._next = transcript.next_index
+        self._had_blocks = transcript.next_index > 0
+        # Responses
+        self._msg: int | None = None  # resumed output_index of the continuing message
+        self._part: int | None = None  # resumed content_index of its output_text part
+        self._part_to: int | None = None  # the client's content_index for it
+        self._msg_id: str | None = transcript.item_id
+        self._next_output = transcript.next_output
+        self._had_items = transcript.next_output > 0
+
+    @property
+    def done(self) -> bool:
+        """The new stream's final event was passed on."""
+        return self._done
+
+    def feed(self, ev: Event) -> bytes | Diverged:
+        """The bytes to send to the client for one event of the resumed stream."""
+        if self.diverged is not None:
+            return self.diverged
+        if ev.kind in (Kind.error, Kind.malformed):
+            return b""
+        if ev.kind is Kind.comment:
+            return ev.raw
+        if ev.kind is Kind.done:
+            self.t.observe(ev)
+            return ev.raw
+        obj = ev.data
+        if not isinstance(obj, dict):
+            return b""
+        if self.endpoint is Endpoint.messages:
+            out = self._messages(obj, ev.kind)
+        elif self.endpoint is Endpoint.responses:
+            out = self._responses(obj, ev.kind)
+        else:
+            out = self._chat(obj, ev.kind)
+        if isinstance(out, Diverged):
+            self.diverged = out
+            return out
+        if ev.kind is Kind.final:
+            self._done = True
+        named = self.endpoint in (Endpoint.messages, Endpoint.responses)
+        chunks = []
+        for data, kind in out.events:
+            if self.endpoint is Endpoint.responses:
+                data["sequence_number"] = self.t.sequence_number + 1
+            raw = _sse(data, named)
+            self.t.observe(Event(raw, kind, data))
+            chunks.append(raw)
+        if out.raw:
+            self.t.observe(ev)
+            chunks.append(ev.raw)
+        return b"".join(chunks)
+
+    # --- chat and legacy completions ---
+
+    def _chat(self, obj: dict[str, Any], kind: Kind) -> _Out | Diverged:
+        data = copy.copy(obj)
+        t = self.t
+        if t.id is not None:
+            data["id"], data["created"], data["model"] = t.id, t.created, t.model
+            if t.has_fingerprint:
+                data["system_fingerprint"] = t.fingerprint
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            return _Out([(data, kind)])
+        kept = []
+        for c in choices:
+            if not isinstance(c, dict):
+                continue
+            c = copy.copy(c)
+            if t.choice_index is not None:
+                c["index"] = t.choice_index
+            got = self._chat_choice(c)
+            if isinstance(got, Diverged):
+                return got
+            if got:
+                kept.append(c)
+        if not kept and (choices or data.get("usage") is None):
+            return _Out()
+        data["choices"] = kept
+        return _Out([(data, kind)])
+
+    def _chat_choice(self, c: dict[str, Any]) -> bool | Diverged:
+        """Rewrite one choice in place; False when nothing of it is left to send."""
+        key = "text" if self.endpoint is Endpoint.completions else "content"
+        flush_now = False
+        holder: dict[str, Any]
+        if self.endpoint is Endpoint.completions:
+            holder = c
+        else:
+            delta = c.get("delta")
+            holder = dict(delta) if isinstance(delta, dict) else {}
+            c["delta"] = holder
+            holder.pop("role", None)
+            if holder.get("refusal") is None:
+                holder.pop("refusal", None)
+            if self._had_output:
+                for name in ("reasoning_content", "reasoning"):
+                    holder.pop(name, None)
+            if holder.get("tool_calls") or holder.get("function_call"):
+                if self.regenerate and not self.pipe.settled:
+                    return Diverged("regenerated answer calls a tool before covering the text sent")
+                flush_now = True
+        text = holder.get(key)
+        out = ""
+        if isinstance(text, str) and text:
+            got = self.pipe.push(text)
+            if isinstance(got, Diverged):
+                return got
+            out = got
+        if c.get("finish_reason") or flush_now:
+            tail = self.pipe.flush()
+            if isinstance(tail, Diverged):
+                return tail
+            out += tail
+        if isinstance(text, str) or out:
+            if out != text:
+                c["logprobs"] = None
+            if out or self.endpoint is Endpoint.completions:
+                holder[key] = out
+            else:
+                holder.pop(key, None)
+        if c.get("finish_reason"):
+            return True
+        if self.endpoint is Endpoint.completions:
+            return bool(out)
+        return any(v is not None for v in holder.values())
+
+    # --- Anthropic Messages ---
+
+    def _messages(self, obj: dict[str, Any], kind: Kind) -> _Out | Diverged:
+        etype = obj.get("type")
+        index = obj.get("index")
+        if etype == "message_start":
+            return _Out()
+        if etype == "content_block_start" and isinstance(index, int):
+            return self._block_start(obj, index, kind)
+        if etype in ("content_block_delta", "content_block_stop") and isinstance(index, int):
+            if index in self._drop:
+                return _Out()
+            if index not in self._map:
+                self._map[index] = self._next
+                self._next += 1
+            data = {**obj, "index": self._map[index]}
+            if index != self._text_block:
+                return _Out([(data, kind)])
+            if etype == "content_block_stop":
+                return self._end_text([(data, kind)])
+            delta = obj.get("delta") or {}
+            if delta.get("type") != "text_delta":
+                return _Out([(data, kind)])
+            got = self.pipe.push(delta.get("text") or "")
+            if isinstance(got, Diverged):
+                return got
+            if not got:
+                return _Out()
+            data["delta"] = {**delta, "text": got}
+            return _Out([(data, kind)])
+        if etype in ("message_delta", "message_stop"):
+            out = self._end_text([])
+            if not isinstance(out, Diverged):
+                out.raw = True
+            return out
+        return _Out(raw=True)
+
+    def _text_delta(self, client_index: int, text: str) -> tuple[dict[str, Any], Kind]:
+        delta = {"type": "text_delta", "text": text}
+        return {"type": "content_block_delta", "index": client_index, "delta": delta}, Kind.data
+
+    def _block_start(self, obj: dict[str, Any], index: int, kind: Kind) -> _Out | Diverged:
+        block = obj.get("content_block") or {}
+        btype = block.get("type")
+        if btype == "text" and self._text_block is None:
+            self._text_block = index
+            events: list[tuple[dict[str, Any], Kind]] = []
+            if self.t.text_open and self.t.text_index is not None:
+                self._map[index] = self.t.text_index
+            else:
+                self._map[index] = self._next
+                self._next += 1
+                start = {**obj, "index": self._map[index], "content_block": {**block, "text": ""}}
+                events.append((start, kind))
+            got = self.pipe.push(block.get("text") or "")
+            if isinstance(got, Diverged):
+                return got
+            if got:
+                events.append(self._text_delta(self._map[index], got))
+            return _Out(events)
+        if self._text_block is None:
+            if btype in ("thinking", "redacted_thinking") and self._had_blocks:
+                self._drop.add(index)
+                return _Out()
+            if self.regenerate and not self.pipe.settled:
+                return Diverged(f"regenerated answer starts a {btype} block before the text sent")
+        self._map[index] = self._next
+        self._next += 1
+        return _Out([({**obj, "index": self._map[index]}, kind)])
+
+    def _end_text(self, events: list[tuple[dict[str, Any], Kind]]) -> _Out | Diverged:
+        """Flush what the pipe holds before the text block (or the message) ends."""
+        if self._text_ended:
+            return _Out(events)
+        self._text_ended = True
+        tail = self.pipe.flush()
+        if isinstance(tail, Diverged):
+            return tail
+        if tail and self._text_block is not None:
+            events = [self._text_delta(self._map[self._text_block], tail), *events]
+        return _Out(events)
+
+    # --- OpenAI Responses ---
+
+    def _responses(self, obj: dict[str, Any], kind: Kind) -> _Out | Diverged:
+        etype = obj.get("type")
+        oi = obj.get("output_index")
+        t = self.t
+        if etype in ("response.created", "response.in_progress", "response.queued"):
+            return _Out()
+        if etype == "response.output_item.added" and isinstance(oi, int):
+            return self._item_added(obj, oi, kind)
+        if isinstance(oi, int) and oi in self._drop:
+            return _Out()
+        data = dict(obj)
+        if isinstance(oi, int):
+            if oi not in self._map:
+                self._map[oi] = self._next_output
+                self._next_output += 1
+            data["output_index"] = self._map[oi]
+        ours = isinstance(oi, int) and oi == self._msg
+        if ours and "item_id" in data:
+            data["item_id"] = self._msg_id
+        mine = ours and obj.get("content_index") == self._part
+        if etype == "response.content_part.added" and ours:
+            part = obj.get("part") or {}
+            if part.get("type") == "output_text" and self._part is None:
+                self._part = obj.get("content_index")
+                if t.part_open:
+                    self._part_to = t.content_index
+                    return _Out()
+                self._part_to = self._part
+            return _Out([(data, kind)])
+        if mine:
+            data["content_index"] = self._part_to
+        if etype == "response.output_text.delta" and mine:
+            got = self.pipe.push(obj.get("delta") or "")
+            if isinstance(got, Diverged):
+                return got
+            if not got:
+                return _Out()
+            if got != obj.get("delta"):
+                data["logprobs"] = []
+            data["delta"] = got
+            return _Out([(data, kind)])
+        if etype == "response.output_text.done" and mine:
+            return self._text_done(data, kind)
+        if etype == "response.content_part.done" and mine:
+            data["part"] = {**(obj.get("part") or {}), "text": "".join(t.part_text)}
+            return _Out([(data, kind)])
+        if etype == "response.output_item.done" and ours:
+            item = dict(obj.get("item") or {})
+            item["id"] = self._msg_id
+            item["content"] = [
+                {**p, "text": "".join(t.part_text)}
+                if isinstance(p, dict) and p.get("type") == "output_text"
+                else p
+                for p in item.get("content") or []
+            ]
+            data["item"] = item
+            return _Out([(data, kind)])
+        if etype in ("response.completed", "response.incomplete"):
+            if self.regenerate and not self.pipe.settled:
+                return Diverged("regenerated answer ended before covering the text sent")
+            return _Out([(self._final(data), kind)])
+        return _Out([(data, kind)])
+
+    def _item_added(self, obj: dict[str, Any], oi: int, kind: Kind) -> _Out | Diverged:
+        item = obj.get("item") or {}
+        itype = item.get("type")
+        if itype == "message" and self._msg is None:
+            self._msg = oi
+            if self.t.item_id is not None and not self.t.text_closed:
+                self._map[oi] = self.t.output_index if self.t.output_index is not None else 0
+                return _Out()
+            self._msg_id = item.get("id")
+            self._map[oi] = self._next_output
+            self._next_output += 1
+            return _Out([({**obj, "output_index": self._map[oi]}, kind)])
+        if self._msg is None:
+            if itype == "reasoning" and self._had_items:
+                self._drop.add(oi)
+                return _Out()
+            if self.regenerate and not self.pipe.settled:
+                return Diverged(f"regenerated answer starts a {itype} item before the text sent")
+        self._map[oi] = self._next_output
+        self._next_output += 1
+        return _Out([({**obj, "output_index": self._map[oi]}, kind)])
+
+    def _text_done(self, data: dict[str, Any], kind: Kind) -> _Out | Diverged:
+        tail = self.pipe.flush()
+        if isinstance(tail, Diverged):
+            return tail
+        events: list[tuple[dict[str, Any], Kind]] = []
+        if tail:
+            delta: dict[str, Any] = {
+                "type": "response.output_text.delta",
+                "item_id": data.get("item_id"),
+                "output_index": data.get("output_index"),
+                "content_index": data.get("content_index"),
+                "delta": tail,
+                "logprobs": [],
+            }
+            events.append((delta, Kind.data))
+        whole = "".join(self.t.part_text) + tail
+        events.append(({**data, "text": whole}, kind))
+        return _Out(events)
+
+    def _final(self, data: dict[str, Any]) -> dict[str, Any]:
+        t = self.t
+        response = dict(data.get("response") or {})
+        if t.id is not None:
+            response["id"] = t.id
+            response["created_at"] = t.created
+            response["model"] = t.model
+        if t.done_items:
+            response["output"] = [t.done_items[k] for k in sorted(t.done_items)]
+        if "output_text" in response:
+            response["output_text"] = t.text
+        data["response"] = response
+        return data
+
+
+def partial_response(transcript: Transcript) -> dict[str, Any]:
+    """A minimal non-streaming answer of the endpoint's shape holding the text sent so far.
+
+    It is what :func:`~gateway.resilience.continuation.continuation_request` needs as the
+    earlier part (api ``API_OF[endpoint]``).
+    """
+    t = transcript
+    text = t.text
+    if t.endpoint is Endpoint.chat:
+        return {
+            "id": t.id,
+            "object": "chat.completion",
+            "created": t.created,
+            "model": t.model,
+            "choices": [
+                {
+                    "index": t.choice_index or 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": None,
+                }
+            ],
+        }
+    if t.endpoint is Endpoint.messages:
+        return {
+            "id": t.id,
+            "type": "message",
+            "role": "assistant",
+            "model": t.model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
+    if t.endpoint is Endpoint.responses:
+        return {
+            "id": t.id,
+            "object": "response",
+            "created_at": t.created,
+            "model": t.model,
+            "status": "incomplete",
+            "incomplete_details": None,
+            "output": [
+                {
+                    "id": t.item_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "incomplete",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+        }
+    raise ValueError(f"no continuation request for {t.endpoint.value}")
