@@ -102,6 +102,9 @@ def env() -> dict[str, str]:
             "LITELLM_LOG": "ERROR",
             "DISABLE_ADMIN_UI": "True",
             "NO_DOCS": "True",
+            # no master key (so no auth work at all, which favours LiteLLM slightly); 1.108+
+            # refuses to start without one unless told this is local development
+            "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true",
         }
     )
     e.pop("DATABASE_URL", None)

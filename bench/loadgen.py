@@ -248,7 +248,7 @@ async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
 @dataclass
 class HoldRound:
     n: int
-    opened: int  # streams whose first chunk arrived while held
+    opened: int  # streams whose first content chunk arrived while held
     complete: int
     open_s: float  # time to get every stream's first chunk
     rss_before_mb: float
@@ -270,7 +270,7 @@ async def hold_round(
     settle_s: float = 1.0,
     open_timeout: float = 60.0,
 ) -> HoldRound:
-    """Open ``n`` streams the upstream holds after their first chunk; measure the gateway's
+    """Open ``n`` streams the upstream holds after their first content chunk; measure the gateway's
     RSS while all are open, release them, close the client side, measure again."""
     from procs import memory_mb, threads
 

@@ -122,7 +122,9 @@ def summarise(raw: Path, top: int = 30) -> str:
             out.append(f"| {100 * n / total:5.1f} | {n} | `{name}` |")
         return [*out, ""]
 
+    gw_incl = Counter({k: v for k, v in incl.items() if "(gateway/" in k})
     lines = [f"py-spy samples: {total} (on-CPU only)", ""]
+    lines += table("Inclusive time by gateway function (where the gateway's request path spends)", gw_incl, 40)
     lines += table("Self time by component (leaf frame's library or gateway module)", comp_self, 25)
     lines += table("Inclusive time by component (anywhere on the stack)", comp_incl, 30)
     lines += table("Self time by function", self_time, top)

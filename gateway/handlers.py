@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gateway.answer import answer
 from gateway.engine import Request
@@ -234,6 +233,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
-    resp = web.Response(body=generate_latest(gw.metrics.registry))
-    resp.headers["content-type"] = CONTENT_TYPE_LATEST
+    body, content_type = gw.metrics.render()
+    resp = web.Response(body=body)
+    resp.headers["content-type"] = content_type
     return resp

@@ -515,8 +515,8 @@ class Splice:
     def _messages(self, obj: dict[str, Any], kind: Kind) -> _Out | Diverged:
         etype = obj.get("type")
         index = obj.get("index")
-        if etype == "message_start":
-            return _Out()
+        if etype == "message_start" or (etype == "ping" and self._text_block is None):
+            return _Out()  # a ping before the text is part of the preamble
         if etype == "content_block_start" and isinstance(index, int):
             return self._block_start(obj, index, kind)
         if etype in ("content_block_delta", "content_block_stop") and isinstance(index, int):

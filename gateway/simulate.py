@@ -26,7 +26,6 @@ from typing import Any
 
 import orjson
 import structlog
-from prometheus_client import CollectorRegistry
 
 from gateway.engine import Env, Outcome, Request, recover
 from gateway.errors import Category
@@ -151,7 +150,7 @@ async def run(policy: Policy, route_id: str, team: str, model: str, script: str,
     attempter = ScriptedAttempter(parse_script(script), policy, clock)
     env = Env(
         MemoryState(),
-        Events(Metrics(CollectorRegistry())),
+        Events(Metrics()),
         clock.monotonic,
         clock.wall,
         random.Random(seed),

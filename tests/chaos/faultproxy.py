@@ -1,11 +1,12 @@
 """A fault-injecting TCP proxy for chaos tests and the soak benchmark.
 
 ``FaultProxy`` listens on ``127.0.0.1`` and forwards every connection to a target
-(the fake provider). For each accepted connection it draws one :class:`Fault` from
-a seeded ``random.Random``, so a run with the same seed injects the same sequence
-of faults (which *request* meets which fault still depends on how the gateway's
-pool spreads requests over connections; that is part of the chaos). The faults
-act on the bytes of the provider's answer (upstream -> gateway):
+(the fake provider). For each request it sees (a read from the gateway that
+starts with an HTTP method; the gateway reuses keep-alive connections) it draws one
+:class:`Fault` from a seeded ``random.Random``, so a run with the same seed injects
+the same sequence of faults (which *request* meets which fault still depends on
+scheduling under concurrency; that is part of the chaos). The faults act on the
+bytes of the provider's answer (upstream -> gateway):
 
 ==========  ==============================================================
 ``none``     forward untouched
@@ -15,7 +16,7 @@ act on the bytes of the provider's answer (upstream -> gateway):
 ``slice``    forward the answer one byte per write (with drains)
 ``stall``    forward ``n`` bytes, then nothing for ``stall_s``, then go on
 ``garbage``  answer random bytes instead of the provider (not even HTTP), then close
-``refuse``   close the accepted connection before reading anything
+``refuse``   reset the connection as soon as the request arrives
 ==========  ==============================================================
 
 ``n`` is a random offset into the answer (up to ``max_offset``), so a fault lands in
@@ -141,32 +142,21 @@ class FaultProxy:
         self._tasks.add(task)  # type: ignore[arg-type]
         self._writers.add(cwriter)
         self.connections += 1
-        fault = self.draw()
         uwriter: asyncio.StreamWriter | None = None
+        up: asyncio.Task[None] | None = None
         try:
-            if fault.kind == "refuse":
-                self.counts["refuse"] += 1
-                _rst(cwriter)
-                return
-            if fault.kind == "garbage":
-                await creader.read(_READ)  # the request (or its first piece)
-                self.counts["garbage"] += 1
-                cwriter.write(fault.garbage)
-                await cwriter.drain()
-                cwriter.close()
-                return
             ureader, uwriter = await asyncio.open_connection(*self.target)
             self._writers.add(uwriter)
-            up = asyncio.create_task(self._pipe(creader, uwriter, Fault("none")))
-            try:
-                await self._pipe(ureader, cwriter, fault, uwriter)
-            finally:
-                up.cancel()
-                with contextlib.suppress(BaseException):
-                    await up
+            state = _Conn()
+            up = asyncio.create_task(self._requests(creader, cwriter, uwriter, state))
+            await self._answers(ureader, cwriter, uwriter, state)
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:
+            if up is not None:
+                up.cancel()
+                with contextlib.suppress(BaseException):
+                    await up
             for w in (cwriter, uwriter):
                 if w is not None:
                     self._writers.discard(w)
@@ -174,16 +164,47 @@ class FaultProxy:
                         w.transport.abort()
             self._tasks.discard(task)  # type: ignore[arg-type]
 
-    async def _pipe(
+    async def _requests(
+        self,
+        creader: asyncio.StreamReader,
+        cwriter: asyncio.StreamWriter,
+        uwriter: asyncio.StreamWriter,
+        state: _Conn,
+    ) -> None:
+        """Client -> upstream; a new request (method at the start of a read) draws a fault."""
+        with contextlib.suppress(OSError, ConnectionError):
+            while True:
+                data = await creader.read(_READ)
+                if not data:
+                    if uwriter.can_write_eof():
+                        uwriter.write_eof()
+                    return
+                if data.startswith(_METHODS):
+                    state.fault, state.sent, state.hit = self.draw(), 0, False
+                    kind = state.fault.kind
+                    if kind == "refuse":
+                        self.counts["refuse"] += 1
+                        _rst(cwriter)
+                        _rst(uwriter)
+                        return
+                    if kind == "garbage":
+                        self.counts["garbage"] += 1
+                        cwriter.write(state.fault.garbage)
+                        await cwriter.drain()
+                        cwriter.close()
+                        uwriter.transport.abort()
+                        return
+                uwriter.write(data)
+                await uwriter.drain()
+
+    async def _answers(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        fault: Fault,
-        other: asyncio.StreamWriter | None = None,
+        other: asyncio.StreamWriter,
+        state: _Conn,
     ) -> None:
-        """Copy reader -> writer until EOF, applying ``fault`` to the bytes."""
-        sent = 0
-        hit = False
+        """Upstream -> client until EOF, applying the current request's fault."""
         while True:
             data = await reader.read(_READ)
             if not data:
@@ -191,45 +212,56 @@ class FaultProxy:
                     if writer.can_write_eof():
                         writer.write_eof()
                 return
-            k = fault.kind
-            if k in ("reset", "truncate") and sent + len(data) > fault.offset:
-                writer.write(data[: fault.offset - sent])
+            f = state.fault
+            k = f.kind
+            if k in ("reset", "truncate") and state.sent + len(data) > f.offset:
+                writer.write(data[: f.offset - state.sent])
                 with contextlib.suppress(OSError, ConnectionError):
                     await writer.drain()
                 self.counts[k] += 1
                 if k == "reset":
                     _rst(writer)
-                    if other is not None:
-                        _rst(other)
+                    _rst(other)
                 else:
                     writer.close()
-                    if other is not None:
-                        other.close()
+                    other.close()
                 return
-            if k == "stall" and not hit and sent + len(data) > fault.offset:
-                cut = fault.offset - sent
+            if k == "stall" and not state.hit and state.sent + len(data) > f.offset:
+                cut = f.offset - state.sent
                 writer.write(data[:cut])
                 await writer.drain()
                 self.counts["stall"] += 1
-                hit = True
-                end = asyncio.get_running_loop().time() + fault.stall_s
+                state.hit = True
+                end = asyncio.get_running_loop().time() + f.stall_s
                 while not self._stopping and asyncio.get_running_loop().time() < end:
                     await asyncio.sleep(0.02)
                 data = data[cut:]
-                sent += cut
+                state.sent += cut
             if k == "slice":
-                if not hit:
+                if not state.hit:
                     self.counts["slice"] += 1
-                    hit = True
+                    state.hit = True
                 for i in range(len(data)):
                     writer.write(data[i : i + 1])
                     await writer.drain()
             else:
                 if k == "latency":
-                    if not hit:
+                    if not state.hit:
                         self.counts["latency"] += 1
-                        hit = True
-                    await asyncio.sleep(fault.latency_s)
+                        state.hit = True
+                    await asyncio.sleep(f.latency_s)
                 writer.write(data)
                 await writer.drain()
-            sent += len(data)
+            state.sent += len(data)
+
+
+_METHODS = (b"POST ", b"GET ", b"HEAD ", b"PUT ", b"DELETE ")
+
+
+@dataclass(slots=True)
+class _Conn:
+    """The fault of the request in flight on one connection, and how far its answer got."""
+
+    fault: Fault = Fault("none")
+    sent: int = 0
+    hit: bool = False

@@ -28,7 +28,29 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.testing import FakeProvider, ScriptEntry
-from tests.harness import (
+
+
+def _without_sdks() -> None:
+    """Skip importing the openai/anthropic SDKs that tests.harness imports (~3 s a run).
+
+    The scenario process never makes SDK clients (the client is a real program), so
+    stand-ins with the class names the harness refers to are enough. Only done when
+    the SDKs are not imported yet, i.e. in the scenario's own process.
+    """
+    import types
+
+    for name, classes in (("openai", ("OpenAI", "AsyncOpenAI")), ("anthropic", ("AsyncAnthropic",))):
+        if name not in sys.modules:
+            module = types.ModuleType(name)
+            for cls in classes:
+                setattr(module, cls, type(cls, (), {}))
+            sys.modules[name] = module
+
+
+if __name__ == "__main__":
+    _without_sdks()
+
+from tests.harness import (  # noqa: E402
     CLIENT_KEY,
     PROVIDER_KEY,
     PROVIDER_KEY_ENV,
