@@ -445,7 +445,7 @@ def test_chat_resumed_reasoning_dropped_after_text() -> None:
     sp = Splice(t, Endpoint.chat, regenerate=False)
     events = [*_events(Endpoint.chat, [objs[0], think, *objs[1:]]), classify_event(b"data: [DONE]\n\n", Endpoint.chat)]
     tail = b"".join(r for e in events if isinstance(r := sp.feed(e), bytes))
-    assert b"reasoning" not in tail
+    assert b"reasoning_content" not in tail
     assert check(head + tail, Endpoint.chat) == T
 
 
@@ -641,7 +641,7 @@ async def test_official_sdk_reads_spliced_stream(endpoint: Endpoint, aiohttp_ser
     app.router.add_post("/v1/responses", serve)
     app.router.add_post("/v1/messages", serve)
     server = await aiohttp_server(app)
-    base = str(server.make_url(""))
+    base = str(server.make_url("/"))
     if endpoint is Endpoint.messages:
         ac = anthropic.AsyncAnthropic(base_url=base, api_key="k", max_retries=0)
         async with ac.messages.stream(model="m", max_tokens=9, messages=[{"role": "user", "content": "hi"}]) as s:

@@ -1,0 +1,251 @@
+"""The documentation's examples run: policy files load, CLI timelines are what the CLI prints.
+
+Conventions (also written down at the end of docs/policies.md):
+
+- A ```yaml block directly preceded by ``<!-- policy-file: SET/PATH.yaml -->`` is the
+  file ``PATH.yaml`` of the example set ``SET``; all blocks of one set in one document
+  are written to one directory and loaded together with ``load_policy_dir``.
+- An unmarked ```yaml block whose first line that is not a comment is a top-level
+  section (``providers:``, ``models:``, ``policies:``, ``teams:``) is a self-contained
+  set; ``---`` separates files, named by a ``# name.yaml`` comment on their first line.
+  ``<!-- policy-fragment -->`` before a block opts it out.
+- Every ``env:NAME`` team key of a set gets a dummy value.
+- In a ```console block, every ``$ llm-gateway simulate ...`` / ``$ llm-gateway check ...``
+  line is run from the repository root as ``python -m gateway ...`` and must print
+  exactly the lines that follow it (up to the next ``$`` line or the end of the block).
+  An ``llm-gateway simulate`` command in any other block must run and exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from gateway.policy.load import load_policy_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY_DOCS = ("README.md", "docs/policies.md")
+COMMAND_DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md")))
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<lang>[\w+-]*)[ \t]*$")
+_FILE_MARKER = re.compile(r"^<!--\s*policy-file:\s*(?P<set>[\w.-]+)/(?P<path>[\w./-]+\.ya?ml)\s*-->$")
+_FRAGMENT_MARKER = re.compile(r"^<!--\s*policy-fragment\s*-->$")
+_SECTION = re.compile(r"^(providers|models|policies|teams):\s*(#.*)?$")
+_NAME_COMMENT = re.compile(r"^#\s*(?P<name>[\w./-]+\.ya?ml)\b")
+_ENV_KEY = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]*)")
+_RUN_IN_CONSOLE = ("llm-gateway simulate", "llm-gateway check")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    doc: str
+    line: int  # 1-based line of the opening fence
+    lang: str
+    text: str
+    marker: str  # the line just before the fence ("" when none)
+
+
+def blocks(doc: str) -> Iterator[Block]:
+    """Every fenced block of a Markdown file, with its content dedented by the fence's indent."""
+    lines = (ROOT / doc).read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, ticks = m["indent"], m["ticks"]
+        marker = lines[i - 1].strip() if i > 0 else ""
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != ticks:
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
+            j += 1
+        yield Block(doc, i + 1, m["lang"], "\n".join(body) + "\n", marker)
+        i = j + 1
+
+
+# ---- policy files ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PolicySet:
+    id: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _first_code_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line
+    return ""
+
+
+def _split_documents(text: str) -> dict[str, str]:
+    docs = re.split(r"(?m)^---[ \t]*\n", text)
+    files: dict[str, str] = {}
+    for n, doc in enumerate(d for d in docs if d.strip()):
+        first = doc.lstrip("\n").splitlines()[0]
+        m = _NAME_COMMENT.match(first)
+        name = m["name"] if m else f"file{n}.yaml"
+        assert name not in files, f"two documents named {name}"
+        files[name] = doc
+    return files
+
+
+def policy_sets() -> list[PolicySet]:
+    found: list[PolicySet] = []
+    for doc in POLICY_DOCS:
+        marked: dict[str, PolicySet] = {}
+        for b in blocks(doc):
+            if b.lang not in ("yaml", "yml"):
+                continue
+            if m := _FILE_MARKER.match(b.marker):
+                s = marked.setdefault(m["set"], PolicySet(f"{doc}:{m['set']}"))
+                assert m["path"] not in s.files, f"{doc}:{b.line}: {m['path']} given twice"
+                s.files[m["path"]] = b.text
+            elif _FRAGMENT_MARKER.match(b.marker):
+                continue
+            elif _SECTION.match(_first_code_line(b.text)):
+                found.append(PolicySet(f"{doc}:{b.line}", _split_documents(b.text)))
+        found.extend(marked.values())
+    return found
+
+
+POLICY_SETS = policy_sets()
+
+
+def test_the_docs_have_policy_examples() -> None:
+    """Guard the extractor: a broken convention must not silently test nothing."""
+    ids = [s.id for s in POLICY_SETS]
+    assert any(i.startswith("README.md:") for i in ids), ids
+    assert "docs/policies.md:worked" in ids, ids
+    worked = next(s for s in POLICY_SETS if s.id == "docs/policies.md:worked")
+    assert len(worked.files) == 4, sorted(worked.files)
+
+
+def test_markers_precede_yaml_blocks() -> None:
+    """A policy marker is followed by a ```yaml block (so a marked example is never skipped)."""
+    for doc in POLICY_DOCS:
+        lines = (ROOT / doc).read_text(encoding="utf-8").splitlines()
+        for n, line in enumerate(lines):
+            if _FILE_MARKER.match(line.strip()) or _FRAGMENT_MARKER.match(line.strip()):
+                nxt = lines[n + 1].strip() if n + 1 < len(lines) else ""
+                assert nxt.startswith("```yaml"), f"{doc}:{n + 1}: marker not before a yaml block"
+            elif "policy-file" in line or "policy-fragment" in line:
+                assert "<!--" not in line, f"{doc}:{n + 1}: malformed marker {line!r}"
+
+
+@pytest.mark.parametrize("policy_set", POLICY_SETS, ids=[s.id for s in POLICY_SETS])
+def test_policy_example_loads(policy_set: PolicySet, tmp_path: Path) -> None:
+    env: dict[str, str] = {}
+    for rel, text in policy_set.files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        for var in _ENV_KEY.findall(text):
+            env[var] = f"docs-example-key-{var}"
+    loaded = load_policy_dir(tmp_path, env=env)
+    assert loaded.counts()["files"] == len(policy_set.files)
+
+
+# ---- CLI commands and their output ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    id: str
+    argv: tuple[str, ...]  # after "llm-gateway"
+    expected: str | None  # None: only the exit status is checked
+
+
+def commands() -> list[Command]:
+    found: list[Command] = []
+    for doc in COMMAND_DOCS:
+        for b in blocks(doc):
+            lines = b.text.splitlines()
+            if b.lang == "console":
+                current: tuple[int, str] | None = None
+                output: list[str] = []
+
+                def flush() -> None:
+                    if current is not None:
+                        n, cmd = current
+                        argv = tuple(shlex.split(cmd))[1:]
+                        found.append(Command(f"{doc}:{n}", argv, "\n".join(output)))
+
+                for k, line in enumerate(lines):
+                    if line.startswith("$ "):
+                        flush()
+                        cmd = line[2:].strip()
+                        current = (b.line + 1 + k, cmd) if cmd.startswith(_RUN_IN_CONSOLE) else None
+                        output = []
+                    elif current is not None:
+                        output.append(line)
+                flush()
+            else:
+                for k, line in enumerate(lines):
+                    cmd = line.strip().removeprefix("$ ")
+                    if cmd.startswith("llm-gateway simulate"):
+                        argv = tuple(shlex.split(cmd))[1:]
+                        found.append(Command(f"{doc}:{b.line + 1 + k}", argv, None))
+    return found
+
+
+COMMANDS = commands()
+
+
+def _run(argv: tuple[str, ...]) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k != "GATEWAY_POLICY_DIR"}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateway", *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def command_results() -> dict[tuple[str, ...], tuple[int, str]]:
+    """Run every documented command once, in parallel (each is a fresh interpreter)."""
+    unique = list(dict.fromkeys(c.argv for c in COMMANDS))
+    with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) * 2)) as pool:
+        return dict(zip(unique, pool.map(_run, unique), strict=True))
+
+
+def test_the_docs_have_simulate_timelines() -> None:
+    """Guard the extractor: recovery.md shows real timelines, the README its command."""
+    timelines = [c for c in COMMANDS if c.argv[:1] == ("simulate",) and c.expected]
+    assert sum(c.id.startswith("docs/recovery.md:") for c in timelines) >= 15
+    assert any(c.id.startswith("README.md:") for c in COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[c.id for c in COMMANDS])
+def test_documented_command_prints_what_the_docs_show(
+    command: Command, command_results: dict[tuple[str, ...], tuple[int, str]]
+) -> None:
+    status, output = command_results[command.argv]
+    shown = "llm-gateway " + shlex.join(command.argv)
+    if command.expected is None:
+        assert status == 0, f"{shown} exited {status}:\n{output}"
+        assert output.strip(), f"{shown} printed nothing"
+        return
+    assert output.rstrip("\n") == command.expected.rstrip("\n"), (
+        f"{command.id}: `{shown}` printed something else than the docs show; "
+        f"paste this output into the docs:\n{output}"
+    )
