@@ -200,8 +200,10 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
         )
     # The provider answered: pass its status and body on as it said them.
     log.status = out.status
-    if out.status == 429 and f.retry_after is not None:
-        headers["retry-after"] = str(max(1, math.ceil(f.retry_after)))
+    if out.status == 429 and f.category is Category.rate_limit:
+        # What the client should honour: the server's hint, else our own rate-limit floor.
+        wait = f.retry_after if f.retry_after is not None else att.req.policy.retry.rate_limit.base
+        headers["retry-after"] = str(max(1, math.ceil(wait)))
     resp = web.Response(body=out.body, status=out.status, headers=headers)
     resp.content_type = out.content_type.split(";")[0]
     return resp

@@ -10,7 +10,7 @@ run exactly this code.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
@@ -58,7 +58,7 @@ class Request:
     deadline: float  # monotonic
 
     def encode(self, body: dict[str, Any], upstream_model: str) -> bytes:
-        if body is self.body and body.get("model") == upstream_model:
+        if self.raw and body is self.body and body.get("model") == upstream_model:
             return self.raw
         return orjson.dumps({**body, "model": upstream_model})
 
@@ -199,6 +199,36 @@ def _compact(
         tokens_after=c.tokens_after,
     )
     return c.body
+
+
+def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:
+    """Proactive compaction: shrink a prompt that already exceeds the model's window."""
+    comp = req.policy.compaction
+    requested = _requested_output(req.body) or 0
+    target = int((window - requested) * 0.9)
+    body = req.body
+    tokens = compaction.estimate_tokens(body, req.api)
+    for strategy in comp.strategies:
+        if tokens <= target:
+            break
+        c = compaction.compact(body, req.api, strategy, comp, target_tokens=target)
+        if c is None:
+            continue
+        log.used("compaction")
+        events.prompt_too_long_recovery(
+            log,
+            req.model,
+            strategy,
+            "proactive",
+            messages_before=c.messages_before,
+            messages_after=c.messages_after,
+            tokens_before=c.tokens_before,
+            tokens_after=c.tokens_after,
+        )
+        body, tokens = c.body, c.tokens_after
+    if body is req.body:
+        return req
+    return replace(req, body=body, raw=b"")
 
 
 def _requested_output(body: Mapping[str, Any]) -> int | None:

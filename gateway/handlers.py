@@ -11,7 +11,7 @@ import orjson
 from aiohttp import web
 
 from gateway.answer import answer
-from gateway.engine import Request
+from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint, speaks
@@ -169,6 +169,8 @@ async def completion(request: web.Request) -> web.StreamResponse:
         policy=policy,
         deadline=log.started + client_deadline(request, policy.timeouts.total),
     )
+    if policy.compaction.enabled and policy.compaction.proactive and spec.context_window:
+        req = compact_ahead(req, spec.context_window, log, gw.events)
     await gw.state.note_request(route.id, time.time())
     attempter = HttpAttempter(
         policies=policies,

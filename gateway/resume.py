@@ -376,6 +376,7 @@ class Splice:
         self.pipe = _Pipe(transcript.text, regenerate, trim=endpoint is Endpoint.messages)
         self.diverged: Diverged | None = None
         self._done = False
+        self._passed = False  # an event of the resumed stream reached the client
         self._had_output = bool(transcript.text) or transcript.reasoning
         # Anthropic: resumed block index -> client index; dropped resumed blocks
         self._map: dict[int, int] = {}
@@ -433,6 +434,7 @@ class Splice:
         if out.raw:
             self.t.observe(ev)
             chunks.append(ev.raw)
+        self._passed = self._passed or bool(chunks)
         return b"".join(chunks)
 
     # --- chat and legacy completions ---
@@ -515,8 +517,8 @@ class Splice:
     def _messages(self, obj: dict[str, Any], kind: Kind) -> _Out | Diverged:
         etype = obj.get("type")
         index = obj.get("index")
-        if etype == "message_start" or (etype == "ping" and self._text_block is None):
-            return _Out()  # a ping before the text is part of the preamble
+        if etype == "message_start" or (etype == "ping" and not self._passed):
+            return _Out()  # a ping before anything passed is part of the preamble
         if etype == "content_block_start" and isinstance(index, int):
             return self._block_start(obj, index, kind)
         if etype in ("content_block_delta", "content_block_stop") and isinstance(index, int):

@@ -53,6 +53,7 @@ def policy_files(
         "claude-test": {"provider": "fake-anthropic", "prefill": True},
         "claude-backup": {"provider": "fake-anthropic"},
         "gpt-large": {"provider": "fake", "context_window": 100000},
+        "gpt-small": {"provider": "fake", "context_window": 3000},
         "forbidden-model": {"provider": "fake"},
     }
     return {

@@ -107,6 +107,11 @@ def _route_stdlib(level: str, renderer: Any) -> None:
     handler._gateway = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(max(getattr(logging, level.upper()), logging.INFO))
+    quiet_client_protocol_errors()
+
+
+def quiet_client_protocol_errors() -> None:
+    """Install :class:`ClientProtocolErrors` on aiohttp's server logger (idempotent)."""
     server = logging.getLogger("aiohttp.server")
     if _PROTOCOL_FILTER not in server.filters:
         server.addFilter(_PROTOCOL_FILTER)

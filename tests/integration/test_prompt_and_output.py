@@ -131,3 +131,15 @@ async def test_no_continuation_when_client_set_max_tokens(gw: Harness, fake: Fak
     )
     assert c.choices[0].finish_reason == "length"
     assert len(fake.requests) == 1
+
+
+async def test_proactive_compaction(make_gateway, fake: FakeProvider) -> None:  # type: ignore[no-untyped-def]
+    """With compaction.proactive, a prompt over the model's window is compacted before sending."""
+    gw: Harness = await make_gateway(policy={"compaction": {"proactive": True}})
+    raw = await gw.async_openai().chat.completions.with_raw_response.create(
+        model="gpt-small", messages=agent_transcript(turns=4, result_chars=3000)
+    )
+    assert raw.headers["x-gateway-recovery"] == "compaction"
+    assert len(fake.requests) == 1  # no prompt-too-long round trip
+    sent = fake.requests[0].body["messages"]
+    assert sum(len(str(m.get("content"))) for m in sent) < 3000 * 4
