@@ -26,7 +26,27 @@ A :class:`Splice` keeps its transcript up to date with every event it lets
 through (as rewritten), so a stream can be resumed again after a second failure:
 do not :meth:`Transcript.observe` the spliced events yourself. The relay handles
 ``Kind.error`` and ``Kind.malformed`` events before feeding a splice (a splice
-drops them).
+drops them); comments and ``[DONE]`` pass as they are.
+
+What the client keeps seeing: the original ids, ``created`` and ``model`` (also
+when the resume ran on the fallback model), the original choice / block / item
+indexes, one preamble (the resumed stream's role chunk, ``message_start``, pings
+before its text, ``response.created`` / ``in_progress`` / the message's
+``output_item.added`` / ``content_part.added`` are dropped, and so are reasoning
+deltas, thinking blocks and reasoning items that come before the resumed text
+once the client has seen output). Responses ``sequence_number`` continues from
+the last one sent, and the ``.done`` events and ``response.completed`` carry the
+whole text and the original ids (``response.output`` is every item the client
+saw completed). Usage is the resumed stream's own (the broken stream never told
+its count).
+
+An answer cut at the token limit can only be continued if its closing events
+(:meth:`Transcript.closes`: the chat finish chunk, Anthropic's text
+``content_block_stop`` / ``message_delta`` / ``message_stop``, the Responses
+``.done`` events of the message and ``response.completed`` / ``incomplete``) were
+held back: the relay keeps everything from the first closing event until the
+final one, and drops it when it continues the answer. Exception: after an
+Anthropic text block was closed, the continuation goes into a new text block.
 
 Pure: no aiohttp, asyncio, time or random.
 """

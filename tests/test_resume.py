@@ -21,7 +21,11 @@ from gateway.testing import shapes
 
 ENDPOINTS = [Endpoint.chat, Endpoint.messages, Endpoint.responses]
 T = "The quick brown fox jumps over the lazy dog. Then it rests, 休息一下 🦊."
-ORIG = {Endpoint.chat: "chatcmpl-orig", Endpoint.messages: "msg_orig", Endpoint.responses: "resp_orig"}
+ORIG = {
+    Endpoint.chat: "chatcmpl-orig",
+    Endpoint.messages: "msg_orig",
+    Endpoint.responses: "resp_orig",
+}
 NEW = {Endpoint.chat: "chatcmpl-new", Endpoint.messages: "msg_new", Endpoint.responses: "resp_new"}
 CREATED = 1700000000
 TOOL = shapes.ToolCall(name="get_weather", arguments='{"city": "Paris"}', call_id="call_1")
@@ -75,7 +79,9 @@ def forward(
     return []
 
 
-def cut(endpoint: Endpoint, text: str, k: int, chunks: int = 8, **kw: Any) -> tuple[Transcript, bytes]:
+def cut(
+    endpoint: Endpoint, text: str, k: int, chunks: int = 8, **kw: Any
+) -> tuple[Transcript, bytes]:
     """The client's stream so far: the original answer up to its k-th content delta."""
     t = Transcript(endpoint)
     out: list[bytes] = []
@@ -347,7 +353,10 @@ def test_closed_stream_not_resumable(endpoint: Endpoint) -> None:
 def test_chat_mid_reasoning_not_resumable() -> None:
     """A chat stream that sent reasoning but no text yet is not resumable."""
     t, _ = cut(Endpoint.chat, T, 0)
-    chunk = {"id": ORIG[Endpoint.chat], "choices": [{"index": 0, "delta": {"reasoning_content": "hm"}}]}
+    chunk = {
+        "id": ORIG[Endpoint.chat],
+        "choices": [{"index": 0, "delta": {"reasoning_content": "hm"}}],
+    }
     t.observe(classify_event(b"data: " + orjson.dumps(chunk) + b"\n\n", Endpoint.chat))
     assert not t.resumable
 
@@ -355,10 +364,18 @@ def test_chat_mid_reasoning_not_resumable() -> None:
 def test_anthropic_open_thinking_block_not_resumable() -> None:
     """An Anthropic stream in the middle of a thinking block is not resumable."""
     t, _ = cut(Endpoint.messages, T, 0)
-    start = {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": ""}}
-    t.observe(classify_event(b"event: x\ndata: " + orjson.dumps(start) + b"\n\n", Endpoint.messages))
+    start = {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {"type": "thinking", "thinking": ""},
+    }
+    t.observe(
+        classify_event(b"event: x\ndata: " + orjson.dumps(start) + b"\n\n", Endpoint.messages)
+    )
     assert not t.resumable
-    t.observe(classify_event(b'data: {"type":"content_block_stop","index":1}\n\n', Endpoint.messages))
+    t.observe(
+        classify_event(b'data: {"type":"content_block_stop","index":1}\n\n', Endpoint.messages)
+    )
     assert t.resumable
 
 
@@ -383,14 +400,29 @@ def test_anthropic_resumed_thinking_block_dropped() -> None:
     """A thinking block before the resumed text is dropped; the text continues the original block."""
     t, head = cut(Endpoint.messages, T, 3)
     rest = continuation(Endpoint.messages, T, t.text)
-    objs = [orjson.loads(e.data) for e in shapes.messages_events(answer(Endpoint.messages, rest, new=True))]
+    objs = [
+        orjson.loads(e.data)
+        for e in shapes.messages_events(answer(Endpoint.messages, rest, new=True))
+    ]
     for o in objs:
         if "index" in o:
             o["index"] += 1
     thinking = [
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s"}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hmm"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "s"},
+        },
         {"type": "content_block_stop", "index": 0},
     ]
     sp = Splice(t, Endpoint.messages, regenerate=False)
@@ -405,7 +437,10 @@ def test_responses_resumed_reasoning_item_dropped() -> None:
     """A reasoning item before the resumed message is dropped; the text continues the original item."""
     t, head = cut(Endpoint.responses, T, 3)
     rest = continuation(Endpoint.responses, T, t.text)
-    objs = [orjson.loads(e.data) for e in shapes.responses_events(answer(Endpoint.responses, rest, new=True), {})]
+    objs = [
+        orjson.loads(e.data)
+        for e in shapes.responses_events(answer(Endpoint.responses, rest, new=True), {})
+    ]
     for o in objs:
         if "output_index" in o:
             o["output_index"] += 1
@@ -427,7 +462,10 @@ def test_chat_role_chunk_with_content_keeps_content() -> None:
     """A resumed chat role chunk carrying text loses its role, not its text."""
     t, head = cut(Endpoint.chat, T, 2)
     rest = continuation(Endpoint.chat, T, t.text)
-    objs = [orjson.loads(e.data) for e in shapes.chat_events(answer(Endpoint.chat, rest, new=True), True)[:-1]]
+    objs = [
+        orjson.loads(e.data)
+        for e in shapes.chat_events(answer(Endpoint.chat, rest, new=True), True)[:-1]
+    ]
     objs[0]["choices"][0]["delta"]["content"] = rest[:4]
     objs[1]["choices"][0]["delta"]["content"] = objs[1]["choices"][0]["delta"]["content"][4:]
     sp = Splice(t, Endpoint.chat, regenerate=False)
@@ -440,10 +478,19 @@ def test_chat_resumed_reasoning_dropped_after_text() -> None:
     """Reasoning deltas of a resumed chat stream are not sent after the answer's text."""
     t, head = cut(Endpoint.chat, T, 2)
     rest = continuation(Endpoint.chat, T, t.text)
-    objs = [orjson.loads(e.data) for e in shapes.chat_events(answer(Endpoint.chat, rest, new=True), True)[:-1]]
-    think = {**objs[1], "choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}, "finish_reason": None}]}
+    objs = [
+        orjson.loads(e.data)
+        for e in shapes.chat_events(answer(Endpoint.chat, rest, new=True), True)[:-1]
+    ]
+    think = {
+        **objs[1],
+        "choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}, "finish_reason": None}],
+    }
     sp = Splice(t, Endpoint.chat, regenerate=False)
-    events = [*_events(Endpoint.chat, [objs[0], think, *objs[1:]]), classify_event(b"data: [DONE]\n\n", Endpoint.chat)]
+    events = [
+        *_events(Endpoint.chat, [objs[0], think, *objs[1:]]),
+        classify_event(b"data: [DONE]\n\n", Endpoint.chat),
+    ]
     tail = b"".join(r for e in events if isinstance(r := sp.feed(e), bytes))
     assert b"reasoning_content" not in tail
     assert check(head + tail, Endpoint.chat) == T
@@ -452,10 +499,15 @@ def test_chat_resumed_reasoning_dropped_after_text() -> None:
 def test_anthropic_closed_text_block_opens_a_new_one() -> None:
     """After the text block was closed, the continuation goes into a new text block."""
     t, head = cut(Endpoint.messages, T[:20], 8)
-    stop = classify_event(b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n', Endpoint.messages)
+    stop = classify_event(
+        b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+        Endpoint.messages,
+    )
     t.observe(stop)
     assert t.resumable
-    tail = splice(t, Endpoint.messages, continuation(Endpoint.messages, T, T[:20]), regenerate=False)
+    tail = splice(
+        t, Endpoint.messages, continuation(Endpoint.messages, T, T[:20]), regenerate=False
+    )
     assert isinstance(tail, bytes)
     assert check(head + stop.raw + tail, Endpoint.messages) == T
     assert b'"index":1' in tail
@@ -522,7 +574,12 @@ def test_anthropic_regenerate_keeps_whitespace() -> None:
 
 REQUESTS = {
     Endpoint.chat: {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
-    Endpoint.messages: {"model": "m", "stream": True, "max_tokens": 99, "messages": [{"role": "user", "content": "hi"}]},
+    Endpoint.messages: {
+        "model": "m",
+        "stream": True,
+        "max_tokens": 99,
+        "messages": [{"role": "user", "content": "hi"}],
+    },
     Endpoint.responses: {"model": "m", "stream": True, "input": "hi"},
 }
 
@@ -559,9 +616,16 @@ def test_legacy_completions_regenerate() -> None:
         t.observe(ev)
         head.append(ev.raw)
     sp = Splice(t, ep, regenerate=True)
-    tail = [sp.feed(classify_event(e.encode(), ep)) for e in shapes.completion_events(answer(Endpoint.chat, T, new=True), True)]
+    tail = [
+        sp.feed(classify_event(e.encode(), ep))
+        for e in shapes.completion_events(answer(Endpoint.chat, T, new=True), True)
+    ]
     assert sp.done and all(isinstance(r, bytes) for r in tail)
-    objs = [e.data for e in parse(b"".join(head) + b"".join(r for r in tail if isinstance(r, bytes)), ep) if e.data]
+    objs = [
+        e.data
+        for e in parse(b"".join(head) + b"".join(r for r in tail if isinstance(r, bytes)), ep)
+        if e.data
+    ]
     assert {o["id"] for o in objs} == {ORIG[Endpoint.chat]}
     assert "".join(c["text"] for o in objs for c in o["choices"]) == T
 
@@ -571,7 +635,9 @@ def test_legacy_completions_regenerate() -> None:
 TEXTS = st.text(alphabet=st.sampled_from(list("ab .,\n\t é🦊")), min_size=0, max_size=60)
 
 
-@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     endpoint=st.sampled_from(ENDPOINTS),
     text=TEXTS,
@@ -597,7 +663,9 @@ def test_random_texts_and_cuts(
 
 @settings(max_examples=150, derandomize=True, deadline=None)
 @given(text=TEXTS, other=TEXTS, k=st.integers(1, 10), endpoint=st.sampled_from(ENDPOINTS))
-def test_random_regeneration_diverges_or_matches(text: str, other: str, k: int, endpoint: Endpoint) -> None:
+def test_random_regeneration_diverges_or_matches(
+    text: str, other: str, k: int, endpoint: Endpoint
+) -> None:
     """A regenerated text is spliced when it starts with the text sent, else Diverged."""
     t, head = cut(endpoint, text, k)
     sent = t.text
@@ -618,7 +686,7 @@ def spliced_body(endpoint: Endpoint) -> bytes:
     return head + tail
 
 
-def _chunks(body: bytes, size: int = 7) -> Iterator[bytes]:
+def _chunks(body: bytes, size: int = 61) -> Iterator[bytes]:
     for i in range(0, len(body), size):
         yield body[i : i + size]
 
@@ -644,7 +712,9 @@ async def test_official_sdk_reads_spliced_stream(endpoint: Endpoint, aiohttp_ser
     base = str(server.make_url("/"))
     if endpoint is Endpoint.messages:
         ac = anthropic.AsyncAnthropic(base_url=base, api_key="k", max_retries=0)
-        async with ac.messages.stream(model="m", max_tokens=9, messages=[{"role": "user", "content": "hi"}]) as s:
+        async with ac.messages.stream(
+            model="m", max_tokens=9, messages=[{"role": "user", "content": "hi"}]
+        ) as s:
             message = await s.get_final_message()
         assert message.id == ORIG[endpoint]
         assert [b.type for b in message.content] == ["text"]
@@ -653,7 +723,9 @@ async def test_official_sdk_reads_spliced_stream(endpoint: Endpoint, aiohttp_ser
         return
     oc = openai.AsyncOpenAI(base_url=base + "v1", api_key="k", max_retries=0)
     if endpoint is Endpoint.chat:
-        async with oc.chat.completions.stream(model="m", messages=[{"role": "user", "content": "hi"}]) as cs:
+        async with oc.chat.completions.stream(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        ) as cs:
             completion = await cs.get_final_completion()
         assert completion.id == ORIG[endpoint]
         assert completion.choices[0].message.content == T

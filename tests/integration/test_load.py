@@ -1,0 +1,96 @@
+"""500 concurrent streams through a gateway process: every one intact, memory bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from gateway.testing import FakeProvider
+from tests.harness import CLIENT_KEY, PROVIDER_KEY, PROVIDER_KEY_ENV, policy_files, write_policies
+
+STREAMS = 500
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture
+async def gateway_process(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
+    # Correctness and memory, not speed: generous timeouts on a loaded CI machine.
+    slow_ok = {"timeouts": {"connect": "10s", "first_byte": "60s", "stream_idle": "60s",
+                            "total": "120s"}}  # fmt: skip
+    root = write_policies(tmp_path / "policies", policy_files(fake.url, slow_ok))
+    port = free_port()
+    env = {**os.environ, PROVIDER_KEY_ENV: PROVIDER_KEY, "GATEWAY_LOG_LEVEL": "warning"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--policies", str(root), "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as s:
+            for _ in range(300):
+                try:
+                    async with s.get(url + "/readyz") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_500_concurrent_streams(
+    gateway_process: tuple[str, int], fake: FakeProvider
+) -> None:
+    """Every stream completes intact; the gateway's RSS stays bounded and settles after."""
+    url, pid = gateway_process
+    fake.chunks = 20
+    start_rss = rss_mb(pid)
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    headers = {"authorization": f"Bearer {CLIENT_KEY}"}
+    peak = start_rss
+
+    async def one(s: aiohttp.ClientSession) -> bytes:
+        async with s.post(url + "/v1/chat/completions", json=body, headers=headers) as r:
+            assert r.status == 200
+            return await r.read()
+
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        task = asyncio.gather(*(one(s) for _ in range(STREAMS)))
+        while not task.done():
+            peak = max(peak, rss_mb(pid))
+            await asyncio.sleep(0.05)
+        results = await task
+    assert len(results) == STREAMS
+    for raw in results:
+        assert raw.rstrip().endswith(b"data: [DONE]")
+        assert raw.count(b'"finish_reason":"stop"') == 1
+        assert b"error" not in raw
+    time.sleep(0.2)
+    end_rss = rss_mb(pid)
+    assert peak < 150, f"peak RSS {peak:.0f} MB"
+    assert end_rss < start_rss + 40, f"RSS {start_rss:.0f} -> {end_rss:.0f} MB"
