@@ -19,21 +19,14 @@ from aiohttp import web
 from gateway import streaming
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError
-from gateway.observe.events import Events, RequestLog
+from gateway.observe.events import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
+from gateway.relay import STREAM_ERROR_TYPE, relay
 from gateway.resilience import continuation
-from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
-from gateway.upstream import UpstreamFailure
 
-_STREAM_ERROR_TYPE = {
-    Category.rate_limit: "rate_limit_error",
-    Category.server_overload: "overloaded_error",
-    Category.timeout: "timeout_error",
-    Category.auth: "api_error",
-}
 _CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
 _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
 
@@ -46,7 +39,7 @@ async def answer(
     if out.failure is not None:
         return await _fail(attempter, result, log)
     if isinstance(out.stream, OpenStream):
-        return await _relay(attempter, out.stream, log, env.events)
+        return await relay(attempter, out.stream, req, log, env)
     body = out.body
     data = _decode(body) if attempter.endpoint is not Endpoint.embeddings else None
     if attempter.endpoint in _CONTINUABLE and data is not None:
@@ -113,67 +106,6 @@ def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> 
         )
 
 
-async def _relay(
-    att: HttpAttempter, s: OpenStream, log: RequestLog, events: Events
-) -> web.StreamResponse:
-    out = await att.commit()
-    endpoint = att.endpoint
-    complete = False
-    failure: Failure | None = None
-
-    def take(batch: list[streaming.Event]) -> bytes:
-        nonlocal complete, failure
-        keep: list[bytes] = []
-        for ev in batch:
-            if ev.kind is streaming.Kind.malformed:
-                events.stream_event_dropped(log, log.answered_by)
-                continue
-            if ev.kind is streaming.Kind.error:
-                failure = classify_error_event(ev.data, now=time.time())
-                break
-            if ev.kind is streaming.Kind.final:
-                complete = True
-            if ev.data is not None and (u := streaming.usage_of(ev.data, endpoint)):
-                log.prompt_tokens += u[0]
-                log.completion_tokens = max(log.completion_tokens, u[1])
-            keep.append(ev.raw)
-        return b"".join(keep)
-
-    try:
-        first = take(s.head)
-        if first:
-            await out.write(first)
-        while failure is None:
-            piece = await anext(s.pieces, b"")
-            if not piece:
-                break
-            batch = [streaming.classify_event(r, endpoint) for r in s.splitter.feed(piece)]
-            if batch and (data := take(batch)):
-                await out.write(data)
-    except UpstreamFailure as e:
-        if not complete:
-            failure = transport_failure(e.category, e.message)
-    finally:
-        await s.pieces.aclose()
-    if failure is None and not complete:
-        failure = transport_failure(
-            Category.connection, "upstream stream ended before its final event"
-        )
-    if failure is not None:
-        events.stream_interrupted(log, log.answered_by, failure, "error_event")
-        log.error = f"stream interrupted: {failure.category.value}"
-        etype = _STREAM_ERROR_TYPE.get(failure.category, "api_error")
-        await out.write(
-            streaming.error_event(endpoint, etype, _stream_message(failure), failure.code)
-        )
-    await out.write_eof()
-    return out
-
-
-def _stream_message(f: Failure) -> str:
-    return f"upstream stream interrupted ({f.category.value}): {f.message}"[:500]
-
-
 async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
     out = result.outcome
     f = out.failure
@@ -181,10 +113,13 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
     log.error = f"{f.category.value}: {result.reason}"
     err = _gateway_error(f, result)
     if att.response is not None:  # already committed (keepalives): only an in-band event is left
-        etype = _STREAM_ERROR_TYPE.get(f.category, "api_error")
+        etype = STREAM_ERROR_TYPE.get(f.category, "api_error")
         await att.response.write(
             streaming.error_event(
-                att.endpoint, etype, err.message if err else _stream_message(f), f.code
+                att.endpoint,
+                etype,
+                err.message if err else f"upstream failed ({f.category.value}): {f.message}"[:500],
+                f.code,
             )
         )
         await att.response.write_eof()

@@ -54,6 +54,7 @@ def policy_files(
         "claude-backup": {"provider": "fake-anthropic"},
         "gpt-large": {"provider": "fake", "context_window": 100000},
         "gpt-small": {"provider": "fake", "context_window": 3000},
+        "gpt-prefill": {"provider": "fake", "prefill": True},
         "forbidden-model": {"provider": "fake"},
     }
     return {

@@ -104,7 +104,7 @@ async def test_models_lists_team_models(gw: Harness) -> None:
     """GET /v1/models lists exactly the models the team's globs allow."""
     client = gw.async_openai()
     ids = sorted([m.id async for m in client.models.list()])
-    assert ids == ["claude-backup", "claude-test", "gpt-backup", "gpt-large", "gpt-small", "gpt-test",
+    assert ids == ["claude-backup", "claude-test", "gpt-backup", "gpt-large", "gpt-prefill", "gpt-small", "gpt-test",
                    "gpt-third"]  # fmt: skip
 
 
