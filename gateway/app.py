@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import random
 import signal
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -159,7 +160,7 @@ def serve(settings: GatewaySettings) -> int:
     except PolicyError as e:
         for p in e.problems:
             log.error("policy_rejected", file=p.file, line=p.line, message=p.message)
-        print(str(e), flush=True)
+        print(str(e), file=sys.stderr, flush=True)
         return 1
     return asyncio.run(_run(app, settings))
 

@@ -56,6 +56,7 @@ class Request:
     team: str
     policy: Policy
     deadline: float  # monotonic
+    context_window: int | None = None  # of the model asked for; sizes compaction
 
     def encode(self, body: dict[str, Any], upstream_model: str) -> bytes:
         if self.raw and body is self.body and body.get("model") == upstream_model:
@@ -181,7 +182,8 @@ def _compact(
     """One compaction step; the body unchanged (and the step skipped) when it cannot shrink."""
     estimate = compaction.estimate_tokens(body, req.api)
     requested = _requested_output(body)
-    target = compaction.target_tokens_for(f.prompt_tokens, f.context_limit, requested, estimate)
+    limit = f.context_limit or req.context_window
+    target = compaction.target_tokens_for(f.prompt_tokens, limit, requested, estimate)
     c = compaction.compact(body, req.api, strategy, req.policy.compaction, target_tokens=target)
     if c is None:
         events.prompt_too_long_recovery(log, p.model, strategy, "skipped")

@@ -168,6 +168,7 @@ async def completion(request: web.Request) -> web.StreamResponse:
         team=team,
         policy=policy,
         deadline=log.started + client_deadline(request, policy.timeouts.total),
+        context_window=spec.context_window,
     )
     if policy.compaction.enabled and policy.compaction.proactive and spec.context_window:
         req = compact_ahead(req, spec.context_window, log, gw.events)

@@ -35,8 +35,16 @@ def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.
         content_type="application/json",
     )
     if err.status in (408, 413):
-        # The rest of the body was not read: close rather than let aiohttp linger on it.
-        resp.force_close()
+        resp.force_close()  # the rest of the body was not read: no keep-alive
+    return resp
+
+
+async def _send_and_close(request: web.Request, resp: web.Response) -> web.Response:
+    """Answer, then drop the connection at once, without aiohttp's lingering read of the
+    unread body (up to 10 s more for a client that is trickling it)."""
+    await resp.prepare(request)
+    await resp.write_eof()
+    request.protocol.force_close()
     return resp
 
 
@@ -52,14 +60,19 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         return await handler(request)
     except GatewayError as err:
-        return error_response(err, request.path, log)
+        resp = error_response(err, request.path, log)
+        if err.status == 408:  # a slow client (see handlers.read_body)
+            return await _send_and_close(request, resp)
+        return resp
     except web.HTTPRequestEntityTooLarge:
         limit = gw.settings.max_body_bytes
         too_large = GatewayError(
             413, f"request body is larger than the gateway's limit of {limit} bytes"
         )
         return error_response(too_large, request.path, log)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, ConnectionError):
+        # The client left (aiohttp cancels the handler, or a write finds the socket closed);
+        # aiohttp itself treats both as a premature disconnection, not a server error.
         log.status = 499
         gw.events.client_disconnected(log)
         raise

@@ -13,7 +13,6 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from gateway import streaming
@@ -25,7 +24,7 @@ from gateway.providers import Endpoint, speaks, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
-from gateway.upstream import Upstream, UpstreamFailure
+from gateway.upstream import Response, Upstream, UpstreamFailure
 
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
 
@@ -34,7 +33,7 @@ _MAX_HELD = 64  # preamble events held back before the first real one, at most
 class OpenStream:
     """A streaming answer whose first events were read; the relay sends the rest."""
 
-    resp: aiohttp.ClientResponse
+    resp: Response
     pieces: AsyncGenerator[bytes, None]
     splitter: streaming.Splitter
     head: list[streaming.Event]
@@ -111,7 +110,7 @@ class HttpAttempter:
         return Outcome(body=raw, content_type=resp.headers.get("content-type", "application/json"))
 
     async def _open_stream(
-        self, resp: aiohttp.ClientResponse, provider: str, model: str, first_byte: float
+        self, resp: Response, provider: str, model: str, first_byte: float
     ) -> Outcome:
         """Read up to the first event: an error there is a failed attempt, not a cut stream."""
         pieces = self.upstream.chunks(resp, self.req.policy.timeouts.stream_idle)

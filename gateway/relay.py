@@ -124,6 +124,7 @@ async def _pump(
 ) -> Segment:
     """Relay one upstream stream until it ends, breaks or diverges."""
     ep = att.endpoint
+    rules = att.req.policy.classify
     seg = Segment()
 
     def take(batch: list[streaming.Event]) -> bytes:
@@ -134,7 +135,7 @@ async def _pump(
                 env.events.stream_event_dropped(log, log.answered_by)
                 continue
             if kind is Kind.error:
-                seg.failure = classify_error_event(ev.data, now=time.time())
+                seg.failure = classify_error_event(ev.data, rules=rules, now=time.time())
                 break
             if kind is Kind.final:
                 seg.complete = True

@@ -190,6 +190,13 @@ def main(args: argparse.Namespace) -> int:
     if args.team not in policies.teams:
         print(f"unknown team {args.team!r}; teams: {', '.join(policies.teams)}", file=sys.stderr)
         return 1
+    if args.model not in policies.models or not policies.model_allowed(args.team, args.model):
+        print(
+            f"team {args.team!r} may not use model {args.model!r}; its models: "
+            f"{', '.join(policies.team_models(args.team))}",
+            file=sys.stderr,
+        )
+        return 1
     route = policies.route(args.team, args.model, args.path)
     if route is None:
         print(

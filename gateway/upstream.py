@@ -1,22 +1,29 @@
 """The only upstream HTTP client.
 
-One pooled ``aiohttp.ClientSession`` (keep-alive, no cookies) for every provider.
-aiohttp's exceptions are mapped to failure categories here and nowhere else::
+One pooled keep-alive HTTP/1.1 client (:mod:`gateway.http1`, asyncio protocols with
+``httptools`` as the parser; no cookies, no redirects, no decompression) for every
+provider. Its exceptions are mapped to failure categories here and nowhere else::
 
     UpstreamFailure(category=timeout)     connect / first-byte / idle timeouts
-    UpstreamFailure(category=connection)  refused, reset, DNS, TLS, EOF before the answer
+    UpstreamFailure(category=connection)  refused, reset, DNS, TLS, EOF before the answer,
+                                          a body that ends early, a malformed response
+
+The messages say when it happened: ``... before the first byte`` (``proxy.py`` marks
+those timeouts as first-byte timeouts), ``... while reading the body``, ``... mid-stream``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import AsyncGenerator, Mapping
 
-import aiohttp
 from yarl import URL
 
+from gateway import http1
 from gateway.errors import Category
+from gateway.http1 import Response
+
+__all__ = ["Response", "Upstream", "UpstreamFailure"]
 
 
 class UpstreamFailure(Exception):
@@ -27,41 +34,41 @@ class UpstreamFailure(Exception):
 
 
 def _map(exc: BaseException, during: str) -> UpstreamFailure:
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return UpstreamFailure(Category.timeout, f"upstream {during} timed out")
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError | ssl.SSLError):
-        return UpstreamFailure(Category.connection, f"TLS error {during}: {exc.__class__.__name__}")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return UpstreamFailure(Category.connection, f"cannot connect to upstream: {exc.os_error}")
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
+    if isinstance(exc, http1.ConnectTimeout):
+        return UpstreamFailure(Category.timeout, f"upstream connect timed out {during}")
+    if isinstance(exc, TimeoutError):
+        return UpstreamFailure(Category.timeout, f"upstream timed out {during}")
+    cause = exc.__cause__
+    if isinstance(exc, ssl.SSLError) or isinstance(cause, ssl.SSLError):
+        name = (cause if isinstance(cause, ssl.SSLError) else exc).__class__.__name__
+        return UpstreamFailure(Category.connection, f"TLS error {during}: {name}")
+    if isinstance(exc, http1.ConnectFailed):
+        return UpstreamFailure(Category.connection, f"cannot connect to upstream: {cause}")
+    if isinstance(exc, http1.Disconnected):
+        if during != "before the first byte":
+            return UpstreamFailure(Category.connection, f"upstream body broken {during}: {exc}")
         return UpstreamFailure(Category.connection, f"upstream closed the connection {during}")
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return UpstreamFailure(Category.connection, f"upstream body broken {during}")
+    if isinstance(exc, http1.BadResponse):
+        return UpstreamFailure(Category.connection, f"upstream sent a malformed response {during}")
     return UpstreamFailure(Category.connection, f"upstream {exc.__class__.__name__} {during}")
 
 
-_MAPPED = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+_MAPPED = (http1.ClientError, TimeoutError, OSError)
 
 
 class Upstream:
     """A pooled client; ``open`` returns a response whose body the caller reads."""
 
     def __init__(self) -> None:
-        self._session: aiohttp.ClientSession | None = None
+        self._client: http1.Client | None = None
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            timeout=aiohttp.ClientTimeout(total=None),
-            skip_auto_headers=("User-Agent",),
-        )
+        self._client = http1.Client()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
     async def open(
         self,
@@ -71,44 +78,44 @@ class Upstream:
         *,
         connect_timeout: float,
         first_byte_timeout: float,
-    ) -> aiohttp.ClientResponse:
+    ) -> Response:
         """POST and wait for the status line and headers; raise UpstreamFailure."""
-        assert self._session is not None, "Upstream.start() was not awaited"
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_timeout, connect=connect_timeout
-        )
+        assert self._client is not None, "Upstream.start() was not awaited"
         try:
-            async with asyncio.timeout(first_byte_timeout):
-                return await self._session.post(
-                    url, data=body, headers=headers, timeout=timeout, allow_redirects=False
-                )
+            return await self._client.post(
+                url,
+                headers,
+                body,
+                connect_timeout=connect_timeout,
+                first_byte_timeout=first_byte_timeout,
+            )
         except _MAPPED as exc:
             raise _map(exc, "before the first byte") from exc
 
     @staticmethod
-    async def read(resp: aiohttp.ClientResponse, idle_timeout: float) -> bytes:
+    async def read(resp: Response, idle_timeout: float) -> bytes:
+        """The whole body; a gap longer than ``idle_timeout`` is a timeout."""
         try:
-            async with asyncio.timeout(idle_timeout):
-                return await resp.read()
+            return await resp.read(idle_timeout)
         except _MAPPED as exc:
             raise _map(exc, "while reading the body") from exc
         finally:
             resp.release()
 
     @staticmethod
-    async def chunks(
-        resp: aiohttp.ClientResponse, idle_timeout: float
-    ) -> AsyncGenerator[bytes, None]:
-        """Body pieces as they arrive; a gap longer than ``idle_timeout`` is a timeout."""
-        content = resp.content
+    async def chunks(resp: Response, idle_timeout: float) -> AsyncGenerator[bytes, None]:
+        """Body pieces as they arrive; a gap longer than ``idle_timeout`` is a timeout.
+
+        Closing the generator early (``aclose``) closes the connection; one read to the
+        end goes back to the pool.
+        """
         try:
             while True:
-                async with asyncio.timeout(idle_timeout):
-                    data = await content.readany()
+                data = await resp.next_piece(idle_timeout)
                 if not data:
                     return
                 yield data
         except _MAPPED as exc:
             raise _map(exc, "mid-stream") from exc
         finally:
-            resp.close()
+            resp.release()
