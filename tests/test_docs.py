@@ -24,7 +24,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,10 +34,15 @@ from gateway.policy.load import load_policy_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY_DOCS = ("README.md", "docs/policies.md")
-COMMAND_DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md")))
+COMMAND_DOCS = (
+    "README.md",
+    *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md")),
+)
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<lang>[\w+-]*)[ \t]*$")
-_FILE_MARKER = re.compile(r"^<!--\s*policy-file:\s*(?P<set>[\w.-]+)/(?P<path>[\w./-]+\.ya?ml)\s*-->$")
+_FILE_MARKER = re.compile(
+    r"^<!--\s*policy-file:\s*(?P<set>[\w.-]+)/(?P<path>[\w./-]+\.ya?ml)\s*-->$"
+)
 _FRAGMENT_MARKER = re.compile(r"^<!--\s*policy-fragment\s*-->$")
 _SECTION = re.compile(r"^(providers|models|policies|teams):\s*(#.*)?$")
 _NAME_COMMENT = re.compile(r"^#\s*(?P<name>[\w./-]+\.ya?ml)\b")
@@ -141,8 +146,8 @@ def test_markers_precede_yaml_blocks() -> None:
             if _FILE_MARKER.match(line.strip()) or _FRAGMENT_MARKER.match(line.strip()):
                 nxt = lines[n + 1].strip() if n + 1 < len(lines) else ""
                 assert nxt.startswith("```yaml"), f"{doc}:{n + 1}: marker not before a yaml block"
-            elif "policy-file" in line or "policy-fragment" in line:
-                assert "<!--" not in line, f"{doc}:{n + 1}: malformed marker {line!r}"
+            elif line.strip().startswith("<!--") and "policy-" in line:
+                raise AssertionError(f"{doc}:{n + 1}: malformed marker {line!r}")
 
 
 @pytest.mark.parametrize("policy_set", POLICY_SETS, ids=[s.id for s in POLICY_SETS])
@@ -168,36 +173,34 @@ class Command:
     expected: str | None  # None: only the exit status is checked
 
 
+def _console_commands(b: Block) -> Iterator[Command]:
+    """``$ llm-gateway simulate|check ...`` lines of a console block, with the lines after them."""
+    current: tuple[int, str] | None = None
+    output: list[str] = []
+    for k, line in enumerate([*b.text.splitlines(), "$ (end)"]):
+        if not line.startswith("$ "):
+            output.append(line)
+            continue
+        if current is not None:
+            n, cmd = current
+            yield Command(f"{b.doc}:{n}", tuple(shlex.split(cmd))[1:], "\n".join(output))
+        cmd = line[2:].strip()
+        current = (b.line + 1 + k, cmd) if cmd.startswith(_RUN_IN_CONSOLE) else None
+        output = []
+
+
 def commands() -> list[Command]:
     found: list[Command] = []
     for doc in COMMAND_DOCS:
         for b in blocks(doc):
-            lines = b.text.splitlines()
             if b.lang == "console":
-                current: tuple[int, str] | None = None
-                output: list[str] = []
-
-                def flush() -> None:
-                    if current is not None:
-                        n, cmd = current
-                        argv = tuple(shlex.split(cmd))[1:]
-                        found.append(Command(f"{doc}:{n}", argv, "\n".join(output)))
-
-                for k, line in enumerate(lines):
-                    if line.startswith("$ "):
-                        flush()
-                        cmd = line[2:].strip()
-                        current = (b.line + 1 + k, cmd) if cmd.startswith(_RUN_IN_CONSOLE) else None
-                        output = []
-                    elif current is not None:
-                        output.append(line)
-                flush()
-            else:
-                for k, line in enumerate(lines):
-                    cmd = line.strip().removeprefix("$ ")
-                    if cmd.startswith("llm-gateway simulate"):
-                        argv = tuple(shlex.split(cmd))[1:]
-                        found.append(Command(f"{doc}:{b.line + 1 + k}", argv, None))
+                found.extend(_console_commands(b))
+                continue
+            for k, line in enumerate(b.text.splitlines()):
+                cmd = line.strip().removeprefix("$ ")
+                if cmd.startswith("llm-gateway simulate"):
+                    argv = tuple(shlex.split(cmd))[1:]
+                    found.append(Command(f"{doc}:{b.line + 1 + k}", argv, None))
     return found
 
 
@@ -221,11 +224,20 @@ def _run(argv: tuple[str, ...]) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def command_results() -> dict[tuple[str, ...], tuple[int, str]]:
-    """Run every documented command once, in parallel (each is a fresh interpreter)."""
-    unique = list(dict.fromkeys(c.argv for c in COMMANDS))
+def command_results(
+    request: pytest.FixtureRequest,
+) -> Iterator[dict[tuple[str, ...], Future[tuple[int, str]]]]:
+    """Start every selected documented command at once (each is a fresh interpreter)."""
+    selected = [
+        item.callspec.params["command"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and hasattr(item, "callspec")
+        and "command" in item.callspec.params
+    ]
+    unique = list(dict.fromkeys(c.argv for c in selected))
     with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) * 2)) as pool:
-        return dict(zip(unique, pool.map(_run, unique), strict=True))
+        yield {argv: pool.submit(_run, argv) for argv in unique}
 
 
 def test_the_docs_have_simulate_timelines() -> None:
@@ -237,9 +249,9 @@ def test_the_docs_have_simulate_timelines() -> None:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.id for c in COMMANDS])
 def test_documented_command_prints_what_the_docs_show(
-    command: Command, command_results: dict[tuple[str, ...], tuple[int, str]]
+    command: Command, command_results: dict[tuple[str, ...], Future[tuple[int, str]]]
 ) -> None:
-    status, output = command_results[command.argv]
+    status, output = command_results[command.argv].result()
     shown = "llm-gateway " + shlex.join(command.argv)
     if command.expected is None:
         assert status == 0, f"{shown} exited {status}:\n{output}"
