@@ -167,6 +167,8 @@ def _announce(t: fallback.Transition | None, req: Request, events: Events) -> in
         return t.to_index
     if isinstance(t, fallback.Recovered):
         events.fallback_model_recovered(req.team, req.model)
+    if isinstance(t, fallback.Follow):
+        return t.index
     return None
 
 

@@ -37,6 +37,9 @@ for), ``i > 0`` is ``fallback.chain[i - 1]``.
       request that chose its model before the route moved, or one that walked on
       by itself with :func:`next_index`) changes nothing. In particular only a
       probe can restore the primary, never a late success of an old request.
+      A server-side failure of such a request on a model *before* the active one
+      answers :class:`Follow`: the request should move to the active model now
+      instead of retrying one the route already left.
     * A probe record that arrives while the primary is already active is an
       ordinary record on the active model.
 
@@ -101,7 +104,14 @@ class Recovered:
     index: int
 
 
-Transition = Activated | Recovered
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """A request still on an older model failed: the route already moved to ``index``."""
+
+    index: int
+
+
+Transition = Activated | Recovered | Follow
 
 INITIAL = FallbackState()
 
@@ -160,6 +170,8 @@ def record(
             return replace(state, since=now, probe_until=0.0), None
         return replace(state, probe_until=0.0), None
     if index != state.active:
+        if outcome == "server_error" and index < state.active:
+            return state, Follow(state.active)  # a request that chose before the route moved
         return state, None
     if outcome == "ok":
         return (replace(state, streak=0) if state.streak else state), None

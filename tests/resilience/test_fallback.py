@@ -13,6 +13,7 @@ from gateway.resilience.fallback import (
     Activated,
     Choice,
     FallbackState,
+    Follow,
     Recovered,
     choose,
     model_at,
@@ -175,9 +176,9 @@ def test_no_chain_never_activates() -> None:
 
 
 def test_stale_records_are_ignored() -> None:
-    """Records on an index other than the active one change nothing."""
+    """Records on an index other than the active one change nothing (a late failure follows)."""
     s = activated(FB3, now=0.0)
-    assert record(s, FB3, 0, "server_error", 1.0, probe=False) == (s, None)
+    assert record(s, FB3, 0, "server_error", 1.0, probe=False) == (s, Follow(s.active))
     assert record(s, FB3, 0, "ok", 1.0, probe=False) == (s, None)  # only a probe recovers
     assert record(s, FB3, 2, "server_error", 1.0, probe=False) == (s, None)
     assert record(s, FB3, 9, "server_error", 1.0, probe=False) == (s, None)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from gateway.policy.schema import Fallback, Limits, RetryBudget
-from gateway.resilience.fallback import Activated, Choice, FallbackState, Recovered
+from gateway.resilience.fallback import Activated, Choice, FallbackState, Follow, Recovered
 from gateway.state import StateBackend
 
 FB = Fallback(chain=("fb-1", "fb-2"), after_consecutive_server_errors=2, cooldown=60.0)
@@ -64,7 +64,8 @@ async def test_probe_failure_and_chain_walk(make_backend: Make) -> None:
     assert (await s.choose(KEY, FB, 61.0)).probe
     assert await s.record(KEY, FB, 0, "server_error", 62.0, probe=True) is None
     assert await s.choose(KEY, FB, 100.0) == Choice(1)
-    assert await s.record(KEY, FB, 0, "server_error", 100.0, probe=False) is None  # stale
+    stale = await s.record(KEY, FB, 0, "server_error", 100.0, probe=False)
+    assert stale == Follow(1)  # a request still on the primary follows the route
     await s.record(KEY, FB, 1, "server_error", 101.0, probe=False)
     assert await s.record(KEY, FB, 1, "server_error", 102.0, probe=False) == Activated(1, 2)
     assert await s.choose(KEY, FB, 103.0) == Choice(2)
