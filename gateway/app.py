@@ -57,25 +57,40 @@ class Gateway:
     def reload(self, trigger: str) -> bool:
         """Load the policy dir again and swap it in whole; on any problem keep the old set.
 
-        Synchronous on purpose: the swap is one assignment between two awaits, so a
-        request (which reads ``self.policies`` once, at its start) sees either the
-        old set or the new one, never a mix, and keeps it to its end.
+        Synchronous on purpose: the swap is one assignment with no await around it, so a
+        request (which reads ``self.policies`` once, at its start) sees either the old
+        set or the new one, never a mix, and keeps it to its end.
         """
+        new, problems = self._load()
+        if new is None:
+            self.last_reload_error = "\n".join(str(p) for p in problems)
+            for p in problems:
+                self.events.policy_rejected(p.file, p.line, p.message, trigger)
+            return False
+        self.policies = new
+        self.last_reload_error = None
+        self.events.policy_reloaded(len(new.files), trigger)
+        return True
+
+    def _load(self) -> tuple[PolicySet | None, list[Problem]]:
         try:
             new = load_policy_dir(self.policy_dir)
         except PolicyError as e:
-            problems = e.problems
+            return None, e.problems
         except Exception as e:  # never let a reload take the process down
-            problems = [Problem(str(self.policy_dir), 0, f"cannot load: {e!r}")]
-        else:
-            self.policies = new
-            self.last_reload_error = None
-            self.events.policy_reloaded(len(new.files), trigger)
-            return True
-        self.last_reload_error = "\n".join(str(p) for p in problems)
-        for p in problems:
-            self.events.policy_rejected(p.file, p.line, p.message, trigger)
-        return False
+            return None, [Problem(self.policy_dir.as_posix(), 0, f"cannot load: {e!r}")]
+        # The built-in sim provider runs only when the set the gateway started with uses it.
+        problems = [
+            Problem(
+                self.policy_dir.as_posix(),
+                0,
+                f"provider {name!r} uses api 'sim', which only works when the gateway "
+                "starts with a sim provider: restart the gateway to add it",
+            )
+            for name, p in sorted(new.providers.items())
+            if p.api == "sim" and self.sim_url is None
+        ]
+        return (None, problems) if problems else (new, [])
 
 
 def policy_dir_of(settings: GatewaySettings) -> Path:

@@ -14,7 +14,7 @@ from gateway.answer import answer
 from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
-from gateway.providers import Endpoint, speaks
+from gateway.providers import PASSED_HEADERS, Endpoint, speaks
 from gateway.proxy import HttpAttempter
 from gateway.state_keys import GATEWAY, LOG
 
@@ -83,6 +83,18 @@ def client_deadline(request: web.Request, total: float) -> float:
     return limit
 
 
+def check_passed_headers(request: web.Request) -> None:
+    """The provider headers that go upstream must be text: 400 for bytes that are not UTF-8.
+
+    aiohttp decodes header bytes with surrogate escapes; sent on as they are, the
+    upstream client cannot encode them and the request would fail with a 500.
+    """
+    for name in PASSED_HEADERS:
+        value = request.headers.get(name)
+        if value is not None and not _encodable(value):
+            raise bad_request(f"the {name} header is not valid UTF-8", name)
+
+
 async def read_body(request: web.Request, timeout_s: float) -> bytes:
     """The whole body, or 408 when the client takes longer than ``timeout_s`` to send it.
 
@@ -118,6 +130,7 @@ async def completion(request: web.Request) -> web.StreamResponse:
     endpoint = Endpoint(request.match_info.route.resource.canonical)  # type: ignore[union-attr]
     policies = gw.policies  # one consistent set for the whole request
     team = log.team = authenticate(request)
+    check_passed_headers(request)
     raw = await read_body(request, gw.settings.client_read_timeout_s)
     body = parse_body(raw)
     model = body.get("model")

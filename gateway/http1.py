@@ -51,6 +51,7 @@ IDLE_EXPIRY = 30.0  # seconds an idle pooled connection is kept
 HIGH_WATER = 256 * 1024  # buffered body bytes before the socket is paused
 
 _DEFAULT_PORT = {"http": 80, "https": 443}
+_MAX_TARGETS = 1024
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 _T = TypeVar("_T")
 
@@ -338,6 +339,13 @@ class Response:
 
     close = release
 
+    def __del__(self) -> None:
+        # A response dropped without release (a task cancelled between open and read):
+        # its connection must not stay open and busy forever.
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.loop.is_closed():
+            conn.abort()
+
 
 class Client:
     """The pool and the requests. Use one per event loop; :meth:`close` at the end."""
@@ -356,6 +364,7 @@ class Client:
         self._all: set[_Conn] = set()
         self._sweeper: asyncio.TimerHandle | None = None
         self._closed = False
+        self._targets: dict[str | URL, tuple[Key, str]] = {}
 
     # ---- requests -------------------------------------------------------------------------
     async def post(
@@ -376,15 +385,11 @@ class Client:
             raise ClientError("the client is closed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + first_byte_timeout
-        if not isinstance(url, URL):
-            url = URL(url)
-        scheme = url.scheme
-        host = url.raw_host
-        if scheme not in _DEFAULT_PORT or not host:
-            raise ClientError(f"unsupported URL {url!s}")
-        port = url.port or _DEFAULT_PORT[scheme]
-        key = (scheme, host, port)
-        request = _request_bytes(url, host, port, headers, body)
+        target = self._targets.get(url)
+        if target is None:
+            target = self._target(url)
+        key, start = target
+        request = _request_bytes(start, headers, body)
         fresh = False
         while True:
             conn = None if fresh else self._checkout(key, loop.time())
@@ -410,6 +415,22 @@ class Client:
                 conn.abort()
                 raise
             return Response(conn)
+
+    def _target(self, url: str | URL) -> tuple[Key, str]:
+        """The pool key and the request line + host header of a URL (cached)."""
+        u = url if isinstance(url, URL) else URL(url)
+        scheme, host = u.scheme, u.raw_host
+        if scheme not in _DEFAULT_PORT or not host:
+            raise ClientError(f"unsupported URL {u!s}")
+        port = u.port or _DEFAULT_PORT[scheme]
+        authority = f"[{host}]" if ":" in host else host
+        if port != _DEFAULT_PORT[scheme]:
+            authority = f"{authority}:{port}"
+        target = ((scheme, host, port), f"POST {u.raw_path_qs} HTTP/1.1\r\nhost: {authority}\r\n")
+        if len(self._targets) >= _MAX_TARGETS:  # URLs with per-request queries: stay bounded
+            self._targets.clear()
+        self._targets[url] = target
+        return target
 
     # ---- the pool -------------------------------------------------------------------------
     def _checkout(self, key: Key, now: float) -> _Conn | None:
@@ -518,21 +539,14 @@ class Client:
         await asyncio.sleep(0)  # let the transports call connection_lost
 
 
-def _request_bytes(
-    url: URL, host: str, port: int, headers: Mapping[str, str], body: bytes
-) -> bytes:
-    if ":" in host:
-        host = f"[{host}]"
-    if port != _DEFAULT_PORT[url.scheme]:
-        host = f"{host}:{port}"
-    lines = [f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() not in _OWN_HEADERS]
+def _request_bytes(start: str, headers: Mapping[str, str], body: bytes) -> bytes:
+    """The request: ``start`` (request line and host), the caller's headers (names
+    lower-case, as the gateway writes them), ``accept-encoding`` and the length."""
+    lines = [f"{k}: {v}\r\n" for k, v in headers.items() if k not in _OWN_HEADERS]
     block = "".join(lines)
     if block.count("\n") != len(lines) or block.count("\r") != len(lines):
         raise ValueError("a request header name or value contains CR or LF")
     if "accept-encoding" not in headers:
         block += "accept-encoding: identity\r\n"
-    head = (
-        f"POST {url.raw_path_qs} HTTP/1.1\r\nhost: {host}\r\n{block}"
-        f"content-length: {len(body)}\r\n\r\n"
-    )
+    head = f"{start}{block}content-length: {len(body)}\r\n\r\n"
     return head.encode("utf-8") + body

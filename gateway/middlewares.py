@@ -12,6 +12,7 @@ from aiohttp import web
 
 from gateway.errors import GatewayError
 from gateway.observe.events import RequestLog
+from gateway.providers import Endpoint
 from gateway.state_keys import GATEWAY, LOG
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -64,6 +65,15 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
         if err.status == 408:  # a slow client (see handlers.read_body)
             return await _send_and_close(request, resp)
         return resp
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as e:
+        paths = ", ".join(f"POST {ep.value}" for ep in Endpoint) + ", GET /v1/models"
+        err = GatewayError(
+            e.status,
+            f"{request.method} {request.path} is not an endpoint of "
+            f"this gateway; it serves {paths}",
+            code="unknown_endpoint",
+        )
+        return error_response(err, request.path, log)
     except web.HTTPRequestEntityTooLarge:
         limit = gw.settings.max_body_bytes
         too_large = GatewayError(

@@ -94,7 +94,8 @@ async def relay(
         log.error = f"stream interrupted: {original.category.value}"
         etype = STREAM_ERROR_TYPE.get(original.category, "api_error")
         message = f"upstream stream interrupted ({original.category.value}): {original.message}"
-        await out.write(streaming.error_event(ep, etype, message[:500], original.code))
+        rid = (tx.id if tx is not None else None) or f"resp_{log.request_id}"
+        await out.write(streaming.error_event(ep, etype, message[:500], original.code, rid))
         break
     await out.write_eof()
     return out

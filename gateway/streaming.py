@@ -100,9 +100,16 @@ def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
 
 
 _PREAMBLE_TYPES = frozenset(
-    {"response.created", "response.in_progress", "response.output_item.added",
-     "response.content_part.added", "message_start", "content_block_start", "ping"}
-)  # fmt: skip
+    {
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "message_start",
+        "content_block_start",
+        "ping",
+    }
+)
 
 
 def is_preamble(ev: Event) -> bool:
@@ -170,13 +177,32 @@ def retry_comment(attempt: int, wait: float, category: Category) -> bytes:
     ).encode()
 
 
-def error_event(endpoint: Endpoint, etype: str, message: str, code: str | None = None) -> bytes:
-    """The in-band error event of the endpoint's dialect, so that the client's SDK raises."""
+def error_event(
+    endpoint: Endpoint, etype: str, message: str, code: str | None = None, response_id: str = ""
+) -> bytes:
+    """The in-band error event of the endpoint's dialect, so that the client's SDK raises.
+
+    Responses streams get ``event: error`` (the OpenAI SDK raises on it) followed by
+    ``response.failed`` (what the Codex CLI reads to report why a stream failed).
+    """
     if endpoint is Endpoint.messages:
         body = {"type": "error", "error": {"type": etype, "message": message}}
         return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
     err = {"type": etype, "code": code or etype, "message": message, "param": None}
     if endpoint is Endpoint.responses:
         body = {"type": "error", "error": err, "code": code or etype, "message": message}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+        failed = {
+            "type": "response.failed",
+            "response": {
+                "id": response_id or "resp_gateway_error",
+                "object": "response",
+                "status": "failed",
+                "output": [],
+                "error": {"code": code or etype, "message": message},
+            },
+        }
+        return (
+            b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+            b"event: response.failed\ndata: " + orjson.dumps(failed) + b"\n\n"
+        )
     return b"data: " + orjson.dumps({"error": err}) + b"\n\n"

@@ -98,7 +98,8 @@ class Conversation:
         return "".join(reversed(parts))
 
     def wants_tool_call(self) -> ToolSpec | None:
-        """The tool to call: forced by ``tool_choice``, or named in the last user turn."""
+        """The tool to call: forced by ``tool_choice``, or named (as a word) in the last
+        user turn, unless that turn asks to continue an earlier answer."""
         last = self.last
         if not self.tools or self.tool_choice == "none" or last is None or last.role != "user":
             return None
@@ -107,12 +108,19 @@ class Conversation:
         for tool in self.tools:
             if tool.name == self.tool_choice:
                 return tool
+        if self.already_said() is not None:
+            return None  # a request to continue an answer wants the rest of its text
         text = last.text.lower()
         for tool in self.tools:
             name = tool.name.lower()
-            if name in text or name.replace("_", " ") in text:
+            if _names(name, text) or _names(name.replace("_", " "), text):
                 return tool
         return None
+
+
+def _names(name: str, text: str) -> bool:
+    """``text`` names the tool as a word: "read" is in "Read the file", not in "already"."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(name)}(?![a-z0-9])", text) is not None
 
 
 def is_continue_instruction(text: str) -> bool:

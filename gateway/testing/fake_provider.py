@@ -25,7 +25,8 @@ messages, tool results, earlier tool-call arguments), completion tokens over the
 answer text (or the tool call's name + arguments).
 
 - *Tools*: when the request offers tools and its last message is a user message that
-  names one of them (or ``tool_choice`` forces one), the answer is a call of that tool
+  names one of them as a word (``read`` is not named by "already"), and is not a request
+  to continue an earlier answer (or ``tool_choice`` forces one), the answer is a call of that tool
   with arguments made from its JSON schema (finish ``tool_calls`` / ``tool_use``).
   When the last message is a tool result, the answer is ``"The tool returned: <result>"``.
 - *Max tokens*: when ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens``

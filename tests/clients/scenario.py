@@ -39,7 +39,10 @@ def _without_sdks() -> None:
     """
     import types
 
-    for name, classes in (("openai", ("OpenAI", "AsyncOpenAI")), ("anthropic", ("AsyncAnthropic",))):
+    for name, classes in (
+        ("openai", ("OpenAI", "AsyncOpenAI")),
+        ("anthropic", ("AsyncAnthropic",)),
+    ):
         if name not in sys.modules:
             module = types.ModuleType(name)
             for cls in classes:

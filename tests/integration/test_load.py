@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -41,7 +40,7 @@ async def gateway_process(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[t
     root = write_policies(tmp_path / "policies", policy_files(fake.url, slow_ok))
     port = free_port()
     env = {**os.environ, PROVIDER_KEY_ENV: PROVIDER_KEY, "GATEWAY_LOG_LEVEL": "warning"}
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: ASYNC220 (a fixture starting the process once)
         [sys.executable, "-m", "gateway", "serve", "--policies", str(root), "--port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -62,9 +61,7 @@ async def gateway_process(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[t
         proc.wait(timeout=30)
 
 
-async def test_500_concurrent_streams(
-    gateway_process: tuple[str, int], fake: FakeProvider
-) -> None:
+async def test_500_concurrent_streams(gateway_process: tuple[str, int], fake: FakeProvider) -> None:
     """Every stream completes intact; the gateway's RSS stays bounded and settles after."""
     url, pid = gateway_process
     fake.chunks = 20
@@ -90,7 +87,7 @@ async def test_500_concurrent_streams(
         assert raw.rstrip().endswith(b"data: [DONE]")
         assert raw.count(b'"finish_reason":"stop"') == 1
         assert b"error" not in raw
-    time.sleep(0.2)
+    await asyncio.sleep(0.2)
     end_rss = rss_mb(pid)
     assert peak < 150, f"peak RSS {peak:.0f} MB"
     assert end_rss < start_rss + 40, f"RSS {start_rss:.0f} -> {end_rss:.0f} MB"

@@ -156,3 +156,19 @@ async def test_upstream_down_gives_502(make_gateway, stream: bool) -> None:  # t
     assert exc.value.status_code == 502
     assert "upstream" in exc.value.message
     assert exc.value.response.headers["x-should-retry"] == "false"
+
+
+async def test_unknown_endpoint_is_json_404(gw: Harness) -> None:
+    """A path the gateway does not serve gets a JSON error listing the endpoints."""
+    async with aiohttp.ClientSession() as s:
+        async with s.post(gw.url + "/v1chat/completions", json={}) as r:
+            assert r.status == 404
+        async with s.post(gw.url + "/v1/chat/complete", json={},
+                          headers={"authorization": f"Bearer {CLIENT_KEY}"}) as r:  # fmt: skip
+            body = await r.json()
+            assert r.status == 404
+            assert body["error"]["code"] == "unknown_endpoint"
+            assert "POST /v1/chat/completions" in body["error"]["message"]
+        async with s.get(gw.url + "/v1/chat/completions") as r:
+            assert r.status == 405
+            assert (await r.json())["error"]["code"] == "unknown_endpoint"
