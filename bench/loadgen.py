@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
-
 from procs import pin_prefix
 
 KEY = "bench-key"
@@ -207,7 +206,7 @@ async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
             while time.monotonic() < end:
                 try:
                     ttfb, ttft, total, data, status = await _one_stream(session, url, payload)
-                except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
+                except (TimeoutError, aiohttp.ClientError, OSError) as e:
                     counts["errors"] += 1
                     if len(examples) < 3:
                         examples.append(repr(e))
@@ -256,6 +255,7 @@ class HoldRound:
     rss_peak_mb: float  # highest VmRSS polled during the round
     rss_after_mb: float  # streams finished, client connections closed, 1 s later
     threads_open: int = 0
+    failures: list[str] = field(default_factory=list)  # a few of the streams' errors
 
     def dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -268,13 +268,14 @@ async def hold_round(
     n: int,
     *,
     settle_s: float = 1.0,
-    open_timeout: float = 60.0,
+    open_timeout: float = 30.0,  # well below the policy's stream_idle (60 s)
 ) -> HoldRound:
     """Open ``n`` streams the upstream holds after their first content chunk; measure the gateway's
     RSS while all are open, release them, close the client side, measure again."""
     from procs import memory_mb, threads
 
-    url = f"http://127.0.0.1:{gw_port}/v1/chat/completions?hold=1"
+    hold_id = f"{os.getpid()}-{time.monotonic_ns()}"
+    url = f"http://127.0.0.1:{gw_port}/v1/chat/completions?hold={hold_id}"
     payload = json.dumps(STREAM_BODY).encode()
     rss_before = memory_mb(gw_pid)["VmRSS"]
     peak = rss_before
@@ -323,7 +324,7 @@ async def hold_round(
         rss_open = memory_mb(gw_pid)["VmRSS"]
         nthreads = threads(gw_pid)
         opened = first
-        await asyncio.to_thread(_release, upstream_port)
+        await asyncio.to_thread(_release, upstream_port, hold_id)
         results = await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await session.close()
@@ -341,13 +342,14 @@ async def hold_round(
         rss_peak_mb=max(peak, rss_open),
         rss_after_mb=rss_after,
         threads_open=nthreads,
+        failures=[repr(r)[:200] for r in results if r is not True][:3],
     )
 
 
-def _release(upstream_port: int) -> None:
+def _release(upstream_port: int, hold_id: str) -> None:
     from procs import http_get
 
-    http_get(upstream_port, "/_bench/release")
+    http_get(upstream_port, f"/_bench/release?hold={hold_id}")
 
 
 def median(xs: list[float]) -> float:

@@ -10,6 +10,7 @@ ones by default), so the shares are shares of CPU time.
 
 from __future__ import annotations
 
+import gzip
 import re
 import shutil
 import subprocess
@@ -71,7 +72,7 @@ def component(path: str) -> str:
     p = _short(path)
     if p.startswith("gateway/"):
         return p.removesuffix(".py")
-    if not p or "/" not in p and not p.endswith(".py"):
+    if not p or ("/" not in p and not p.endswith(".py")):
         return f"native: {p or '?'}"
     head = p.split("/")[0]
     if head == "aiohttp":
@@ -84,18 +85,51 @@ def component(path: str) -> str:
     return head
 
 
+# Buckets for "where the time goes": the first that matches a stack wins.
+BUCKETS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "upstream HTTP client (gateway/upstream.py + gateway/http1.py or aiohttp's client)",
+        ("(gateway/upstream.py", "(gateway/http1.py"),
+    ),
+    (
+        "observability (gateway/observe: access log via structlog, Prometheus)",
+        ("(gateway/observe/", "(structlog/", "(prometheus_client/"),
+    ),
+    (
+        "upstream HTTP client, response parsing (aiohttp/client_proto.py, called by the loop)",
+        ("(aiohttp/client_proto.py",),
+    ),
+    ("asyncio.timeout() contexts elsewhere (read_body)", ("(asyncio/timeouts.py",)),
+    (
+        "gateway request path (middleware, handlers, engine, proxy, answer, state, policy)",
+        ("(gateway/middlewares.py",),
+    ),
+    ("aiohttp server + event loop outside the gateway middleware", ()),
+]
+
+
+def _bucket(stack: str) -> str:
+    for name, needles in BUCKETS:
+        if not needles or any(n in stack for n in needles):
+            return name
+    return BUCKETS[-1][0]
+
+
 def summarise(raw: Path, top: int = 30) -> str:
     self_time: Counter[str] = Counter()
     incl: Counter[str] = Counter()
     comp_self: Counter[str] = Counter()
     comp_incl: Counter[str] = Counter()
+    buckets: Counter[str] = Counter()
     total = 0
-    for line in raw.read_text().splitlines():
+    text = gzip.decompress(raw.read_bytes()).decode() if raw.suffix == ".gz" else raw.read_text()
+    for line in text.splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
         n = int(count)
         total += n
+        buckets[_bucket(stack)] += n
         frames = [f for f in stack.split(";") if f]
         # the first frame is "process ..." / "thread ..." labels in some py-spy versions
         frames = [f for f in frames if not f.startswith(("process ", "thread "))]
@@ -124,7 +158,14 @@ def summarise(raw: Path, top: int = 30) -> str:
 
     gw_incl = Counter({k: v for k, v in incl.items() if "(gateway/" in k})
     lines = [f"py-spy samples: {total} (on-CPU only)", ""]
-    lines += table("Inclusive time by gateway function (where the gateway's request path spends)", gw_incl, 40)
+    lines += table(
+        "Where the time goes (each sample in the first bucket whose frames it contains)",
+        buckets,
+        10,
+    )
+    lines += table(
+        "Inclusive time by gateway function (where the gateway's request path spends)", gw_incl, 40
+    )
     lines += table("Self time by component (leaf frame's library or gateway module)", comp_self, 25)
     lines += table("Inclusive time by component (anywhere on the stack)", comp_incl, 30)
     lines += table("Self time by function", self_time, top)

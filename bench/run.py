@@ -88,13 +88,19 @@ def _enter_netns(args: argparse.Namespace) -> None:
         say("NOTE: unshare --net is not permitted here; running on the host's loopback")
         return
     os.environ["BENCH_NETNS"] = "1"
-    os.execvp(prefix[0], [*prefix, "--", sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]])
+    os.execvp(
+        prefix[0], [*prefix, "--", sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
+    )
 
 
 def _loopback_up() -> str:
     state = os.environ.get("BENCH_NETNS", "")
     if state != "1":
-        return "host network (unshare not used)" if state == "" else "host network (unshare not permitted)"
+        return (
+            "host network (unshare not used)"
+            if state == ""
+            else "host network (unshare not permitted)"
+        )
     try:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as e:
@@ -119,7 +125,9 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
     return out
 
 
-def _busy(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]) -> dict[str, float]:
+def _busy(
+    before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]
+) -> dict[str, float]:
     res = {}
     for cpu, (b1, t1) in after.items():
         b0, t0 = before.get(cpu, (0, 0))
@@ -143,18 +151,21 @@ class Phase:
     def __enter__(self) -> Phase:
         self.cpus0 = _cpu_times()
         self.own0 = _own_cpu()
+        self.t0 = time.monotonic()
         for w in self.windows:
             w.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None:  # interrupted: the processes may be gone already
+            return
         for w in self.windows:
             w.stop()
         cpus1 = _cpu_times()
         self.busy = _busy(self.cpus0, cpus1)
         busy_s = sum(cpus1[c][0] - self.cpus0.get(c, (0, 0))[0] for c in cpus1) / procs.CLK_TCK
         ours = _own_cpu() - self.own0 + sum(w.cpu for w in self.windows)
-        wall = self.windows[0].wall if self.windows else 1.0
+        wall = time.monotonic() - self.t0
         self.foreign_cpu_per_s = max(0.0, busy_s - ours) / wall if wall else 0.0
 
 
@@ -264,7 +275,9 @@ def wait_quiet(pids: list[int]) -> float:
     return load
 
 
-def run_wrk(label: str, port: int, c: int, seconds: float, load_cpu: int | None, pids: list[int]) -> tuple[loadgen.WrkResult, Phase]:
+def run_wrk(
+    label: str, port: int, c: int, seconds: float, load_cpu: int | None, pids: list[int]
+) -> tuple[loadgen.WrkResult, Phase]:
     if QUIET["max_wait_s"]:
         wait_quiet(pids)
     ph = Phase(*pids)
@@ -284,7 +297,9 @@ def run_wrk(label: str, port: int, c: int, seconds: float, load_cpu: int | None,
     return r, ph
 
 
-def run_streams(label: str, port: int, c: int, seconds: float, pids: list[int]) -> tuple[loadgen.StreamResult, Phase]:
+def run_streams(
+    label: str, port: int, c: int, seconds: float, pids: list[int]
+) -> tuple[loadgen.StreamResult, Phase]:
     if QUIET["max_wait_s"]:
         wait_quiet(pids)
     ph = Phase(*pids)
@@ -308,7 +323,9 @@ def run_streams(label: str, port: int, c: int, seconds: float, pids: list[int]) 
     return r, ph
 
 
-def start_gateway(policy_dir: Path, port: int, level: str, cpu: int | None, log_path: Path) -> subprocess.Popen[Any]:
+def start_gateway(
+    policy_dir: Path, port: int, level: str, cpu: int | None, log_path: Path
+) -> subprocess.Popen[Any]:
     env = dict(os.environ)
     env.update(
         {
@@ -320,7 +337,18 @@ def start_gateway(policy_dir: Path, port: int, level: str, cpu: int | None, log_
         }
     )
     log = log_path.open("wb")
-    argv = [sys.executable, "-m", "gateway", "serve", "--policies", str(policy_dir), "--port", str(port), "--host", "127.0.0.1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        "--policies",
+        str(policy_dir),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+    ]
     p = procs.spawn(argv, cpu=cpu, env=env, stdout=log, stderr=subprocess.STDOUT)
     log.close()
     procs.wait_http(p, port, "/readyz", 30, "the gateway")
@@ -365,7 +393,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     policy_dir = _policy_dir(up_port)
     try:
         up = procs.spawn(
-            [sys.executable, str(HERE / "upstream.py"), "--port", str(up_port), "--chunk-gap-ms", str(args.chunk_gap_ms)],
+            [
+                sys.executable,
+                str(HERE / "upstream.py"),
+                "--port",
+                str(up_port),
+                "--chunk-gap-ms",
+                str(args.chunk_gap_ms),
+            ],
             cpu=load_cpu,
         )
         procs.wait_http(up, up_port, "/v1/models", 15, "the bench upstream")
@@ -382,7 +417,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.skip_calibration:
             cal_port = _port(18060)
             cal = procs.spawn(
-                [sys.executable, str(HERE / "calibrate_proxy.py"), "--port", str(cal_port), "--upstream", f"http://127.0.0.1:{up_port}"],
+                [
+                    sys.executable,
+                    str(HERE / "calibrate_proxy.py"),
+                    "--port",
+                    str(cal_port),
+                    "--upstream",
+                    f"http://127.0.0.1:{up_port}",
+                ],
                 cpu=gw_cpu,
             )
             procs.wait_http(cal, cal_port, "/readyz", 15, "the calibration proxy")
@@ -392,14 +434,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cs, _ = run_streams("minimal proxy streams", cal_port, 16, D, [cal.pid, up.pid])
             cal_rss = procs.memory_mb(cal.pid)
             procs.stop(cal)
-            out["calibration"] = {"c64": vars(c64), "c1": vars(c1), "streams": cs.dict(), "rss_mb": cal_rss}
+            out["calibration"] = {
+                "c64": vars(c64),
+                "c1": vars(c1),
+                "streams": cs.dict(),
+                "rss_mb": cal_rss,
+            }
 
         # ---- gateway, access log on (info) ---------------------------------------------
         log_path = tmp / "gateway-info.log"
         gw = start_gateway(policy_dir, gw_port, "info", gw_cpu, log_path)
         time.sleep(1.0)
         idle = procs.memory_mb(gw.pid)
-        say(f"gateway started (pid {gw.pid}); idle RSS {idle['VmRSS']:.1f} MB, {procs.threads(gw.pid)} threads")
+        say(
+            f"gateway started (pid {gw.pid}); idle RSS {idle['VmRSS']:.1f} MB, {procs.threads(gw.pid)} threads"
+        )
         headers = _check_answer(gw_port)
         say(f"sanity request OK: {headers}")
         loadgen.wrk(gw_port, 64, warm, cpu=load_cpu)
@@ -407,7 +456,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         g1, _ = run_wrk("gateway (log info)", gw_port, 1, D, load_cpu, [gw.pid, up.pid])
         gs, _ = run_streams("gateway streams", gw_port, 16, D, [gw.pid, up.pid])
         after_load = procs.memory_mb(gw.pid)
-        say(f"gateway RSS after load {after_load['VmRSS']:.1f} MB (peak so far {after_load['VmHWM']:.1f} MB)")
+        say(
+            f"gateway RSS after load {after_load['VmRSS']:.1f} MB (peak so far {after_load['VmHWM']:.1f} MB)"
+        )
         rounds = []
         for i in range(3):
             r = asyncio.run(loadgen.hold_round(gw_port, up_port, gw.pid, args.hold_streams))
@@ -417,6 +468,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f" RSS before {r.rss_before_mb:.1f}, open {r.rss_open_mb:.1f},"
                 f" peak {r.rss_peak_mb:.1f}, after {r.rss_after_mb:.1f} MB"
             )
+            for e in r.failures:
+                say(f"   e.g. {e}")
         access_lines = _count_lines(log_path, b'"request_completed"')
         profile_txt = None
         if args.profile:
@@ -457,7 +510,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _profile(pid: int, port: int, seconds: float, load_cpu: int | None, tmp: Path, native: bool) -> str | None:
+def _profile(
+    pid: int, port: int, seconds: float, load_cpu: int | None, tmp: Path, native: bool
+) -> str | None:
     if not pyspy.available():
         say("py-spy not found (pip install py-spy): no profile")
         return None
@@ -486,14 +541,19 @@ def _profile(pid: int, port: int, seconds: float, load_cpu: int | None, tmp: Pat
                 f"{'with' if native else 'without'} native frames)\n\n"
             )
             (RESULTS / f"{stamp}-profile.md").write_text(header + text)
-            with raw.open("rb") as src, gzip.open(RESULTS / f"{stamp}-profile.collapsed.gz", "wb") as dst:
+            with (
+                raw.open("rb") as src,
+                gzip.open(RESULTS / f"{stamp}-profile.collapsed.gz", "wb") as dst,
+            ):
                 shutil.copyfileobj(src, dst)
             say(f"profile written to bench/results/{stamp}-profile.md (+ .collapsed.gz stacks)")
             return header + text
     return None
 
 
-def _litellm(up_port: int, load_cpu: int | None, gw_cpu: int | None, D: float, warm: float, tmp: Path) -> dict[str, Any]:
+def _litellm(
+    up_port: int, load_cpu: int | None, gw_cpu: int | None, D: float, warm: float, tmp: Path
+) -> dict[str, Any]:
     exe = litellm_peer.executable()
     if not exe.exists():
         say("LiteLLM is not installed (the install runs before entering the netns): skipped")
@@ -501,7 +561,13 @@ def _litellm(up_port: int, load_cpu: int | None, gw_cpu: int | None, D: float, w
     port = _port(LITELLM_PORT)
     cfg = litellm_peer.write_config(up_port)
     log = (tmp / "litellm.log").open("wb")
-    p = procs.spawn(litellm_peer.argv(cfg, port), cpu=gw_cpu, env=litellm_peer.env(), stdout=log, stderr=subprocess.STDOUT)
+    p = procs.spawn(
+        litellm_peer.argv(cfg, port),
+        cpu=gw_cpu,
+        env=litellm_peer.env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     log.close()
     res: dict[str, Any] = {"version": litellm_peer.version()}
     try:
@@ -516,7 +582,15 @@ def _litellm(up_port: int, load_cpu: int | None, gw_cpu: int | None, D: float, w
         l1, _ = run_wrk("litellm", port, 1, D, load_cpu, [pid, _upid(up_port)])
         ls, _ = run_streams("litellm streams", port, 16, D, [pid, _upid(up_port)])
         mem = procs.memory_mb(pid)
-        res.update({"c64": vars(l64), "c1": vars(l1), "streams": ls.dict(), "rss_after_load_mb": mem["VmRSS"], "rss_peak_mb": mem["VmHWM"]})
+        res.update(
+            {
+                "c64": vars(l64),
+                "c1": vars(l1),
+                "streams": ls.dict(),
+                "rss_after_load_mb": mem["VmRSS"],
+                "rss_peak_mb": mem["VmHWM"],
+            }
+        )
     except Exception as e:  # a peer must never break our own run
         say(f"LiteLLM run failed, skipped: {e}")
         tail = (tmp / "litellm.log").read_bytes()[-2000:].decode(errors="replace")
@@ -605,10 +679,16 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
     lit = out.get("litellm") if out.get("litellm") and "c64" in out.get("litellm", {}) else None
     mach = out["machine"]
     L: list[str] = []
-    L.append(f"# llm-gateway benchmark, {out['started']} ({out['mode']} mode, {out['duration_s']:.0f} s per phase)")
+    L.append(
+        f"# llm-gateway benchmark, {out['started']} ({out['mode']} mode, {out['duration_s']:.0f} s per phase)"
+    )
     L.append("")
-    L.append(f"- machine: {mach['cpu']}, {mach['cpus']} CPUs, Linux {mach['kernel']}, Python {mach['python']}, {mach['wrk']}")
-    L.append(f"- packages: {', '.join(f'{k} {v}' for k, v in mach['packages'].items())}; gateway commit {mach['commit']}")
+    L.append(
+        f"- machine: {mach['cpu']}, {mach['cpus']} CPUs, Linux {mach['kernel']}, Python {mach['python']}, {mach['wrk']}"
+    )
+    L.append(
+        f"- packages: {', '.join(f'{k} {v}' for k, v in mach['packages'].items())}; gateway commit {mach['commit']}"
+    )
     L.append(f"- isolation: {out['isolation']}; pinning: {out['pinning']}")
     L.append(
         f"- upstream: bench/upstream.py (raw asyncio protocol, canned answer; streams of {loadgen.CHUNKS} chunks"
@@ -618,7 +698,9 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
     L.append("")
     L.append("## Plain requests (wrk, 1 thread, POST /v1/chat/completions)")
     L.append("")
-    L.append("| | c=64 req/s | c=64 p50 ms | c=64 p99 ms | c=1 req/s | c=1 p50 ms | c=1 p99 ms | CPU µs/req c=64 | CPU µs/req c=1 | CPU use c=64 | other load c=64/c=1 |")
+    L.append(
+        "| | c=64 req/s | c=64 p50 ms | c=64 p99 ms | c=1 req/s | c=1 p50 ms | c=1 p99 ms | CPU µs/req c=64 | CPU µs/req c=1 | CPU use c=64 | other load c=64/c=1 |"
+    )
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def row(name: str, r64: dict[str, Any], r1: dict[str, Any] | None) -> str:
@@ -628,7 +710,9 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
             f"| {name} | {_f(r64['rps'], 0)} | {_f(r64['p50_ms'], 3)} | {_f(r64['p99_ms'], 3)} | "
             + " | ".join(c1)
             + f" | {_f(r64['cpu_us_per_req'])} | {cpu1} | {100 * r64['cpu_util']:.0f}% |"
-            + f" {r64.get('foreign_cpu', 0):.2f}" + (f" / {r1.get('foreign_cpu', 0):.2f}" if r1 else "") + " |"
+            + f" {r64.get('foreign_cpu', 0):.2f}"
+            + (f" / {r1.get('foreign_cpu', 0):.2f}" if r1 else "")
+            + " |"
         )
 
     L.append(row("direct (bench upstream)", d["c64"], d["c1"]))
@@ -667,20 +751,34 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         f" One core's capacity at the measured CPU cost: {_f(m['capacity_rps_one_core'], 0)} req/s."
     )
     noisy = max(
-        [g["c64"].get("foreign_cpu", 0), g["c1"].get("foreign_cpu", 0), g["streams"].get("foreign_cpu", 0),
-         d["c64"].get("foreign_cpu", 0)]
+        [
+            g["c64"].get("foreign_cpu", 0),
+            g["c1"].get("foreign_cpu", 0),
+            g["streams"].get("foreign_cpu", 0),
+            d["c64"].get("foreign_cpu", 0),
+        ]
     )
     L.append(
         f"Other load on the machine (processes outside the benchmark, user+system time) during the gateway phases: up to {noisy:.2f} CPUs"
-        + (" -- the machine was shared during this run; compare ratios, not absolute numbers." if noisy > 0.1 else ".")
+        + (
+            " -- the machine was shared during this run; compare ratios, not absolute numbers."
+            if noisy > 0.1
+            else "."
+        )
     )
     if "access_log_cpu_us_per_req" in m:
-        L.append(f"Access log cost (info minus warning, c=64): {_f(m['access_log_cpu_us_per_req'])} µs CPU per request.")
-    L.append(f"Access log lines written: {g['access_log_lines']:,} ({g['access_log_bytes'] / max(1, g['access_log_lines']):.0f} bytes each).")
+        L.append(
+            f"Access log cost (info minus warning, c=64): {_f(m['access_log_cpu_us_per_req'])} µs CPU per request."
+        )
+    L.append(
+        f"Access log lines written: {g['access_log_lines']:,} ({g['access_log_bytes'] / max(1, g['access_log_lines']):.0f} bytes each)."
+    )
     L.append("")
     L.append(f"## Streams ({loadgen.CHUNKS} chunks + [DONE], asyncio aiohttp client, c=16)")
     L.append("")
-    L.append("| | streams/s | first token p50 ms | first token p99 ms | first byte p50 ms | stream p50 ms | complete | CPU µs/stream | per-chunk µs | other load |")
+    L.append(
+        "| | streams/s | first token p50 ms | first token p99 ms | first byte p50 ms | stream p50 ms | complete | CPU µs/stream | per-chunk µs | other load |"
+    )
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def srow(name: str, s: dict[str, Any], per_chunk: str) -> str:
@@ -699,6 +797,7 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         lper = (lit["streams"]["cpu_us_per_stream"] - lit["c64"]["cpu_us_per_req"]) / loadgen.CHUNKS
         L.append(srow("LiteLLM", lit["streams"], _f(lper)))
     gs, ds = g["streams"], d["streams"]
+
     def sratio(name: str, a: dict[str, Any], b: dict[str, Any]) -> str:
         return (
             f"| {name} | {_ratio(a['streams_per_s'], b['streams_per_s'])} | {_ratio(a['ttft_p50_ms'], b['ttft_p50_ms'])} |"
@@ -723,13 +822,21 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         f" {_f(g['c64']['cpu_us_per_req'])} µs) / {loadgen.CHUNKS}."
     )
     L.append("")
-    L.append(f"## Gateway memory (RSS, MB; {out['hold_streams']:,} streams held open by the upstream after their first chunk)")
+    L.append(
+        f"## Gateway memory (RSS, MB; {out['hold_streams']:,} streams held open by the upstream after their first chunk)"
+    )
     L.append("")
-    L.append(f"Idle after start: {_f(g['rss_idle_mb'])} MB; after the load phases: {_f(g['rss_after_load_mb'])} MB.")
+    L.append(
+        f"Idle after start: {_f(g['rss_idle_mb'])} MB; after the load phases: {_f(g['rss_after_load_mb'])} MB."
+    )
     if lit and "rss_idle_mb" in lit:
-        L.append(f"LiteLLM: idle {_f(lit['rss_idle_mb'])} MB, after its load phases {_f(lit['rss_after_load_mb'])} MB (peak {_f(lit['rss_peak_mb'])} MB).")
+        L.append(
+            f"LiteLLM: idle {_f(lit['rss_idle_mb'])} MB, after its load phases {_f(lit['rss_after_load_mb'])} MB (peak {_f(lit['rss_peak_mb'])} MB)."
+        )
     L.append("")
-    L.append("| round | opened | complete | time to open s | before | all open | peak | after close |")
+    L.append(
+        "| round | opened | complete | time to open s | before | all open | peak | after close |"
+    )
     L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for i, r in enumerate(g["hold_rounds"], 1):
         L.append(
@@ -754,7 +861,9 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
         nd = 0 if unit in ("req/s", "") else (3 if unit == "ms" else 1)
         if key == "rss_open_streams_mb":
             text = f"RSS peak with {out['hold_streams']:,} open streams"
-        L.append(f"| {text} | {sign} {_f(target, nd)} {unit} | {_f(v, nd)} {unit} | {'PASS' if ok else 'MISS'} |")
+        L.append(
+            f"| {text} | {sign} {_f(target, nd)} {unit} | {_f(v, nd)} {unit} | {'PASS' if ok else 'MISS'} |"
+        )
     if lit:
         L.append("")
         L.append(
@@ -765,17 +874,50 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="a few seconds per phase (smoke run)")
-    p.add_argument("--duration", type=float, default=None, help="seconds per measured phase (default 15, quick 3)")
-    p.add_argument("--litellm", action="store_true", help="also measure the LiteLLM proxy (installs it into bench/.venv-litellm)")
-    p.add_argument("--profile", action="store_true", help="run an extra c=64 phase under py-spy and write its top entries")
-    p.add_argument("--no-netns", action="store_true", help="do not enter a private network namespace")
-    p.add_argument("--skip-log-compare", action="store_true", help="skip the log-level-warning gateway run")
-    p.add_argument("--skip-calibration", action="store_true", help="skip the minimal-aiohttp-proxy rows")
-    p.add_argument("--hold-streams", type=int, default=1000, help="streams held open in each RSS round (default 1000)")
-    p.add_argument("--chunk-gap-ms", type=float, default=1.0, help="gap between the upstream's stream chunks (default 1)")
-    p.add_argument("--no-save", action="store_true", help="print only; write nothing to bench/results")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds per measured phase (default 15, quick 3)",
+    )
+    p.add_argument(
+        "--litellm",
+        action="store_true",
+        help="also measure the LiteLLM proxy (installs it into bench/.venv-litellm)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="run an extra c=64 phase under py-spy and write its top entries",
+    )
+    p.add_argument(
+        "--no-netns", action="store_true", help="do not enter a private network namespace"
+    )
+    p.add_argument(
+        "--skip-log-compare", action="store_true", help="skip the log-level-warning gateway run"
+    )
+    p.add_argument(
+        "--skip-calibration", action="store_true", help="skip the minimal-aiohttp-proxy rows"
+    )
+    p.add_argument(
+        "--hold-streams",
+        type=int,
+        default=1000,
+        help="streams held open in each RSS round (default 1000)",
+    )
+    p.add_argument(
+        "--chunk-gap-ms",
+        type=float,
+        default=1.0,
+        help="gap between the upstream's stream chunks (default 1)",
+    )
+    p.add_argument(
+        "--no-save", action="store_true", help="print only; write nothing to bench/results"
+    )
     p.add_argument(
         "--wait-quiet",
         type=float,
@@ -784,6 +926,13 @@ def main() -> int:
         help="before each measured phase wait up to S s for other processes to use < 0.25 CPU"
         " (default 30, quick 0)",
     )
+    p.add_argument(
+        "--wait-budget",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="total waiting for quiet per run (default 120)",
+    )
     p.add_argument("--profile-native", action="store_true", help="py-spy with native (C) frames")
     args = p.parse_args()
     if args.duration is None:
@@ -791,6 +940,7 @@ def main() -> int:
     if args.wait_quiet is None:
         args.wait_quiet = 0.0 if args.quick else 30.0
     QUIET["max_wait_s"] = args.wait_quiet
+    QUIET["total_budget_s"] = args.wait_budget
     for tool in ("wrk",):
         if shutil.which(tool) is None:
             print(f"bench: '{tool}' not found (apt-get install {tool})", file=sys.stderr)

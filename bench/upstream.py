@@ -13,9 +13,9 @@ Streams:
     (default 1 ms, the event loop's timer resolution), so a proxy sees every
     chunk as its own read, as with a real model that emits tokens over time;
     ``?gap_ms=N`` on the request overrides it;
-  * ``?hold=1`` sends the role chunk and the first content chunk, then holds the
-    stream open until
-    ``GET /_bench/release`` (or 120 s), for the RSS-with-open-streams phase.
+  * ``?hold=ID`` sends the role chunk and the first content chunk, then holds the
+    stream open until ``GET /_bench/release?hold=ID`` (a stream arriving after its
+    release does not hold), or 45 s, for the RSS-with-open-streams phase.
 
 Run: ``python bench/upstream.py --port 18090`` (prints ``READY <port>``).
 """
@@ -31,7 +31,9 @@ from urllib.parse import parse_qsl
 
 MODEL = "bench-model"
 CHUNKS = 20  # SSE data chunks per stream, [DONE] not counted
-HOLD_MAX_S = 120.0
+HOLD_MAX_S = (
+    45.0  # below the gateway's stream_idle timeout (60 s), so a late stream still completes
+)
 
 _COMPLETION = json.dumps(
     {
@@ -107,6 +109,7 @@ class State:
         self.gap_s = gap_s
         self.release = asyncio.Event()
         self.held = 0
+        self.released: set[str] = set()  # hold ids already released: late arrivals don't hold
         self.requests = 0
 
 
@@ -175,6 +178,10 @@ class Conn(asyncio.Protocol):
             self.state.requests += 1
             if method == b"GET":
                 if target.startswith(b"/_bench/release"):
+                    q = target.find(b"?")
+                    for k, v in parse_qsl(target[q + 1 :].decode("latin-1") if q >= 0 else ""):
+                        if k == "hold":
+                            self.state.released.add(v)
                     self.state.release.set()
                     self.state.release = asyncio.Event()
                     t.write(_RELEASED)
@@ -203,7 +210,7 @@ class Conn(asyncio.Protocol):
         if q >= 0:
             for k, v in parse_qsl(target[q + 1 :].decode("latin-1")):
                 if k == "hold":
-                    hold = v not in ("", "0")
+                    hold = v not in ("", "0") and v not in st.released
                 elif k == "gap_ms":
                     gap = float(v) / 1000.0
         try:
