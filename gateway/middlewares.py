@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -17,6 +18,9 @@ from gateway.state_keys import GATEWAY, LOG
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+# New request ids: a random per-process prefix and a counter (uuid4 costs a system call).
+_ID_PREFIX = os.urandom(8).hex()
+_ids = itertools.count(1)
 
 
 def _format_of(path: str) -> str:
@@ -41,11 +45,16 @@ def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.
 
 
 async def _send_and_close(request: web.Request, resp: web.Response) -> web.Response:
-    """Answer, then drop the connection at once, without aiohttp's lingering read of the
-    unread body (up to 10 s more for a client that is trickling it)."""
+    """Answer, then end our side of the connection at once (FIN), so the client sees the
+    whole answer and EOF without waiting. aiohttp then reads and drops whatever the client
+    still sends for at most its ``lingering_time`` (10 s) before closing: closing with
+    unread input would send a RST that can destroy the answer in flight."""
+    resp.force_close()
     await resp.prepare(request)
     await resp.write_eof()
-    request.protocol.force_close()
+    transport = request.transport
+    if transport is not None and transport.can_write_eof():
+        transport.write_eof()
     return resp
 
 
@@ -55,7 +64,9 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
         return await handler(request)
     gw = request.app[GATEWAY]
     rid = request.headers.get("x-request-id", "")
-    log = RequestLog(rid if _REQUEST_ID.match(rid) else uuid.uuid4().hex, time.monotonic())
+    if not (rid and _REQUEST_ID.match(rid)):
+        rid = f"{_ID_PREFIX}{next(_ids):08x}"
+    log = RequestLog(rid, time.monotonic())
     request[LOG] = log
     gw.metrics.inflight.inc()
     try:

@@ -54,20 +54,30 @@ class RequestLog:
 class Events:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        # Labelled children by (metric, labels): prometheus' labels() costs microseconds per
+        # call on the hot path. Label values come from policy names, so this stays bounded.
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # ---- per request ---------------------------------------------------------------
     def request_completed(self, r: RequestLog, now: float) -> None:
-        m = self.metrics
+        m, c = self.metrics, self._child
         duration = now - r.started
         model = r.answered_by or r.model
-        m.requests.labels(r.team, model, str(r.status)).inc()
-        m.duration.labels(r.team, model).observe(duration)
+        c(m.requests, r.team, model, str(r.status)).inc()
+        c(m.duration, r.team, model).observe(duration)
         if r.ttfb is not None:
-            m.ttfb.labels(r.team, model).observe(r.ttfb)
+            c(m.ttfb, r.team, model).observe(r.ttfb)
         if r.prompt_tokens:
-            m.tokens.labels(r.team, model, "prompt").inc(r.prompt_tokens)
+            c(m.tokens, r.team, model, "prompt").inc(r.prompt_tokens)
         if r.completion_tokens:
-            m.tokens.labels(r.team, model, "completion").inc(r.completion_tokens)
+            c(m.tokens, r.team, model, "completion").inc(r.completion_tokens)
         log.info(
             "request_completed",
             request_id=r.request_id,
@@ -85,7 +95,7 @@ class Events:
         )
 
     def upstream_attempt(self, provider: str, model: str, category: str) -> None:
-        self.metrics.upstream_attempts.labels(provider, model, category).inc()
+        self._child(self.metrics.upstream_attempts, provider, model, category).inc()
 
     def api_retry(
         self, r: RequestLog, model: str, attempt: int, max_retries: int, wait: float, f: Failure
