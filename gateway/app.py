@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -50,6 +51,7 @@ class Gateway:
         self.upstream = Upstream()
         self.state: StateBackend = open_state("")
         self.sim_url: str | None = None
+        self._sim: Any = None  # the SimProvider, once started
         self.draining = False
         self.last_reload_error: str | None = None
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
@@ -66,6 +68,7 @@ class Gateway:
             self.last_reload_error = "\n".join(str(p) for p in problems)
             for p in problems:
                 self.events.policy_rejected(p.file, p.line, p.message, trigger)
+            self.events.policy_reload_rejected()
             return False
         self.policies = new
         self.last_reload_error = None
@@ -79,18 +82,22 @@ class Gateway:
             return None, e.problems
         except Exception as e:  # never let a reload take the process down
             return None, [Problem(self.policy_dir.as_posix(), 0, f"cannot load: {e!r}")]
-        # The built-in sim provider runs only when the set the gateway started with uses it.
-        problems = [
-            Problem(
-                self.policy_dir.as_posix(),
-                0,
-                f"provider {name!r} uses api 'sim', which only works when the gateway "
-                "starts with a sim provider: restart the gateway to add it",
-            )
-            for name, p in sorted(new.providers.items())
-            if p.api == "sim" and self.sim_url is None
-        ]
-        return (None, problems) if problems else (new, [])
+        return new, []
+
+    async def ensure_sim(self) -> str:
+        """Start the built-in sim provider on first use (also when a reload adds one)."""
+        if self._sim is None:
+            from gateway.providers.sim import SimProvider
+
+            sim = SimProvider()
+            await sim.start()
+            if self._sim is None:
+                self._sim = sim
+                self.sim_url = sim.url
+            else:  # started concurrently by another request
+                await sim.stop()
+        assert self.sim_url is not None
+        return self.sim_url
 
 
 def policy_dir_of(settings: GatewaySettings) -> Path:
@@ -132,20 +139,15 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     await gw.upstream.start()
     gw.state = open_state(gw.settings.state_url, reconnect_interval=gw.settings.state_reconnect_s)
     gw.env.state = gw.state
-    sim = None
     if any(p.api == "sim" for p in gw.policies.providers.values()):
-        from gateway.providers.sim import SimProvider
-
-        sim = SimProvider()
-        await sim.start()
-        gw.sim_url = sim.url
+        await gw.ensure_sim()
     watcher = asyncio.create_task(admin.watch(gw))
     yield
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
-    if sim is not None:
-        await sim.stop()
+    if gw._sim is not None:
+        await gw._sim.stop()
     await gw.state.close()
     await gw.upstream.close()
 

@@ -162,6 +162,8 @@ async def completion(request: web.Request) -> web.StreamResponse:
             f"model {model!r} is served by an {policies.providers[spec.provider].api}-format "
             f"provider and cannot be called on {endpoint.value}"
         )
+    if gw.sim_url is None and any(p.api == "sim" for p in policies.providers.values()):
+        await gw.ensure_sim()  # a reload added the built-in sim provider
     limits = policies.teams[team].limits
     has_limits = limits.requests_per_minute is not None or limits.tokens_per_minute is not None
     if has_limits and (wait := await gw.state.admit(team, limits, time.time())) is not None:

@@ -78,13 +78,13 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
         return resp
     except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as e:
         paths = ", ".join(f"POST {ep.value}" for ep in Endpoint) + ", GET /v1/models"
-        err = GatewayError(
+        unknown = GatewayError(
             e.status,
             f"{request.method} {request.path} is not an endpoint of "
             f"this gateway; it serves {paths}",
             code="unknown_endpoint",
         )
-        return error_response(err, request.path, log)
+        return error_response(unknown, request.path, log)
     except web.HTTPRequestEntityTooLarge:
         limit = gw.settings.max_body_bytes
         too_large = GatewayError(

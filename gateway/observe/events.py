@@ -207,6 +207,9 @@ class Events:
         self.metrics.policy_reloads.labels("ok").inc()
         log.info("policy_reloaded", files=files, trigger=trigger)
 
-    def policy_rejected(self, file: str, line: int, message: str, trigger: str) -> None:
+    def policy_reload_rejected(self) -> None:
+        """Counted once per rejected reload, however many problems it had."""
         self.metrics.policy_reloads.labels("rejected").inc()
+
+    def policy_rejected(self, file: str, line: int, message: str, trigger: str) -> None:
         log.error("policy_rejected", file=file, line=line, message=message, trigger=trigger)

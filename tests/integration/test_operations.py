@@ -66,7 +66,7 @@ class Served:
     def named(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("event") == name]
 
-    async def wait_event(self, name: str, count: int = 1, timeout: float = 10.0) -> dict[str, Any]:
+    async def wait_event(self, name: str, count: int = 1, within: float = 10.0) -> dict[str, Any]:
         async def until() -> dict[str, Any]:
             while len(found := self.named(name)) < count:
                 if self._reader.done():
@@ -75,10 +75,10 @@ class Served:
                 await self._changed.wait()
             return found[count - 1]
 
-        return await asyncio.wait_for(until(), timeout)
+        return await asyncio.wait_for(until(), within)
 
-    async def wait_exit(self, timeout: float) -> int:
-        rc = await asyncio.wait_for(self.proc.wait(), timeout)
+    async def wait_exit(self, within: float) -> int:
+        rc = await asyncio.wait_for(self.proc.wait(), within)
         await self._reader
         return rc
 
@@ -104,7 +104,7 @@ async def serve(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         )  # fmt: skip
         s = Served(proc)
         started.append(s)
-        ev = await s.wait_event("gateway_started", timeout=30)
+        ev = await s.wait_event("gateway_started", within=30)
         s.url = f"http://127.0.0.1:{ev['port']}"
         return s
 
@@ -143,14 +143,14 @@ async def chat(session: aiohttp.ClientSession, url: str, model: str = "gpt-test"
 # ---- graceful drain ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_drain_finishes_streams_and_exits_0(
     serve: Callable[..., Any], fake: FakeProvider, tmp_path: Path, sig: signal.Signals
 ) -> None:
     """SIGTERM/SIGINT mid-stream: /readyz 503 at once, new requests served during the accept
     window, then the listener closes; the stream completes intact; exit 0 within the grace."""
     root = write_policies(tmp_path / "policies", policy_files(fake.url))
-    gw = await serve(root)  # grace 3 s: accept window 1 s, in-flight up to 3 s more
+    gw = await serve(root, shutdown_grace_s="4.5")  # accept window 1.5 s, then in-flight 4.5 s
     fake.push(Delay(0.3))  # 8 chunks: about 2.4 s
     async with aiohttp.ClientSession() as s:
         async with s.get(gw.url + "/readyz") as r:
@@ -163,15 +163,13 @@ async def test_drain_finishes_streams_and_exits_0(
         assert resp.status == 200
         first = await resp.content.readuntil(b"\n\n")  # the stream has started
         gw.proc.send_signal(sig)
-        t0 = time.monotonic()
-        draining = await gw.wait_event("gateway_draining", timeout=2)
-        assert draining["signal"] == sig.name and draining["accept_s"] == 1.0
+        draining = await gw.wait_event("gateway_draining", within=2)
+        assert draining["signal"] == sig.name and draining["accept_s"] == 1.5
         async with aiohttp.ClientSession() as fresh:  # a new connection, as a load balancer's
             async with fresh.get(gw.url + "/readyz") as r:
                 assert r.status == 503
             assert await chat(fresh, gw.url) == 200  # still accepting
-        assert time.monotonic() - t0 < 1.0
-        await gw.wait_event("gateway_listener_closed", timeout=2)
+        await gw.wait_event("gateway_listener_closed", within=2)
         async with aiohttp.ClientSession() as late:
             with pytest.raises(aiohttp.ClientConnectionError):
                 await chat(late, gw.url)
@@ -179,12 +177,11 @@ async def test_drain_finishes_streams_and_exits_0(
         text, finishes = sse_text(first + rest)
         assert text == fake.reply.get("gpt-test") or text.startswith("Hello! This is the fake")
         assert finishes[-1] == "stop" and rest.rstrip().endswith(b"data: [DONE]")
-    rc = await gw.wait_exit(timeout=5)
-    took = time.monotonic() - t0
+    rc = await gw.wait_exit(within=10)
     assert rc == 0
-    assert took < 3.0, took  # the stream ended at ~2.4 s; no waiting for the full grace
-    stopped = gw.named("gateway_stopped")
-    assert stopped and stopped[0]["drain_s"] < 3.0
+    # stopped once the stream was done (~2.1 s after the signal), not after accept + grace
+    assert 1.5 < gw.named("gateway_stopped")[0]["drain_s"] < 3.5
+    assert not gw.named("gateway_drain_timeout")
     done = [e for e in gw.named("request_completed") if e.get("status") == 200]
     assert len(done) == 2, gw.events
 
@@ -209,22 +206,26 @@ async def test_drain_ends_what_outlives_the_grace(
         t0 = time.monotonic()
         with pytest.raises(aiohttp.ClientPayloadError):
             await resp.read()  # cut at the drain timeout
-    rc = await gw.wait_exit(timeout=10)
-    took = time.monotonic() - t0
+    rc = await gw.wait_exit(within=10)
     assert rc == 0
-    assert 1.9 < took < 3.0, took  # 0.5 + 1.5, plus process exit
+    assert time.monotonic() - t0 < 5.0  # not the 8 s of the stream
     assert gw.named("gateway_drain_timeout")[0]["cancelled_connections"] == 1
-    assert gw.named("gateway_stopped")[0]["drain_s"] < 2.3
+    assert 2.0 <= gw.named("gateway_stopped")[0]["drain_s"] < 2.5  # 0.5 + 1.5 (+ 0.05)
 
 
 # ---- hot reload ------------------------------------------------------------------------
 
 
 def edit_team(root: Path, **changes: Any) -> Path:
-    """Rewrite team-a's file with ``changes`` applied to the team."""
+    """Rewrite team-a's file with ``changes`` applied to the team (``None`` removes a key)."""
     path = root / "teams" / "team-a.yaml"
     data = yaml.safe_load(path.read_text())
-    data["teams"]["team-a"].update(changes)
+    team = data["teams"]["team-a"]
+    for key, value in changes.items():
+        if value is None:
+            team.pop(key, None)
+        else:
+            team[key] = value
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -242,9 +243,9 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-async def until(check: Callable[[], Any], timeout: float = 5.0, step: float = 0.05) -> None:
+async def until(check: Callable[[], Any], within: float = 5.0, step: float = 0.05) -> None:
     """Poll ``check`` (sync or async) until it is true."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         result = check()
         if asyncio.iscoroutine(result):
@@ -311,8 +312,9 @@ async def test_admin_endpoints_need_the_key(make_gateway: Callable[..., Any]) ->
                     assert r.headers["www-authenticate"].startswith("Bearer")
             async with s.request(method, on.url + path, headers=ADMIN) as r:
                 assert r.status == 200, path
-            async with s.request(method, on.url + path,
-                                 headers={"authorization": f"bearer  {ADMIN_KEY} "}) as r:
+            async with s.request(
+                method, on.url + path, headers={"authorization": f"bearer  {ADMIN_KEY} "}
+            ) as r:
                 assert r.status == 200, path  # scheme case-insensitive, spaces trimmed
     assert on.metric("llm_gateway_policy_reloads_total", outcome="ok") == 2
 
@@ -340,7 +342,9 @@ async def test_admin_reload_changes_max_retries(
     h: Harness = await make_gateway({"turn_retry": {"max": 0}}, admin_key=ADMIN_KEY)
     client = h.async_openai()
     fake.push(Error.openai_server(500))
-    raw = await client.chat.completions.with_raw_response.create(model="gpt-test", messages=MESSAGES)
+    raw = await client.chat.completions.with_raw_response.create(
+        model="gpt-test", messages=MESSAGES
+    )
     assert raw.headers["x-gateway-attempts"] == "2"  # retried
     edit_policy(h.policy_dir, retry={"max_retries": 0})
     with capture_logs() as logs:
@@ -348,10 +352,14 @@ async def test_admin_reload_changes_max_retries(
     assert status == 200 and body["reloaded"] is True and body["last_error"] is None
     assert [e["trigger"] for e in logs if e["event"] == "policy_reloaded"] == ["admin"]
     fake.push(Error.openai_server(500))
-    async with aiohttp.ClientSession() as s, s.post(
-        h.url + "/v1/chat/completions", json={"model": "gpt-test", "messages": MESSAGES},
-        headers=AUTH,
-    ) as r:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            h.url + "/v1/chat/completions",
+            json={"model": "gpt-test", "messages": MESSAGES},
+            headers=AUTH,
+        ) as r,
+    ):
         assert r.status == 500 and r.headers["x-gateway-attempts"] == "1"  # no retry now
 
 
@@ -385,9 +393,7 @@ async def test_broken_file_keeps_old_set_and_reports(make_gateway: Callable[...,
     assert [e["trigger"] for e in logs if e["event"] == "policy_rejected"] == ["file_change"]
     # fixing the file reloads it (the watcher), and clears the error
     with capture_logs() as logs:
-        data = yaml.safe_load(team_file.read_text())
-        del data["teams"]["team-a"]["colour"]
-        team_file.write_text(yaml.safe_dump(data, sort_keys=False))
+        edit_team(h.policy_dir, colour=None)
         await until(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
     assert [e["trigger"] for e in logs if e["event"] == "policy_reloaded"] == ["file_change"]
     assert await status_of(h, "forbidden-model") == 200
@@ -395,3 +401,177 @@ async def test_broken_file_keeps_old_set_and_reports(make_gateway: Callable[...,
     snap = await admin_policies(h)
     assert snap["last_error"] is None
     assert snap["files"]["teams/team-a.yaml"] == sha256_of(team_file)
+
+
+async def stream_chat(url: str, model: str = "gpt-test") -> tuple[int, str, list[str | None]]:
+    """One streamed chat completion read to its end: status, joined text, finish reasons."""
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            url + "/v1/chat/completions",
+            json={"model": model, "messages": MESSAGES, "stream": True},
+            headers=AUTH,
+        ) as r,
+    ):
+        raw = await r.read()
+        if r.status != 200:
+            return r.status, raw.decode(), []
+        text, finishes = sse_text(raw)
+        assert raw.rstrip().endswith(b"data: [DONE]")
+        return r.status, text, finishes
+
+
+async def test_inflight_stream_keeps_its_policy(
+    make_gateway: Callable[..., Any], fake: FakeProvider
+) -> None:
+    """A slow stream started before a reload finishes on the set it started with, even when
+    the new set forbids its model and would time it out; new requests get the new set."""
+    h: Harness = await make_gateway(admin_key=ADMIN_KEY)
+    fake.push(Delay(0.1))  # 8 chunks, 0.1 s apart
+    slow = asyncio.create_task(stream_chat(h.url))
+    await until(lambda: len(fake.requests) == 1)
+    edit_team(h.policy_dir, models=["claude-*"])
+    edit_policy(h.policy_dir, timeouts={"stream_idle": "20ms", "first_byte": "20ms"})
+    status, body = await admin_reload(h)
+    assert status == 200 and body["reloaded"] is True
+    assert await status_of(h, "gpt-test") == 403  # the new set already answers new requests
+    assert not slow.done()
+    status, text, finishes = await slow
+    assert status == 200 and text.startswith("Hello! This is the fake provider")
+    assert finishes[-1] == "stop"
+
+
+async def test_reloads_never_break_requests_in_flight(
+    make_gateway: Callable[..., Any], fake: FakeProvider
+) -> None:
+    """Streams and plain requests running through many reloads (good and bad) all succeed."""
+    h: Harness = await make_gateway(admin_key=ADMIN_KEY)
+    for _ in range(6):
+        fake.push(Delay(0.05))
+    streams = [asyncio.create_task(stream_chat(h.url)) for _ in range(6)]
+
+    async def reload_storm() -> list[int]:
+        statuses = []
+        for i in range(20):
+            if i % 5 == 4:
+                edit_team(h.policy_dir, colour="blue")  # a bad set now and then
+            else:
+                edit_team(h.policy_dir, colour=None, limits={"requests_per_minute": 1000 + i})
+            statuses.append((await admin_reload(h))[0])
+            await asyncio.sleep(0.02)
+        return statuses
+
+    async def plain() -> list[int]:
+        async with aiohttp.ClientSession() as s:
+            return [await chat(s, h.url) for _ in range(10)]
+
+    statuses, plains, results = await asyncio.gather(
+        reload_storm(), plain(), asyncio.gather(*streams)
+    )
+    assert statuses.count(422) == 4 and statuses.count(200) == 16
+    assert plains == [200] * 10
+    for status, text, finishes in results:
+        assert status == 200 and text.startswith("Hello! This is the fake provider")
+        assert finishes[-1] == "stop"
+    assert h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 16
+    assert h.metric("llm_gateway_policy_reloads_total", outcome="rejected") == 4
+
+
+async def test_write_storm_reloads_once(make_gateway: Callable[..., Any]) -> None:
+    """Many writes in a row are loaded once, after they settle, with the last content."""
+    h: Harness = await make_gateway(admin_key=ADMIN_KEY, reload_watch_s=0.25)
+    path = h.policy_dir / "teams" / "team-a.yaml"
+    data = yaml.safe_load(path.read_text())
+    with capture_logs() as logs:
+        for i in range(40):  # 0.8 s of writes, every 20 ms, some of them broken halfway
+            data["teams"]["team-a"]["limits"] = {"requests_per_minute": 100 + i}
+            text = yaml.safe_dump(data, sort_keys=False)
+            path.write_text(text[: len(text) // 2] if i % 3 == 0 else text)
+            await asyncio.sleep(0.02)
+        data["teams"]["team-a"]["limits"] = {"requests_per_minute": 999}
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        assert not [e for e in logs if e["event"].startswith("policy_")]  # nothing mid-storm
+        await until(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
+        await asyncio.sleep(0.5)  # two more polls: nothing else happens
+    events = [e for e in logs if e["event"].startswith("policy_")]
+    assert [e["event"] for e in events] == ["policy_reloaded"]
+    assert h.gateway.policies.teams["team-a"].limits.requests_per_minute == 999
+    assert (await admin_policies(h))["files"]["teams/team-a.yaml"] == sha256_of(path)
+
+
+async def test_watcher_skips_what_is_already_loaded(make_gateway: Callable[..., Any]) -> None:
+    """A change loaded by /admin/reload (or SIGHUP) is not loaded a second time by the watcher;
+    GATEWAY_RELOAD_WATCH_S=0 turns the watcher off."""
+    h: Harness = await make_gateway(admin_key=ADMIN_KEY, reload_watch_s=0.25)
+    off: Harness = await make_gateway(admin_key=ADMIN_KEY, reload_watch_s=0)
+    with capture_logs() as logs:
+        for g in (h, off):
+            edit_team(g.policy_dir, models=["gpt-*", "claude-*", "forbidden-model"])
+        assert (await admin_reload(h))[0] == 200
+        await asyncio.sleep(0.5)  # two polls of h's watcher: it sees the change settle
+        await asyncio.sleep(0.3)
+    assert [e["trigger"] for e in logs if e["event"] == "policy_reloaded"] == ["admin"]
+    assert await status_of(off, "forbidden-model") == 403  # no watcher: not loaded
+    assert off.metric("llm_gateway_policy_reloads_total", outcome="ok") == 0
+
+
+async def test_sighup_reloads_and_rejects(
+    serve: Callable[..., Any], fake: FakeProvider, tmp_path: Path
+) -> None:
+    """SIGHUP reloads a `serve` process; a broken set is logged as JSON policy_rejected with
+    file, line and message, counted in /metrics, and the old set keeps serving."""
+    root = write_policies(tmp_path / "policies", policy_files(fake.url))
+    gw = await serve(root, reload_watch_s="0")  # SIGHUP only
+    async with aiohttp.ClientSession() as s:
+        assert await chat(s, gw.url, "forbidden-model") == 403
+        edit_team(root, models=["gpt-*", "claude-*", "forbidden-model"])
+        gw.proc.send_signal(signal.SIGHUP)
+        ok = await gw.wait_event("policy_reloaded")
+        assert ok["trigger"] == "sighup" and ok["files"] == 2
+        assert await chat(s, gw.url, "forbidden-model") == 200
+        team_file = edit_team(root, models=["gpt-*"], colour="blue")
+        gw.proc.send_signal(signal.SIGHUP)
+        bad = await gw.wait_event("policy_rejected")
+        line = team_file.read_text().splitlines().index("    colour: blue") + 1
+        assert bad["file"] == team_file.as_posix() and bad["line"] == line
+        assert bad["message"] == "teams.team-a.colour: unknown key"
+        assert bad["trigger"] == "sighup" and bad["level"] == "error"
+        assert await chat(s, gw.url, "forbidden-model") == 200  # old set still serving
+        async with s.get(gw.url + "/metrics") as r:
+            text = await r.text()
+        assert 'llm_gateway_policy_reloads_total{outcome="ok"} 1.0' in text
+        assert 'llm_gateway_policy_reloads_total{outcome="rejected"} 1.0' in text
+        edit_team(root, colour=None)
+        gw.proc.send_signal(signal.SIGHUP)
+        await gw.wait_event("policy_reloaded", count=2)
+        assert await chat(s, gw.url, "forbidden-model") == 403  # models: ["gpt-*"] now
+        assert await chat(s, gw.url, "gpt-test") == 200
+    gw.proc.send_signal(signal.SIGTERM)
+    assert await gw.wait_exit(within=10) == 0
+
+
+async def test_admin_odd_authorization_bytes_are_401(make_gateway: Callable[..., Any]) -> None:
+    """A non-UTF-8 Authorization header is a plain 401, not a server error."""
+    h: Harness = await make_gateway(admin_key=ADMIN_KEY)
+    host, port = h.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"GET /admin/policies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 b"Authorization: Bearer \xff\xfe" + ADMIN_KEY.encode() + b"\r\n\r\n")  # fmt: skip
+    await writer.drain()
+    head = await reader.readline()
+    writer.close()
+    assert head.startswith(b"HTTP/1.1 401"), head
+
+
+async def test_reload_can_add_the_sim_provider(make_gateway: Callable[..., Any]) -> None:
+    """A reload that adds the built-in sim provider works: it starts on first use."""
+    h: Harness = await make_gateway(admin_key=ADMIN_KEY)
+    (h.policy_dir / "sim.yaml").write_text(
+        yaml.safe_dump(
+            {"providers": {"s": {"api": "sim"}}, "models": {"gpt-sim": {"provider": "s"}}}
+        )
+    )
+    status, body = await admin_reload(h)
+    assert status == 200 and "sim.yaml" in body["files"]
+    assert await status_of(h, "gpt-sim") == 200
+    assert await status_of(h, "gpt-test") == 200
