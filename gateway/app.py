@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from gateway import admin, handlers
+from gateway import admin, handlers, streaming
 from gateway.engine import Env
 from gateway.middlewares import gateway_middleware
 from gateway.observe import logs
@@ -53,6 +53,9 @@ class Gateway:
         self.sim_url: str | None = None
         self._sim: Any = None  # the SimProvider, once started
         self.draining = False
+        # Streams being relayed: (response, endpoint). A drain that runs out of time ends
+        # each with its error event, so no client sees a stream cut silently.
+        self.streams: set[tuple[web.StreamResponse, Endpoint]] = set()
         self.last_reload_error: str | None = None
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
 
@@ -240,7 +243,7 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
             accept_s=accept_s,
         )
         await asyncio.sleep(accept_s)  # keep serving while load balancers notice /readyz
-        await _drain(runner, inflight_s)
+        await _drain(runner, inflight_s, gw)
         log.info("gateway_stopped", drain_s=round(loop.time() - started, 3))
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -248,7 +251,7 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
     return 0
 
 
-async def _drain(runner: web.AppRunner, inflight_s: float) -> None:
+async def _drain(runner: web.AppRunner, inflight_s: float, gw: Gateway) -> None:
     """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest.
 
     ``runner.cleanup`` closes idle keep-alive connections, then waits
@@ -266,6 +269,16 @@ async def _drain(runner: web.AppRunner, inflight_s: float) -> None:
     if not done and server is not None:
         left = list(server.connections)
         log.warning("gateway_drain_timeout", cancelled_connections=len(left))
+        for out, endpoint in list(gw.streams):
+            with contextlib.suppress(Exception):
+                await out.write(
+                    streaming.error_event(
+                        endpoint,
+                        "api_error",
+                        "the gateway is shutting down: retry the request",
+                        "gateway_shutdown",
+                    )
+                )
         for conn in left:
             conn.force_close()
     await cleanup

@@ -198,6 +198,7 @@ async def completion(request: web.Request) -> web.StreamResponse:
         log=log,
         stream=body.get("stream") is True,
         sim_url=gw.sim_url,
+        streams=gw.streams,
     )
     resp = await answer(attempter, req, log, gw.env)
     if has_limits and (tokens := log.prompt_tokens + log.completion_tokens):

@@ -52,6 +52,7 @@ class HttpAttempter:
         log: RequestLog,
         stream: bool,
         sim_url: str | None = None,
+        streams: set[tuple[web.StreamResponse, Endpoint]] | None = None,
     ) -> None:
         self.policies = policies
         self.upstream = upstream
@@ -62,6 +63,7 @@ class HttpAttempter:
         self.log = log
         self.stream = stream
         self.sim_url = sim_url
+        self.streams = streams if streams is not None else set()  # streams being relayed
         self.response: web.StreamResponse | None = None  # committed early for keepalives
 
     # ---- Attempter -------------------------------------------------------------------

@@ -54,6 +54,23 @@ async def relay(
 ) -> web.StreamResponse:
     out = await att.commit()
     ep = att.endpoint
+    active = (out, ep)
+    att.streams.add(active)
+    try:
+        return await _relay(att, out, s, req, log, env)
+    finally:
+        att.streams.discard(active)
+
+
+async def _relay(
+    att: HttpAttempter,
+    out: web.StreamResponse,
+    s: OpenStream,
+    req: Request,
+    log: RequestLog,
+    env: Env,
+) -> web.StreamResponse:
+    ep = att.endpoint
     tx = Transcript(ep) if ep in API_OF and _may_resume(req) else None
     splice: Splice | None = None
     original: Failure | None = None  # the first failure: the one the client is told about
