@@ -2,8 +2,9 @@
 
 No request logic lives here. ``serve`` runs the app with graceful drain: on
 SIGTERM/SIGINT ``/readyz`` turns 503 at once, new requests are still served for
-a short while (so load balancers can notice), in-flight requests and streams get
-the rest of ``GATEWAY_SHUTDOWN_GRACE_S``, then the process exits 0.
+``min(5, grace/3)`` s (so load balancers can notice), then the listener closes and
+in-flight requests and streams get up to ``GATEWAY_SHUTDOWN_GRACE_S`` to finish;
+streams still running then end with an error event; the process exits 0.
 """
 
 from __future__ import annotations
