@@ -91,12 +91,19 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
             413, f"request body is larger than the gateway's limit of {limit} bytes"
         )
         return error_response(too_large, request.path, log)
-    except (asyncio.CancelledError, ConnectionError):
-        # The client left (aiohttp cancels the handler, or a write finds the socket closed);
-        # aiohttp itself treats both as a premature disconnection, not a server error.
+    except asyncio.CancelledError:
+        # The client left and aiohttp cancelled the handler.
         log.status = 499
         gw.events.client_disconnected(log)
         raise
+    except ConnectionError:
+        # The client left while we were writing to it, before aiohttp cancelled the handler
+        # (aiohttp's ClientConnectionResetError is a ConnectionResetError). Re-raised, aiohttp
+        # would log "Error handling request" and try a 500; returned, its write fails and
+        # aiohttp drops the connection quietly as a premature disconnection.
+        log.status = 499
+        gw.events.client_disconnected(log)
+        return web.Response(status=499)
     finally:
         gw.metrics.inflight.dec()
         if log.status == 0:

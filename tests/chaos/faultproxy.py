@@ -83,7 +83,7 @@ class FaultProxy:
         self.counts: Counter[str] = Counter()  # faults that hit bytes
         self.connections = 0
         self.enabled = True
-        self._stopping = False
+        self._stopped = asyncio.Event()  # stalls end early when the proxy stops
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -107,7 +107,7 @@ class FaultProxy:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        self._stopping = True
+        self._stopped.set()
         for w in list(self._writers):
             w.transport.abort()
         # Not cancelled: on Python 3.11 cancelling a start_server handler task makes
@@ -232,9 +232,8 @@ class FaultProxy:
                 await writer.drain()
                 self.counts["stall"] += 1
                 state.hit = True
-                end = asyncio.get_running_loop().time() + f.stall_s
-                while not self._stopping and asyncio.get_running_loop().time() < end:
-                    await asyncio.sleep(0.02)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), f.stall_s)
                 data = data[cut:]
                 state.sent += cut
             if k == "slice":

@@ -84,7 +84,9 @@ class ErrorRecords(logging.Handler):
             logging.getLogger(name).removeHandler(self)
 
     def messages(self) -> list[str]:
-        return [r.getMessage() + (f" {r.exc_info[1]!r}" if r.exc_info else "") for r in self.records]
+        return [
+            r.getMessage() + (f" {r.exc_info[1]!r}" if r.exc_info else "") for r in self.records
+        ]
 
 
 def body_for(path: str, model: str, stream: bool, marker: str = "hi") -> dict[str, Any]:

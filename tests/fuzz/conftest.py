@@ -29,3 +29,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveGateway]:
     g = LiveGateway(root, max_body_bytes=MAX_BODY, client_read_timeout_s=2.0).start()
     yield g
     g.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_error_log(request: pytest.FixtureRequest) -> None:
+    """Each test judges only the aiohttp/asyncio ERROR records of its own requests."""
+    if "live" in request.fixturenames:
+        request.getfixturevalue("live").errors.records.clear()

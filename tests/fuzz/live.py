@@ -32,6 +32,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
+from gateway.observe import logs
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import hash_key
 from gateway.settings import GatewaySettings
@@ -258,6 +259,7 @@ class LiveGateway:
 
     def start(self) -> LiveGateway:
         self.thread.start()
+        logs.quiet_client_protocol_errors()  # as `serve` does (logs.configure)
         for name in ("aiohttp.server", "aiohttp.web", "asyncio"):
             logging.getLogger(name).addHandler(self.errors)
         self.call(self._start())
