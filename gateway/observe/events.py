@@ -1,7 +1,10 @@
 """One place that turns what happened into log events and metrics (SPEC §10, §11).
 
 Event names are stable; fields never hold keys, Authorization headers or message
-contents. Every method both logs and counts, so the two can never disagree.
+contents. Provider error *messages* are not logged either (a provider may quote the
+prompt in them): events carry the category, status and provider error code; the client
+still gets the provider's message. Every method both logs and counts, so the two can
+never disagree.
 """
 
 from __future__ import annotations
@@ -113,7 +116,7 @@ class Events:
             category=f.category.value,
             is_rate_limit=f.is_rate_limit,
             status=f.status,
-            error=f.message[:200],
+            error_code=f.code,  # never the provider's message: it may quote the prompt
         )
 
     def turn_retry(self, r: RequestLog, model: str, wait: float, f: Failure) -> None:
@@ -190,7 +193,7 @@ class Events:
             team=r.team,
             model=model,
             category=f.category.value,
-            error=f.message[:200],
+            error_code=f.code,  # never the provider's message: it may quote the prompt
             action=action,
         )
 

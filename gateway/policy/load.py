@@ -235,13 +235,14 @@ def _parse(src: _Source, raw: bytes, problems: list[Problem]) -> None:
         line = raw[: exc.start].count(b"\n") + 1
         problems.append(Problem(src.display, line, "not valid UTF-8"))
         return
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
             return
         before = len(problems)
-        _index(node, (), src, problems, 0)
+        _index(node, (), src, problems, 0, set())
         if len(problems) > before:  # duplicate keys: the data would be ambiguous
             src.ok = False
             return
@@ -257,11 +258,16 @@ def _parse(src: _Source, raw: bytes, problems: list[Problem]) -> None:
         problems.append(
             Problem(src.display, mark.line + 1 if mark else 1, f"YAML syntax error: {what}")
         )
-    except yaml.YAMLError as exc:  # pragma: no cover - PyYAML marks its errors
+    except yaml.YAMLError as exc:  # e.g. a NUL or control character (ReaderError)
         src.ok = False
         problems.append(Problem(src.display, 1, f"YAML syntax error: {exc}"))
+    except (RecursionError, ValueError) as exc:  # absurd nesting; integers past Python's limit
+        src.ok = False
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        problems.append(Problem(src.display, 1, f"cannot read this YAML: {what}"))
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _key_of(node: yaml.Node) -> Any:
@@ -275,16 +281,28 @@ def _key_of(node: yaml.Node) -> Any:
     return None  # a mapping or list used as a key; the schema rejects it
 
 
-def _index(node: yaml.Node, loc: Loc, src: _Source, problems: list[Problem], depth: int) -> None:
-    """Record the line of every key and list item; report duplicate keys."""
+def _index(
+    node: yaml.Node,
+    loc: Loc,
+    src: _Source,
+    problems: list[Problem],
+    depth: int,
+    seen_nodes: set[int],
+) -> None:
+    """Record the line of every key and list item; report duplicate keys.
+
+    A node reached again through an alias is not walked again (``seen_nodes``), so an
+    alias bomb costs its size on disk, not its expansion.
+    """
     src.lines.setdefault(loc, node.start_mark.line + 1)
-    if depth > _MAX_DEPTH:
+    if depth > _MAX_DEPTH or id(node) in seen_nodes:
         return
+    seen_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for knode, vnode in node.value:
             if knode.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`
-                _index(vnode, loc, src, problems, depth + 1)
+                _index(vnode, loc, src, problems, depth + 1, seen_nodes)
                 continue
             key = _key_of(knode)
             line = knode.start_mark.line + 1
@@ -303,11 +321,11 @@ def _index(node: yaml.Node, loc: Loc, src: _Source, problems: list[Problem], dep
                 continue
             seen[key] = line
             src.lines[(*loc, key)] = line
-            _index(vnode, (*loc, key), src, problems, depth + 1)
+            _index(vnode, (*loc, key), src, problems, depth + 1, seen_nodes)
             src.lines[(*loc, key)] = line  # the key's line, not its value's
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _index(item, (*loc, i), src, problems, depth + 1)
+            _index(item, (*loc, i), src, problems, depth + 1, seen_nodes)
 
 
 # ---- schema ---------------------------------------------------------------------

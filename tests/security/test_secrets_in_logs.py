@@ -187,12 +187,6 @@ def _around(blob: str, needle: str) -> str:
     return blob[max(0, i - 300) : i + 100]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gateway/observe/events.py Events.api_retry logs error=f.message[:200], the "
-    "provider's error message verbatim; providers may quote the prompt in it. Fix: log the "
-    "category/status/code only, or a scrubbed message (quoted text removed)",
-)
 async def test_upstream_error_quoting_the_prompt_is_not_logged(
     make_gateway, fake: FakeProvider, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]
