@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import signal
 import sys
@@ -199,6 +200,11 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
         keepalive_timeout=75,
     )
     await runner.setup()
+    # Everything allocated so far lives as long as the process: keep it out of the
+    # collector's way, and collect the young generation less often (fewer pauses per request).
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
     site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
     try:
         await site.start()

@@ -101,6 +101,8 @@ async def read_body(request: web.Request, timeout_s: float) -> bytes:
     aiohttp has no request-read timeout of its own: without this a client that
     trickles its body (slowloris) would hold a connection and a handler forever.
     """
+    if request.content.is_eof():  # the usual case: the body came with the headers
+        return await request.read()
     try:
         async with asyncio.timeout(timeout_s):
             return await request.read()
