@@ -1,14 +1,19 @@
-"""Scale-out: replicas share recovery state through a real Redis, and survive its outage."""
+"""Scale-out: two gateway processes share recovery state through a real Redis, and survive
+its outage."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
 
 from gateway.testing import Error, FakeProvider
-from tests.harness import Harness
+from tests.harness import policy_files, write_policies
+from tests.process import GatewayProcess
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -16,24 +21,38 @@ MESSAGES = [{"role": "user", "content": "Say hello"}]
 FALLBACK = {"fallback": {"chain": ["gpt-backup"], "cooldown": "30s"}, "turn_retry": {"max": 0}}
 
 
-async def model_of(gw: Harness) -> str:
-    raw = await gw.async_openai().chat.completions.with_raw_response.create(
+async def model_of(gw: GatewayProcess) -> str:
+    raw = await gw.openai().chat.completions.with_raw_response.create(
         model="gpt-test", messages=MESSAGES
     )
     return raw.headers["x-gateway-model"]
 
 
-async def replicas(make_gateway, redis: RedisServer, **kw: object) -> tuple[Harness, Harness]:  # type: ignore[no-untyped-def]
-    a = await make_gateway(state_url=redis.url, state_reconnect_s=0.2, **kw)
-    b = await make_gateway(state_url=redis.url, state_reconnect_s=0.2, **kw)
-    return a, b
+@pytest.fixture
+async def replicas(
+    fake: FakeProvider, tmp_path: Path, redis_server: RedisServer
+) -> AsyncIterator[Callable[..., Any]]:
+    """Start two gateway processes on one policy set and one Redis."""
+    started: list[GatewayProcess] = []
+
+    async def make(
+        policy: dict[str, Any] | None = None, limits: dict[str, int] | None = None
+    ) -> tuple[GatewayProcess, GatewayProcess]:
+        root = write_policies(tmp_path / "policies", policy_files(fake.url, policy, limits))
+        pair = [GatewayProcess(root, state_url=redis_server.url, state_reconnect_s="0.2")
+                for _ in range(2)]  # fmt: skip
+        for gw in pair:
+            started.append(await gw.start())
+        return pair[0], pair[1]
+
+    yield make
+    for gw in started:
+        await gw.stop()
 
 
-async def test_fallback_activated_on_a_is_used_by_b(
-    make_gateway, fake: FakeProvider, redis_server: RedisServer
-) -> None:  # type: ignore[no-untyped-def]
+async def test_fallback_activated_on_a_is_used_by_b(replicas: Any, fake: FakeProvider) -> None:
     """A fallback activated through replica A sends replica B's next request to the fallback."""
-    a, b = await replicas(make_gateway, redis_server, policy=FALLBACK)
+    a, b = await replicas(policy=FALLBACK)
     fake.script("fake-model", [Error.openai_server(500)] * 2)
     assert await model_of(a) == "gpt-backup"
     fake.requests.clear()
@@ -41,11 +60,9 @@ async def test_fallback_activated_on_a_is_used_by_b(
     assert [r.model for r in fake.requests] == ["gpt-backup"]
 
 
-async def test_team_limit_enforced_across_replicas(
-    make_gateway, fake: FakeProvider, redis_server: RedisServer
-) -> None:  # type: ignore[no-untyped-def]
+async def test_team_limit_enforced_across_replicas(replicas: Any, fake: FakeProvider) -> None:
     """requests_per_minute counts requests through both replicas together."""
-    a, b = await replicas(make_gateway, redis_server, limits={"requests_per_minute": 3})
+    a, b = await replicas(limits={"requests_per_minute": 3})
     await model_of(a)
     await model_of(b)
     await model_of(a)
@@ -58,10 +75,10 @@ async def test_team_limit_enforced_across_replicas(
 
 
 async def test_redis_outage_loses_no_request(
-    make_gateway, fake: FakeProvider, redis_server: RedisServer
-) -> None:  # type: ignore[no-untyped-def]
+    replicas: Any, fake: FakeProvider, redis_server: RedisServer
+) -> None:
     """Killing Redis mid-test: both replicas keep answering; restarting it restores sharing."""
-    a, b = await replicas(make_gateway, redis_server, policy=FALLBACK)
+    a, b = await replicas(policy=FALLBACK)
     assert await model_of(a) == "gpt-test"
     redis_server.stop()
     for gw in (a, b, a, b):

@@ -1,0 +1,63 @@
+"""A gateway run as its own process (``python -m gateway serve``), for multi-replica tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import openai
+
+from tests.harness import CLIENT_KEY, PROVIDER_KEY, PROVIDER_KEY_ENV
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class GatewayProcess:
+    def __init__(self, policy_dir: Path, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.policy_dir = policy_dir
+        self.env = {**os.environ, PROVIDER_KEY_ENV: PROVIDER_KEY, "GATEWAY_LOG_LEVEL": "warning",
+                    **{f"GATEWAY_{k.upper()}": v for k, v in env.items()}}  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._clients: list[openai.AsyncOpenAI] = []
+
+    async def start(self) -> GatewayProcess:
+        self.proc = subprocess.Popen(  # noqa: ASYNC220 (started once per test)
+            [sys.executable, "-m", "gateway", "serve", "--policies", str(self.policy_dir),
+             "--port", str(self.port)],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        async with aiohttp.ClientSession() as s:
+            for _ in range(600):
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"gateway exited with {self.proc.returncode}")
+                try:
+                    async with s.get(self.url + "/readyz") as r:
+                        if r.status == 200:
+                            return self
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+        raise RuntimeError("gateway did not become ready")
+
+    def openai(self) -> openai.AsyncOpenAI:
+        client = openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=CLIENT_KEY, max_retries=0)
+        self._clients.append(client)
+        return client
+
+    async def stop(self) -> None:
+        for c in self._clients:
+            await c.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            await asyncio.to_thread(self.proc.wait, 30)
