@@ -190,19 +190,20 @@ def _compact(
     if c is None:
         events.prompt_too_long_recovery(log, p.model, strategy, "skipped")
         return body
-    log.used("compaction")
     p.tried.append(strategy)
-    events.prompt_too_long_recovery(
-        log,
-        p.model,
-        strategy,
-        "applied",
-        messages_before=c.messages_before,
-        messages_after=c.messages_after,
-        tokens_before=c.tokens_before,
-        tokens_after=c.tokens_after,
-    )
+    _applied(c, "applied", p.model, log, events)
     return c.body
+
+
+def _applied(
+    c: compaction.Compacted, outcome: str, model: str, log: RequestLog, events: Events
+) -> None:
+    log.used("compaction")
+    events.prompt_too_long_recovery(
+        log, model, c.strategy, outcome,
+        messages_before=c.messages_before, messages_after=c.messages_after,
+        tokens_before=c.tokens_before, tokens_after=c.tokens_after,
+    )  # fmt: skip
 
 
 def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:
@@ -218,17 +219,7 @@ def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) ->
         c = compaction.compact(body, req.api, strategy, comp, target_tokens=target)
         if c is None:
             continue
-        log.used("compaction")
-        events.prompt_too_long_recovery(
-            log,
-            req.model,
-            strategy,
-            "proactive",
-            messages_before=c.messages_before,
-            messages_after=c.messages_after,
-            tokens_before=c.tokens_before,
-            tokens_after=c.tokens_after,
-        )
+        _applied(c, "proactive", req.model, log, events)
         body, tokens = c.body, c.tokens_after
     if body is req.body:
         return req
