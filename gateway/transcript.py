@@ -1,0 +1,307 @@
+"""What the client has been sent on one stream (SPEC §8.4): the :class:`Transcript`.
+
+It records the text, the ids (chat completion id, Anthropic message id, Responses
+response and item ids), the indexes and the last Responses ``sequence_number``, so
+that a resumed or continued answer can be spliced into the same stream
+(:mod:`gateway.resume`). :func:`partial_response` turns it into the earlier part of a
+continuation request.
+
+Pure: no aiohttp, asyncio, time or random.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.providers import Endpoint
+from gateway.streaming import Event, Kind
+
+API_OF = {Endpoint.chat: "openai", Endpoint.messages: "anthropic", Endpoint.responses: "responses"}
+
+_TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
+
+
+def is_tool(kind: Any) -> bool:
+    return isinstance(kind, str) and kind.endswith(_TOOL_SUFFIXES)
+
+
+def sse_event(data: dict[str, Any], named: bool) -> bytes:
+    head = b"event: " + str(data.get("type", "")).encode() + b"\n" if named else b""
+    return head + b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+class Transcript:
+    """What the client has been sent so far on one stream (fed every event the relay forwards)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self._parts: list[str] = []
+        self.id: str | None = None
+        self.model: Any = None
+        self.created: Any = None  # chat/completions ``created``; Responses ``created_at``
+        self.fingerprint: Any = None  # chat ``system_fingerprint`` (None when absent)
+        self.has_fingerprint = False
+        self.choice_index: int | None = None
+        self.multiple_choices = False
+        self.tool = False  # a tool / function call was sent
+        self.non_text = False  # a refusal or another non-text part was sent
+        self.reasoning = False  # chat: reasoning deltas were sent
+        self.closed = False  # the answer's closing or final events were sent
+        self.open_other: set[int] = set()  # open non-text blocks / items
+        # Anthropic
+        self.text_index: int | None = None  # the current (or last) text block
+        self.text_open = False
+        self.next_index = 0
+        # Responses
+        self.item_id: str | None = None  # the message item
+        self.output_index: int | None = None
+        self.content_index: int | None = None  # the output_text part
+        self.part_open = False
+        self.text_closed = False
+        self.part_text: list[str] = []
+        self.next_output = 0
+        self.done_items: dict[int, Any] = {}
+        self.sequence_number = -1
+
+    @property
+    def text(self) -> str:
+        """The assistant text sent so far (all text deltas joined)."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def resumable(self) -> bool:
+        """Whether a resumed stream can continue this one (see the module docstring)."""
+        if self.id is None or self.closed or self.tool or self.non_text or self.open_other:
+            return False
+        if self.endpoint in (Endpoint.chat, Endpoint.completions):
+            return not self.multiple_choices and not (self.reasoning and not self.text)
+        if self.endpoint is Endpoint.responses:
+            return not self.text_closed
+        return self.endpoint is Endpoint.messages
+
+    def _add(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+
+    def observe(self, ev: Event) -> None:
+        """Record one event the client was sent (``ev.data`` decoded, None for comments)."""
+        if ev.kind is Kind.done:
+            self.closed = True
+            return
+        obj = ev.data
+        if not isinstance(obj, dict) or ev.kind in (Kind.error, Kind.malformed):
+            return
+        if self.endpoint is Endpoint.messages:
+            self._observe_messages(obj)
+        elif self.endpoint is Endpoint.responses:
+            self._observe_responses(obj)
+        else:
+            self._observe_chat(obj)
+
+    def closes(self, ev: Event) -> bool:
+        """True for an event that ends the answer's text.
+
+        A relay that may continue an answer cut at the token limit holds these back
+        until the final event tells whether it was cut: once one is sent, the stream
+        is no longer resumable.
+        """
+        if ev.kind in (Kind.final, Kind.done):
+            return True
+        obj = ev.data
+        if not isinstance(obj, dict):
+            return False
+        etype = obj.get("type")
+        if self.endpoint is Endpoint.messages:
+            if etype == "content_block_stop":
+                return obj.get("index") == self.text_index and self.text_open
+            return etype in ("message_delta", "message_stop")
+        if self.endpoint is Endpoint.responses:
+            if etype in ("response.output_text.done", "response.content_part.done"):
+                return obj.get("output_index") == self.output_index
+            if etype == "response.output_item.done":
+                return (obj.get("item") or {}).get("type") == "message"
+            return etype in ("response.completed", "response.incomplete")
+        choices = obj.get("choices")
+        return isinstance(choices, list) and not choices and obj.get("usage") is not None
+
+    # --- chat and legacy completions ---
+
+    def _observe_chat(self, obj: dict[str, Any]) -> None:
+        if self.id is None and isinstance(obj.get("id"), str):
+            self.id = obj["id"]
+            self.created = obj.get("created")
+            self.model = obj.get("model")
+            self.has_fingerprint = "system_fingerprint" in obj
+            self.fingerprint = obj.get("system_fingerprint")
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            return
+        if not choices and obj.get("usage") is not None:
+            self.closed = True
+        for c in choices:
+            if not isinstance(c, dict):
+                continue
+            index = c.get("index", 0)
+            if self.choice_index is None:
+                self.choice_index = index
+            elif index != self.choice_index:
+                self.multiple_choices = True
+            if c.get("finish_reason"):
+                self.closed = True
+            if self.endpoint is Endpoint.completions:
+                if isinstance(c.get("text"), str):
+                    self._add(c["text"])
+                continue
+            delta = c.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            if isinstance(delta.get("content"), str):
+                self._add(delta["content"])
+            if delta.get("tool_calls") or delta.get("function_call"):
+                self.tool = True
+            if delta.get("refusal"):
+                self.non_text = True
+            if delta.get("reasoning_content") or delta.get("reasoning"):
+                self.reasoning = True
+
+    # --- Anthropic Messages ---
+
+    def _observe_messages(self, obj: dict[str, Any]) -> None:
+        etype = obj.get("type")
+        if etype == "message_start":
+            message = obj.get("message") or {}
+            if self.id is None:
+                self.id = message.get("id")
+                self.model = message.get("model")
+        elif etype == "content_block_start":
+            index = obj.get("index", 0)
+            self.next_index = max(self.next_index, index + 1)
+            kind = (obj.get("content_block") or {}).get("type")
+            if kind == "text":
+                self.text_index, self.text_open = index, True
+                self._add((obj.get("content_block") or {}).get("text") or "")
+            elif is_tool(kind):
+                self.tool = True
+            else:
+                self.open_other.add(index)
+        elif etype == "content_block_delta":
+            delta = obj.get("delta") or {}
+            if obj.get("index") == self.text_index and delta.get("type") == "text_delta":
+                self._add(delta.get("text") or "")
+        elif etype == "content_block_stop":
+            index = obj.get("index")
+            if index == self.text_index:
+                self.text_open = False
+            if isinstance(index, int):
+                self.open_other.discard(index)
+        elif etype in ("message_delta", "message_stop"):
+            self.closed = True
+
+    # --- OpenAI Responses ---
+
+    def _observe_responses(self, obj: dict[str, Any]) -> None:
+        seq = obj.get("sequence_number")
+        if isinstance(seq, int):
+            self.sequence_number = max(self.sequence_number, seq)
+        etype = obj.get("type")
+        oi = obj.get("output_index")
+        if etype in ("response.created", "response.in_progress", "response.queued"):
+            response = obj.get("response") or {}
+            if self.id is None:
+                self.id = response.get("id")
+                self.created = response.get("created_at")
+                self.model = response.get("model")
+        elif etype == "response.output_item.added" and isinstance(oi, int):
+            self.next_output = max(self.next_output, oi + 1)
+            item = obj.get("item") or {}
+            kind = item.get("type")
+            if kind == "message":
+                self.item_id, self.output_index = item.get("id"), oi
+                self.content_index, self.part_open, self.text_closed = None, False, False
+            elif is_tool(kind):
+                self.tool = True
+            else:
+                self.open_other.add(oi)
+        elif etype == "response.content_part.added" and oi == self.output_index:
+            part = obj.get("part") or {}
+            if part.get("type") == "output_text" and self.content_index is None:
+                self.content_index, self.part_open = obj.get("content_index"), True
+                self.part_text = []
+            else:
+                self.non_text = True
+        elif etype == "response.output_text.delta":
+            text = obj.get("delta") or ""
+            self._add(text)
+            if oi == self.output_index and obj.get("content_index") == self.content_index:
+                self.part_text.append(text)
+        elif etype in ("response.output_text.done", "response.content_part.done"):
+            if oi == self.output_index:
+                self.part_open, self.text_closed = False, True
+        elif etype == "response.output_item.done" and isinstance(oi, int):
+            self.done_items[oi] = obj.get("item")
+            self.open_other.discard(oi)
+            if oi == self.output_index:
+                self.text_closed = True
+        elif etype == "response.refusal.delta":
+            self.non_text = True
+        elif etype in ("response.completed", "response.incomplete", "response.failed"):
+            self.closed = True
+        if isinstance(etype, str) and "function_call" in etype:
+            self.tool = True
+
+
+def partial_response(transcript: Transcript) -> dict[str, Any]:
+    """A minimal non-streaming answer of the endpoint's shape holding the text sent so far.
+
+    It is what :func:`~gateway.resilience.continuation.continuation_request` needs as the
+    earlier part (api ``API_OF[endpoint]``).
+    """
+    t = transcript
+    text = t.text
+    if t.endpoint is Endpoint.chat:
+        return {
+            "id": t.id,
+            "object": "chat.completion",
+            "created": t.created,
+            "model": t.model,
+            "choices": [
+                {
+                    "index": t.choice_index or 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": None,
+                }
+            ],
+        }
+    if t.endpoint is Endpoint.messages:
+        return {
+            "id": t.id,
+            "type": "message",
+            "role": "assistant",
+            "model": t.model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
+    if t.endpoint is Endpoint.responses:
+        return {
+            "id": t.id,
+            "object": "response",
+            "created_at": t.created,
+            "model": t.model,
+            "status": "incomplete",
+            "incomplete_details": None,
+            "output": [
+                {
+                    "id": t.item_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "incomplete",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+        }
+    raise ValueError(f"no continuation request for {t.endpoint.value}")
