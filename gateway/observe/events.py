@@ -54,6 +54,12 @@ class RequestLog:
         return h
 
 
+def _describe(f: Failure) -> str:
+    """What failed, without the provider's message text: ``HTTP 429 rate_limit_exceeded``."""
+    what = f"HTTP {f.status}" if f.status else f.category.value
+    return f"{what} {f.code}" if f.code else what
+
+
 class Events:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -116,7 +122,7 @@ class Events:
             category=f.category.value,
             is_rate_limit=f.is_rate_limit,
             status=f.status,
-            error_code=f.code,  # never the provider's message: it may quote the prompt
+            error=_describe(f),  # never the provider's message: it may quote the prompt
         )
 
     def turn_retry(self, r: RequestLog, model: str, wait: float, f: Failure) -> None:
@@ -193,7 +199,7 @@ class Events:
             team=r.team,
             model=model,
             category=f.category.value,
-            error_code=f.code,  # never the provider's message: it may quote the prompt
+            error=_describe(f),  # never the provider's message: it may quote the prompt
             action=action,
         )
 
