@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import random
 import signal
 import sys
@@ -239,6 +240,9 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
         teams=len(gw.policies.teams),
         models=len(gw.policies.models),
     )
+    missing = gw.policies.missing_provider_env(os.environ)
+    if missing:  # requests to those providers will fail upstream as 401 -> 502
+        log.warning("provider_key_missing", env=missing)
     try:
         await stop.wait()
         started = loop.time()

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.schema import Policy
 from gateway.resilience import compaction, fallback
@@ -232,7 +231,3 @@ def _requested_output(body: Mapping[str, Any]) -> int | None:
         if isinstance(v, int):
             return v
     return None
-
-
-def is_transport(f: Failure) -> bool:
-    return f.status is None and f.category in (Category.timeout, Category.connection)

@@ -254,6 +254,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
+    gw.metrics.state_degraded.set(1 if getattr(gw.state, "degraded", False) else 0)
     body, content_type = gw.metrics.render()
     resp = web.Response(body=body)
     resp.headers["content-type"] = content_type

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
@@ -26,6 +27,11 @@ async def model_of(gw: GatewayProcess) -> str:
         model="gpt-test", messages=MESSAGES
     )
     return raw.headers["x-gateway-model"]
+
+
+async def metrics_of(gw: GatewayProcess) -> str:
+    async with aiohttp.ClientSession() as s, s.get(gw.url + "/metrics") as r:
+        return await r.text()
 
 
 @pytest.fixture
@@ -83,6 +89,7 @@ async def test_redis_outage_loses_no_request(
     redis_server.stop()
     for gw in (a, b, a, b):
         assert await model_of(gw) == "gpt-test"  # served on local state
+    assert "llm_gateway_state_backend_degraded 1.0" in await metrics_of(a)
     redis_server.start()
     await asyncio.sleep(0.25)  # sharing is back after each replica's reconnect interval
     await model_of(a)
