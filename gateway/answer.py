@@ -27,6 +27,11 @@ from gateway.relay import STREAM_ERROR_TYPE, relay
 from gateway.resilience import continuation
 from gateway.resilience.failure import Failure
 
+_EXHAUSTED = {
+    Category.server_error: 502,
+    Category.server_overload: 503,
+    Category.timeout: 504,
+}
 _CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
 _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
 
@@ -133,13 +138,16 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
         return web.Response(
             body=body, status=err.status, headers=headers, content_type="application/json"
         )
-    # The provider answered: pass its status and body on as it said them.
-    log.status = out.status
+    # The provider answered: pass its body on as it said it. A server-side failure that
+    # recovery could not get past is the gateway's 502/503/504 (SPEC §9), whatever 5xx
+    # (or 529) the provider used; everything else keeps the provider's status.
+    status = _EXHAUSTED.get(f.category, out.status) if out.status >= 500 else out.status
+    log.status = status
     if out.status == 429 and f.category is Category.rate_limit:
         # What the client should honour: the server's hint, else our own rate-limit floor.
         wait = f.retry_after if f.retry_after is not None else att.req.policy.retry.rate_limit.base
         headers["retry-after"] = str(max(1, math.ceil(wait)))
-    resp = web.Response(body=out.body, status=out.status, headers=headers)
+    resp = web.Response(body=out.body, status=status, headers=headers)
     resp.content_type = out.content_type.split(";")[0]
     return resp
 

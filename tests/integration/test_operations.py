@@ -364,7 +364,7 @@ async def test_admin_reload_changes_max_retries(
             headers=AUTH,
         ) as r,
     ):
-        assert r.status == 500 and r.headers["x-gateway-attempts"] == "1"  # no retry now
+        assert r.status == 502 and r.headers["x-gateway-attempts"] == "1"  # no retry now
 
 
 async def test_broken_file_keeps_old_set_and_reports(make_gateway: Callable[..., Any]) -> None:

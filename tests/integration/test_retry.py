@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import anthropic
 import openai
 import pytest
 
@@ -145,6 +146,8 @@ async def test_max_retries_gives_max_plus_one_attempts(make_gateway, fake: FakeP
     with pytest.raises(openai.InternalServerError) as exc:
         await ask(gw)
     assert len(fake.requests) == 4
+    assert exc.value.status_code == 502  # the provider's 500, after recovery: the gateway's 502
+    assert "The server had an error" in exc.value.message  # the provider's body is kept
     assert exc.value.response.headers["x-gateway-attempts"] == "4"
     assert exc.value.response.headers["x-should-retry"] == "false"
 
@@ -168,3 +171,15 @@ async def test_retry_budget_stops_a_retry_storm(make_gateway, fake: FakeProvider
         await ask(gw)
     assert len(fake.requests) == 1
     assert gw.metric("llm_gateway_retry_budget_exhausted_total", team="team-a") == 1
+
+
+async def test_exhausted_overload_is_503(make_gateway, fake: FakeProvider) -> None:  # type: ignore[no-untyped-def]
+    """An overload that outlasts recovery reaches the client as 503, never a raw 529."""
+    gw: Harness = await make_gateway(policy={**NO_TURN, "retry": {"max_retries": 1}})
+    fake.script("claude-test", [Error.anthropic_overloaded()] * 3)
+    with pytest.raises(anthropic.APIStatusError) as exc:
+        await gw.async_anthropic().messages.create(
+            model="claude-test", max_tokens=10, messages=MESSAGES
+        )
+    assert exc.value.status_code == 503
+    assert exc.value.response.headers["x-should-retry"] == "false"
