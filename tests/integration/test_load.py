@@ -91,3 +91,36 @@ async def test_500_concurrent_streams(gateway_process: tuple[str, int], fake: Fa
     end_rss = rss_mb(pid)
     assert peak < 150, f"peak RSS {peak:.0f} MB"
     assert end_rss < start_rss + 40, f"RSS {start_rss:.0f} -> {end_rss:.0f} MB"
+
+
+async def test_slow_client_backpressure(
+    gateway_process: tuple[str, int], fake: FakeProvider
+) -> None:
+    """A client that stops reading stops the upstream read: the gateway never holds the answer."""
+    url, pid = gateway_process
+    fake.reply["fake-model"] = "y" * 40_000_000  # a 40 MB answer, in 4,000 pieces of 10 KB
+    fake.chunks = 4_000
+    body = {
+        "model": "gpt-test",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "max_tokens": 10**9,
+    }  # fmt: skip  (client-capped: no continuation transcript)
+    start = rss_mb(pid)
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            url + "/v1/chat/completions",
+            json=body,
+            headers={"authorization": f"Bearer {CLIENT_KEY}"},
+        ) as r,  # fmt: skip
+    ):
+        assert r.status == 200
+        await r.content.readexactly(100_000)  # the stream is flowing ...
+        grown = 0.0
+        for _ in range(4):  # ... then the client stops reading for 2 s
+            await asyncio.sleep(0.5)
+            grown = max(grown, rss_mb(pid) - start)
+        rest = await r.read()  # and then reads everything
+    assert rest.rstrip().endswith(b"data: [DONE]")
+    assert grown < 20, f"the gateway grew {grown:.0f} MB while its client was not reading"
