@@ -51,8 +51,7 @@ def _require_admin(request: web.Request) -> Gateway:
 def _snapshot(gw: Gateway) -> dict[str, object]:
     return {
         "policy_dir": str(gw.policy_dir),
-        "version": gw.policies.version,
-        "files": dict(gw.policies.files),
+        **gw.policies.describe(),  # version, file hashes, providers, models, teams: no keys
         "counts": gw.policies.counts(),
         "last_error": gw.last_reload_error,
         "draining": gw.draining,

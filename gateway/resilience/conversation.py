@@ -133,11 +133,6 @@ def closed_calls(entry: Any, api: str) -> list[str]:
     return [i for i in ids if isinstance(i, str)]
 
 
-def is_tool_result(entry: Any, api: str) -> bool:
-    """Whether the entry carries tool results (and nothing the user typed, for OpenAI/Responses)."""
-    return bool(closed_calls(entry, api))
-
-
 def _is_type(block: Any, kind: str) -> bool:
     return isinstance(block, Mapping) and block.get("type") == kind
 
