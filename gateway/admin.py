@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
-from aiohttp import web
 
 from gateway.errors import GatewayError
-from gateway.state_keys import GATEWAY
+from gateway.httpserver import Request, Response
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -31,21 +30,22 @@ if TYPE_CHECKING:
 Fingerprint = tuple[tuple[str, int, int], ...]
 
 
-def _require_admin(request: web.Request) -> Gateway:
-    gw = request.app[GATEWAY]
+def _refused(gw: Gateway, request: Request) -> Response | None:
+    """404 when the admin endpoints are off, 401 without the admin key, else None."""
     expected = gw.settings.admin_key
     if not expected:
-        raise web.HTTPNotFound(text="admin endpoints are disabled: set GATEWAY_ADMIN_KEY\n")
+        return Response(status=404, text="admin endpoints are disabled: set GATEWAY_ADMIN_KEY\n")
     auth = request.headers.get("authorization", "")
     given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
     if not hmac.compare_digest(given.encode("utf-8", "backslashreplace"), expected.encode("utf-8")):
         err = GatewayError(401, "admin endpoints need 'Authorization: Bearer $GATEWAY_ADMIN_KEY'")
-        raise web.HTTPUnauthorized(
-            text=err.body_bytes("openai").decode(),
-            content_type="application/json",
-            headers={"www-authenticate": 'Bearer realm="llm-gateway admin"'},
+        return Response(
+            err.body_bytes("openai"),
+            401,
+            {"www-authenticate": 'Bearer realm="llm-gateway admin"'},
+            "application/json",
         )
-    return gw
+    return None
 
 
 def _snapshot(gw: Gateway) -> dict[str, object]:
@@ -62,20 +62,20 @@ def _snapshot(gw: Gateway) -> dict[str, object]:
     }
 
 
-async def reload(request: web.Request) -> web.Response:
+async def reload(gw: Gateway, request: Request) -> Response:
     """``POST /admin/reload``: 200 with the new set, or 422 with ``last_error`` (old set kept)."""
-    gw = _require_admin(request)
+    if refused := _refused(gw, request):
+        return refused
     ok = gw.reload("admin")
     body = {"reloaded": ok, **_snapshot(gw)}
-    return web.Response(
-        body=orjson.dumps(body), status=200 if ok else 422, content_type="application/json"
-    )
+    return Response(orjson.dumps(body), 200 if ok else 422, content_type="application/json")
 
 
-async def policies(request: web.Request) -> web.Response:
+async def policies(gw: Gateway, request: Request) -> Response:
     """``GET /admin/policies``: the active set's files and hashes, counts, the last reload error."""
-    gw = _require_admin(request)
-    return web.Response(body=orjson.dumps(_snapshot(gw)), content_type="application/json")
+    if refused := _refused(gw, request):
+        return refused
+    return Response(orjson.dumps(_snapshot(gw)), content_type="application/json")
 
 
 def _policy_paths(root: Path) -> list[tuple[str, Path]]:

@@ -14,11 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from gateway import streaming
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError
+from gateway.httpserver import Response, StreamResponse
 from gateway.observe.events import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
@@ -38,7 +38,7 @@ _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
 
 async def answer(
     attempter: HttpAttempter, req: Request, log: RequestLog, env: Env
-) -> web.StreamResponse:
+) -> Response | StreamResponse:
     result = await recover(req, log, env, attempter)
     out = result.outcome
     if out.failure is not None:
@@ -51,8 +51,7 @@ async def answer(
         body, data = await _continue(attempter, req, result, data, log, env)
     _count_tokens(body, data, log)
     log.status = 200
-    resp = web.Response(body=body, status=200, headers=log.headers())
-    resp.content_type = out.content_type.split(";")[0]
+    resp = Response(body, 200, log.headers(), out.content_type.split(";")[0])
     log.ttfb = time.monotonic() - log.started
     return resp
 
@@ -111,7 +110,7 @@ def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> 
         )
 
 
-async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
+async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> Response | StreamResponse:
     out = result.outcome
     f = out.failure
     assert f is not None
@@ -135,9 +134,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
         log.status = err.status
         headers.update(err.headers)
         body = err.body_bytes(att.endpoint.client_format)
-        return web.Response(
-            body=body, status=err.status, headers=headers, content_type="application/json"
-        )
+        return Response(body, err.status, headers, "application/json")
     # The provider answered: pass its body on as it said it. A server-side failure that
     # recovery could not get past is the gateway's 502/503/504 (SPEC §9), whatever 5xx
     # (or 529) the provider used; everything else keeps the provider's status.
@@ -147,9 +144,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
         # What the client should honour: the server's hint, else our own rate-limit floor.
         wait = f.retry_after if f.retry_after is not None else att.req.policy.retry.rate_limit.base
         headers["retry-after"] = str(max(1, math.ceil(wait)))
-    resp = web.Response(body=out.body, status=status, headers=headers)
-    resp.content_type = out.content_type.split(";")[0]
-    return resp
+    return Response(out.body, status, headers, out.content_type.split(";")[0])
 
 
 def _gateway_error(f: Failure, result: Result) -> GatewayError | None:

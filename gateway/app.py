@@ -17,16 +17,14 @@ import random
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import structlog
-from aiohttp import web
 
-from gateway import admin, handlers, streaming
+from gateway import admin, streaming
 from gateway.engine import Env
-from gateway.middlewares import gateway_middleware
+from gateway.httpserver import HttpServer, StreamResponse
 from gateway.observe import logs
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
@@ -36,14 +34,13 @@ from gateway.providers import Endpoint
 from gateway.settings import GatewaySettings
 from gateway.state import open_state
 from gateway.state.base import StateBackend
-from gateway.state_keys import GATEWAY
 from gateway.upstream import Upstream
 
 log = structlog.get_logger("gateway")
 
 
 class Gateway:
-    """Everything a request needs, held by the app under one typed key."""
+    """Everything a request needs, and the server that serves it."""
 
     def __init__(self, settings: GatewaySettings, policies: PolicySet, metrics: Metrics) -> None:
         self.settings = settings
@@ -58,7 +55,9 @@ class Gateway:
         self.draining = False
         # Streams being relayed: (response, endpoint). A drain that runs out of time ends
         # each with its error event, so no client sees a stream cut silently.
-        self.streams: set[tuple[web.StreamResponse, Endpoint]] = set()
+        self.streams: set[tuple[StreamResponse, Endpoint]] = set()
+        self.server: HttpServer | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self.last_reload_error: str | None = None
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
 
@@ -106,6 +105,46 @@ class Gateway:
         return self.sim_url
 
 
+    async def start(self, host: str, port: int) -> int:
+        """Open the upstream pool, the state backend, the watcher; listen. The port served."""
+        from gateway.routes import make_handler
+
+        await self.upstream.start()
+        self.state = open_state(
+            self.settings.state_url, reconnect_interval=self.settings.state_reconnect_s
+        )
+        self.env.state = self.state
+        if self.policies.uses_sim:
+            await self.ensure_sim()
+        self._watcher = asyncio.create_task(admin.watch(self))
+        self.server = HttpServer(
+            make_handler(self),
+            max_body_bytes=self.settings.max_body_bytes,
+            read_timeout_s=self.settings.client_read_timeout_s,
+            keepalive_s=75.0,
+        )
+        try:
+            return await self.server.listen(host, port)
+        except OSError:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Close every connection (running requests are cancelled), then the resources."""
+        if self.server is not None:
+            await self.server.close()
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
+        if self._sim is not None:
+            await self._sim.stop()
+            self._sim, self.sim_url = None, None
+        await self.state.close()
+        await self.upstream.close()
+
+
 def policy_dir_of(settings: GatewaySettings) -> Path:
     """The policy dir; in demo mode with no dir of its own, the bundled policies."""
     path = Path(settings.policy_dir)
@@ -119,43 +158,13 @@ def create_app(
     *,
     policies: PolicySet | None = None,
     metrics: Metrics | None = None,
-) -> web.Application:
-    """Build the application; policies are loaded now, so a bad set fails here, not later."""
+) -> Gateway:
+    """Build the gateway; policies are loaded now, so a bad set fails here, not later.
+    ``await gw.start(host, port)`` serves it, ``await gw.stop()`` ends it."""
     settings = settings or GatewaySettings()
     if policies is None:
         policies = load_policy_dir(policy_dir_of(settings))
-    gw = Gateway(settings, policies, metrics or Metrics())
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway_middleware])
-    app[GATEWAY] = gw
-    for endpoint in Endpoint:
-        app.router.add_post(endpoint.value, handlers.completion)
-    app.router.add_get("/v1/models", handlers.models)
-    app.router.add_get("/", handlers.root)  # also answers HEAD
-    app.router.add_get("/healthz", handlers.healthz)
-    app.router.add_get("/readyz", handlers.readyz)
-    app.router.add_get("/metrics", handlers.metrics)
-    app.router.add_post("/admin/reload", admin.reload)
-    app.router.add_get("/admin/policies", admin.policies)
-    app.cleanup_ctx.append(_resources)
-    return app
-
-
-async def _resources(app: web.Application) -> AsyncIterator[None]:
-    gw = app[GATEWAY]
-    await gw.upstream.start()
-    gw.state = open_state(gw.settings.state_url, reconnect_interval=gw.settings.state_reconnect_s)
-    gw.env.state = gw.state
-    if any(p.api == "sim" for p in gw.policies.providers.values()):
-        await gw.ensure_sim()
-    watcher = asyncio.create_task(admin.watch(gw))
-    yield
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
-    if gw._sim is not None:
-        await gw._sim.stop()
-    await gw.state.close()
-    await gw.upstream.close()
+    return Gateway(settings, policies, metrics or Metrics())
 
 
 #: The longest time new requests are still accepted after SIGTERM (at most a third of the grace).
@@ -179,40 +188,27 @@ def serve(settings: GatewaySettings) -> int:
     except ImportError:  # pragma: no cover - uvloop is optional on some platforms
         pass
     try:
-        app = create_app(settings)
+        gw = create_app(settings)
     except PolicyError as e:
         for p in e.problems:
             log.error("policy_rejected", file=p.file, line=p.line, message=p.message)
         print(str(e), file=sys.stderr, flush=True)
         return 1
-    return asyncio.run(_run(app, settings))
+    return asyncio.run(_run(gw, settings))
 
 
-async def _run(app: web.Application, settings: GatewaySettings) -> int:
-    gw = app[GATEWAY]
+async def _run(gw: Gateway, settings: GatewaySettings) -> int:
     accept_s, inflight_s = drain_timeline(settings.shutdown_grace_s)
-    runner = web.AppRunner(
-        app,
-        handler_cancellation=True,  # a client that goes away cancels its upstream request
-        access_log=None,
-        # Server.shutdown waits this long for in-flight handlers to finish by themselves;
-        # _drain bounds the whole wait to the same time.
-        shutdown_timeout=inflight_s,
-        keepalive_timeout=75,
-    )
-    await runner.setup()
+    try:
+        port = await gw.start(settings.host, settings.port)
+    except OSError as e:
+        log.error("gateway_start_failed", host=settings.host, port=settings.port, error=str(e))
+        return 1
     # Everything allocated so far lives as long as the process: keep it out of the
     # collector's way, and collect the young generation less often (fewer pauses per request).
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)
-    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
-    try:
-        await site.start()
-    except OSError as e:
-        log.error("gateway_start_failed", host=settings.host, port=settings.port, error=str(e))
-        await runner.cleanup()
-        return 1
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -233,7 +229,7 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
     log.info(
         "gateway_started",
         host=settings.host,
-        port=runner.addresses[0][1],  # the real port when 0 asked for any free one
+        port=port,  # the real port when 0 asked for any free one
         demo=settings.demo,
         policy_dir=str(gw.policy_dir),
         policy_version=gw.policies.version,
@@ -254,7 +250,7 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
             accept_s=accept_s,
         )
         await asyncio.sleep(accept_s)  # keep serving while load balancers notice /readyz
-        await _drain(runner, inflight_s, gw)
+        await _drain(gw, inflight_s)
         log.info("gateway_stopped", drain_s=round(loop.time() - started, 3))
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -262,23 +258,20 @@ async def _run(app: web.Application, settings: GatewaySettings) -> int:
     return 0
 
 
-async def _drain(runner: web.AppRunner, inflight_s: float, gw: Gateway) -> None:
+async def _drain(gw: Gateway, inflight_s: float) -> None:
     """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest.
 
-    ``runner.cleanup`` closes idle keep-alive connections, then waits
-    for busy ones; aiohttp's own wait can run to twice its timeout (it waits once, then
-    again after a soft cancel), so the bound is enforced here: connections still busy
-    after ``inflight_s`` are closed, which cancels their handlers.
+    Idle keep-alive connections close at once, busy ones after their current answer.
+    Streams still running when the time is up end with a ``gateway_shutdown`` error
+    event, so no client sees a stream cut silently.
     """
-    for site in list(runner.sites):
-        await site.stop()  # no new connections from here on
-    server = runner.server
-    busy = 0 if server is None else len(server.connections)
+    server = gw.server
+    assert server is not None
+    await server.stop_listening()  # no new connections from here on
+    busy = sum(1 for c in server.connections if c.busy)
     log.info("gateway_listener_closed", open_connections=busy, inflight_wait_s=inflight_s)
-    cleanup = asyncio.ensure_future(runner.cleanup())
-    done, _ = await asyncio.wait({cleanup}, timeout=inflight_s + 0.05)
-    if not done and server is not None:
-        left = list(server.connections)
+    if not await server.wait_idle(inflight_s):
+        left = [c for c in server.connections if c.busy]
         log.warning("gateway_drain_timeout", cancelled_connections=len(left))
         for out, endpoint in list(gw.streams):
             with contextlib.suppress(Exception):
@@ -290,6 +283,5 @@ async def _drain(runner: web.AppRunner, inflight_s: float, gw: Gateway) -> None:
                         "gateway_shutdown",
                     )
                 )
-        for conn in left:
-            conn.force_close()
-    await cleanup
+                await out.write_eof()
+    await gw.stop()

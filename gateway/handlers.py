@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from gateway.answer import answer
 from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
+from gateway.httpserver import Request as HttpRequest
+from gateway.httpserver import Response, StreamResponse
 from gateway.observe.events import RequestLog
 from gateway.providers import PASSED_HEADERS, Endpoint, speaks
 from gateway.proxy import HttpAttempter
-from gateway.state_keys import GATEWAY, LOG
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
 
 _SHAPES = {
     Endpoint.chat: "openai",
@@ -28,7 +30,7 @@ _SHAPES = {
 _CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
 
 
-def client_key(request: web.Request) -> str | None:
+def client_key(request: HttpRequest) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
         key: str | None = auth[7:].strip() or None
@@ -49,9 +51,8 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def authenticate(request: web.Request) -> str:
+def authenticate(gw: Gateway, request: HttpRequest) -> str:
     """The caller's team, from its key (any key in demo mode)."""
-    gw = request.app[GATEWAY]
     policies = gw.policies
     key = client_key(request)
     team = policies.team_for_key(key) if key else None
@@ -68,7 +69,7 @@ def authenticate(request: web.Request) -> str:
     return team
 
 
-def client_deadline(request: web.Request, total: float) -> float:
+def client_deadline(request: HttpRequest, total: float) -> float:
     """Seconds the request may take: the policy's total, shortened by the client's own timeout."""
     limit = total
     for name in _CLIENT_TIMEOUT_HEADERS:
@@ -83,36 +84,16 @@ def client_deadline(request: web.Request, total: float) -> float:
     return limit
 
 
-def check_passed_headers(request: web.Request) -> None:
+def check_passed_headers(request: HttpRequest) -> None:
     """The provider headers that go upstream must be text: 400 for bytes that are not UTF-8.
 
-    aiohttp decodes header bytes with surrogate escapes; sent on as they are, the
+    The server decodes header bytes with surrogate escapes; sent on as they are, the
     upstream client cannot encode them and the request would fail with a 500.
     """
     for name in PASSED_HEADERS:
         value = request.headers.get(name)
         if value is not None and not _encodable(value):
             raise bad_request(f"the {name} header is not valid UTF-8", name)
-
-
-async def read_body(request: web.Request, timeout_s: float) -> bytes:
-    """The whole body, or 408 when the client takes longer than ``timeout_s`` to send it.
-
-    aiohttp has no request-read timeout of its own: without this a client that
-    trickles its body (slowloris) would hold a connection and a handler forever.
-    """
-    if request.content.is_eof():  # the usual case: the body came with the headers
-        return await request.read()
-    try:
-        async with asyncio.timeout(timeout_s):
-            return await request.read()
-    except TimeoutError:
-        raise GatewayError(
-            408,
-            f"the request body did not arrive within {timeout_s:g} s",
-            type="timeout_error",
-            code="request_timeout",
-        ) from None
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -125,15 +106,14 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-async def completion(request: web.Request) -> web.StreamResponse:
+async def completion(gw: Gateway, request: HttpRequest) -> Response | StreamResponse:
     """Every model endpoint: chat, responses, completions, embeddings, messages."""
-    gw = request.app[GATEWAY]
-    log: RequestLog = request[LOG]
-    endpoint = Endpoint(request.match_info.route.resource.canonical)  # type: ignore[union-attr]
+    log: RequestLog = request.log
+    endpoint = Endpoint(request.path)
     policies = gw.policies  # one consistent set for the whole request
-    team = log.team = authenticate(request)
+    team = log.team = authenticate(gw, request)
     check_passed_headers(request)
-    raw = await read_body(request, gw.settings.client_read_timeout_s)
+    raw = request.body
     body = parse_body(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -164,7 +144,7 @@ async def completion(request: web.Request) -> web.StreamResponse:
             f"model {model!r} is served by an {policies.providers[spec.provider].api}-format "
             f"provider and cannot be called on {endpoint.value}"
         )
-    if gw.sim_url is None and any(p.api == "sim" for p in policies.providers.values()):
+    if gw.sim_url is None and policies.uses_sim:
         await gw.ensure_sim()  # a reload added the built-in sim provider
     limits = policies.teams[team].limits
     has_limits = limits.requests_per_minute is not None or limits.tokens_per_minute is not None
@@ -208,10 +188,9 @@ async def completion(request: web.Request) -> web.StreamResponse:
     return resp
 
 
-async def models(request: web.Request) -> web.Response:
+async def models(gw: Gateway, request: HttpRequest) -> Response:
     """The models the caller's team may use, in a list both OpenAI and Anthropic SDKs read."""
-    gw = request.app[GATEWAY]
-    team = authenticate(request)
+    team = authenticate(gw, request)
     names = gw.policies.team_models(team)
     data = [
         {
@@ -225,8 +204,8 @@ async def models(request: web.Request) -> web.Response:
         }
         for n in names
     ]
-    request[LOG].team = team
-    request[LOG].status = 200
+    request.log.team = team
+    request.log.status = 200
     body = {
         "object": "list",
         "data": data,
@@ -234,28 +213,24 @@ async def models(request: web.Request) -> web.Response:
         "first_id": names[0] if names else None,
         "last_id": names[-1] if names else None,
     }
-    return web.Response(body=orjson.dumps(body), content_type="application/json")
+    return Response(body=orjson.dumps(body), content_type="application/json")
 
 
-async def root(request: web.Request) -> web.Response:
-    return web.Response(text="llm-gateway\n")
+async def root(gw: Gateway, request: HttpRequest) -> Response:
+    return Response(text="llm-gateway\n")
 
 
-async def healthz(request: web.Request) -> web.Response:
-    return web.Response(text="ok\n")
+async def healthz(gw: Gateway, request: HttpRequest) -> Response:
+    return Response(text="ok\n")
 
 
-async def readyz(request: web.Request) -> web.Response:
-    gw = request.app[GATEWAY]
+async def readyz(gw: Gateway, request: HttpRequest) -> Response:
     if gw.draining:
-        return web.Response(status=503, text="draining\n")
-    return web.Response(text="ready\n")
+        return Response(status=503, text="draining\n")
+    return Response(text="ready\n")
 
 
-async def metrics(request: web.Request) -> web.Response:
-    gw = request.app[GATEWAY]
+async def metrics(gw: Gateway, request: HttpRequest) -> Response:
     gw.metrics.state_degraded.set(1 if getattr(gw.state, "degraded", False) else 0)
     body, content_type = gw.metrics.render()
-    resp = web.Response(body=body)
-    resp.headers["content-type"] = content_type
-    return resp
+    return Response(body=body, content_type=content_type)

@@ -13,11 +13,11 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
-
 from gateway import streaming
 from gateway.engine import Outcome, Request
 from gateway.errors import Category
+from gateway.httpserver import Request as HttpRequest
+from gateway.httpserver import StreamResponse
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint, speaks, target
@@ -47,12 +47,12 @@ class HttpAttempter:
         upstream: Upstream,
         events: Events,
         endpoint: Endpoint,
-        request: web.Request,
+        request: HttpRequest,
         req: Request,
         log: RequestLog,
         stream: bool,
         sim_url: str | None = None,
-        streams: set[tuple[web.StreamResponse, Endpoint]] | None = None,
+        streams: set[tuple[StreamResponse, Endpoint]] | None = None,
     ) -> None:
         self.policies = policies
         self.upstream = upstream
@@ -64,7 +64,7 @@ class HttpAttempter:
         self.stream = stream
         self.sim_url = sim_url
         self.streams = streams if streams is not None else set()  # streams being relayed
-        self.response: web.StreamResponse | None = None  # committed early for keepalives
+        self.response: StreamResponse | None = None  # committed early for keepalives
 
     # ---- Attempter -------------------------------------------------------------------
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
@@ -170,12 +170,13 @@ class HttpAttempter:
         self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)
 
     # ---- client side ----------------------------------------------------------------
-    async def commit(self) -> web.StreamResponse:
+    async def commit(self) -> StreamResponse:
         """Send the 200 and SSE headers (once); from here on only in-band events are left."""
         if self.response is None:
-            out = web.StreamResponse(status=200, headers=self.log.headers())
-            out.content_type = "text/event-stream"
-            out.headers["cache-control"] = "no-cache"
+            headers = self.log.headers()
+            headers["content-type"] = "text/event-stream"
+            headers["cache-control"] = "no-cache"
+            out = StreamResponse(200, headers)
             await out.prepare(self.request)
             self.response = out
             self.log.status = 200

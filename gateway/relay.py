@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aiohttp import web
-
 from gateway import streaming
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
+from gateway.httpserver import StreamResponse
 from gateway.observe.events import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
@@ -51,7 +50,7 @@ class Segment:
 
 async def relay(
     att: HttpAttempter, s: OpenStream, req: Request, log: RequestLog, env: Env
-) -> web.StreamResponse:
+) -> StreamResponse:
     out = await att.commit()
     ep = att.endpoint
     active = (out, ep)
@@ -64,12 +63,12 @@ async def relay(
 
 async def _relay(
     att: HttpAttempter,
-    out: web.StreamResponse,
+    out: StreamResponse,
     s: OpenStream,
     req: Request,
     log: RequestLog,
     env: Env,
-) -> web.StreamResponse:
+) -> StreamResponse:
     ep = att.endpoint
     tx = Transcript(ep) if ep in API_OF and _may_resume(req) else None
     splice: Splice | None = None
@@ -133,7 +132,7 @@ def _may_continue(req: Request, done: int) -> bool:
 
 async def _pump(
     att: HttpAttempter,
-    out: web.StreamResponse,
+    out: StreamResponse,
     s: OpenStream,
     tx: Transcript | None,
     splice: Splice | None,
@@ -202,7 +201,7 @@ async def _pump(
 
 
 async def _flush(
-    out: web.StreamResponse,
+    out: StreamResponse,
     held: list[streaming.Event],
     tx: Transcript | None,
     splice: Splice | None,

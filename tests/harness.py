@@ -1,8 +1,8 @@
 """Run the real gateway on a loopback port in front of the fake provider.
 
 ``Harness`` writes a policy directory (a provider pointing at the fake, a few
-models, a team with a known key, a fast policy), starts the app the way
-``serve`` does (``handler_cancellation`` on) and hands out official SDK clients.
+models, a team with a known key, a fast policy), starts the gateway the way
+``serve`` does and hands out official SDK clients.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from typing import Any
 import anthropic
 import openai
 import yaml
-from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from gateway.app import create_app
+from gateway.app import Gateway, create_app
 from gateway.observe.metrics import Metrics
 from gateway.policy.merge import deep_merge
 from gateway.policy.policyset import hash_key
 from gateway.settings import GatewaySettings
-from gateway.state_keys import GATEWAY
 from gateway.testing import FakeProvider
 
 CLIENT_KEY = "team-a-client-key"
@@ -95,17 +93,13 @@ class Harness:
         self.policy_dir = policy_dir
         self.settings = GatewaySettings(policy_dir=policy_dir, **settings)
         self.metrics = Metrics(CollectorRegistry())
-        self._runner: web.AppRunner | None = None
+        self.app: Gateway | None = None
         self._clients: list[Any] = []
         self.url = ""
 
     async def start(self) -> Harness:
         self.app = create_app(self.settings, metrics=self.metrics)
-        self._runner = web.AppRunner(self.app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
+        port = await self.app.start("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{port}"
         return self
 
@@ -115,12 +109,13 @@ class Harness:
                 await c.close()
             else:
                 c.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self.app is not None:
+            await self.app.stop()
 
     @property
-    def gateway(self) -> Any:
-        return self.app[GATEWAY]
+    def gateway(self) -> Gateway:
+        assert self.app is not None
+        return self.app
 
     def openai(self, **kw: Any) -> openai.OpenAI:
         kw.setdefault("max_retries", 0)

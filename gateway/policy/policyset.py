@@ -66,6 +66,7 @@ class PolicySet:
         "policies",
         "providers",
         "teams",
+        "uses_sim",
         "version",
     )
 
@@ -75,6 +76,7 @@ class PolicySet:
     teams: Mapping[str, Team]
     files: Mapping[str, str]
     version: str
+    uses_sim: bool
 
     def __init__(
         self,
@@ -89,6 +91,8 @@ class PolicySet:
     ) -> None:
         """Build from already-validated parts; ``key_hashes`` maps sha256 hex -> team."""
         self.providers = MappingProxyType(dict(providers))
+        #: Whether a provider is the built-in sim (started on first use, also after a reload).
+        self.uses_sim = any(p.api == "sim" for p in self.providers.values())
         self.models = MappingProxyType(dict(models))
         self.policies = MappingProxyType(dict(policies))
         self.teams = MappingProxyType(dict(sorted(teams.items())))

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import quote
 
 from yarl import URL
 
@@ -99,5 +100,12 @@ def target(
             headers[name] = value
     if endpoint is Endpoint.messages and "anthropic-version" not in headers:
         headers["anthropic-version"] = "2023-06-01"
-    url = base.url.with_query(query) if query else base.url
+    url = URL(f"{base.url}?{_ascii(query)}", encoded=True) if query else base.url
     return Target(url, headers)
+
+
+def _ascii(query: str) -> str:
+    """The client's query string as it came (byte for byte), bytes outside ASCII escaped."""
+    if query.isascii():
+        return query
+    return quote(query.encode("utf-8", "surrogateescape"), safe="!#$%&'()*+,/:;=?@[]~")

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from gateway.app import create_app
+from gateway.httpserver import Request, Response, StreamResponse
 from gateway.testing import FakeProvider, ScriptEntry
 
 
@@ -133,28 +132,29 @@ class RecordingHarness(Harness):
     async def start(self) -> RecordingHarness:
         self.seen: list[GatewayRequest] = []
         self.app = create_app(self.settings, metrics=self.metrics)
+        port = await self.app.start("127.0.0.1", 0)
+        server = self.app.server
+        assert server is not None
+        handle = server.handler
 
-        async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+        async def recording(request: Request) -> Response | StreamResponse:
+            response = await handle(request)
             self.seen.append(
                 GatewayRequest(
                     method=request.method,
                     path=request.path,
                     query=request.query_string,
                     status=response.status,
-                    headers={k.lower(): v for k, v in response.headers.items()},
+                    headers=dict(response.headers),
                     request_headers={
-                        k.lower(): ("***" if k.lower() in _MASKED else v)
-                        for k, v in request.headers.items()
+                        k: ("***" if k in _MASKED else v) for k, v in request.headers.items()
                     },
                 )
             )
+            return response
 
-        self.app.on_response_prepare.append(on_prepare)
-        self._runner = web.AppRunner(self.app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        server.handler = recording
+        self.url = f"http://127.0.0.1:{port}"
         return self
 
 

@@ -383,17 +383,13 @@ def registered_metrics() -> dict[str, str]:
     import asyncio
 
     import aiohttp
-    from aiohttp import web
 
     from gateway.app import create_app
     from gateway.settings import GatewaySettings
 
     async def scrape() -> str:
-        runner = web.AppRunner(create_app(GatewaySettings(demo=True, policy_dir="-")))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
+        gw = create_app(GatewaySettings(demo=True, policy_dir="-"))
+        port = await gw.start("127.0.0.1", 0)
         try:
             async with (
                 aiohttp.ClientSession() as s,
@@ -402,7 +398,7 @@ def registered_metrics() -> dict[str, str]:
                 assert r.status == 200
                 return await r.text()
         finally:
-            await runner.cleanup()
+            await gw.stop()
 
     text = asyncio.run(scrape())
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))

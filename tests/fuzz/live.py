@@ -32,7 +32,6 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
-from gateway.observe import logs
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import hash_key
 from gateway.settings import GatewaySettings
@@ -232,7 +231,7 @@ class EchoUpstream:
 
 
 class ErrorLog(logging.Handler):
-    """ERROR records of aiohttp's server ("Error handling request") and asyncio."""
+    """ERROR records of the gateway's HTTP server (a handler that raised) and asyncio."""
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -259,8 +258,7 @@ class LiveGateway:
 
     def start(self) -> LiveGateway:
         self.thread.start()
-        logs.quiet_client_protocol_errors()  # as `serve` does (logs.configure)
-        for name in ("aiohttp.server", "aiohttp.web", "asyncio"):
+        for name in ("gateway.server", "asyncio"):
             logging.getLogger(name).addHandler(self.errors)
         self.call(self._start())
         return self
@@ -270,22 +268,18 @@ class LiveGateway:
         policy_dir = write_policies(self.root / "policies", fuzz_policies(self.upstream.url))
         settings = GatewaySettings(policy_dir=policy_dir, **self.settings)
         self.app = create_app(settings, metrics=self.metrics)
-        self.runner = web.AppRunner(self.app, handler_cancellation=True, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self.runner.addresses[0][1]
+        self.port = await self.app.start("127.0.0.1", 0)
 
     def stop(self) -> None:
         self.call(self._stop())
-        for name in ("aiohttp.server", "aiohttp.web", "asyncio"):
+        for name in ("gateway.server", "asyncio"):
             logging.getLogger(name).removeHandler(self.errors)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
         self.loop.close()
 
     async def _stop(self) -> None:
-        await self.runner.cleanup()
+        await self.app.stop()
         await self.upstream.stop()
 
 
