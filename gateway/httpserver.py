@@ -456,7 +456,13 @@ class _Conn(asyncio.Protocol):
             )
             body = resp.body
             framing = f"content-length: {len(body)}\r\n"
-            head = _head(resp.status, resp.headers, framing, close, req.version)
+            try:
+                head = _head(resp.status, resp.headers, framing, close, req.version)
+            except ValueError:
+                log.exception("request_failed")
+                body = b"500: Internal Server Error\n"
+                framing = f"content-length: {len(body)}\r\n"
+                head = _head(500, {}, framing, close, req.version)
             self.write(head if req.method == "HEAD" else head + body)
             return close
         except ConnectionError:

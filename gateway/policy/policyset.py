@@ -21,6 +21,7 @@ from gateway.policy.schema import Model, Policy, Provider, Team
 #: Bound on the per-set memo of (team, model, path) -> route. Model names come
 #: from requests, so the memo must not grow without limit.
 ROUTE_MEMO_SIZE = 4096
+_KNOWN_KEYS_MAX = 4096  # client keys remembered after their hash matched a team
 
 
 def hash_key(key: str) -> str:
@@ -58,6 +59,7 @@ class PolicySet:
 
     __slots__ = (
         "_key_to_team",
+        "_known",
         "_memo",
         "_model_globs",
         "_routes",
@@ -102,6 +104,7 @@ class PolicySet:
             digest.update(f"{rel}\0{sha}\n".encode())
         self.version = digest.hexdigest()[:12]
         self._key_to_team = dict(key_hashes)
+        self._known: dict[str, str] = {}  # keys already hashed and found (sha256 per request)
         self._model_globs = {name: _glob(team.models) for name, team in self.teams.items()}
         self._routes: dict[str, tuple[_CompiledRoute, ...]] = {
             team: tuple(
@@ -130,7 +133,14 @@ class PolicySet:
         """The team a client key belongs to, or ``None`` (keys are held hashed only)."""
         if not key:
             return None
-        return self._key_to_team.get(hashlib.sha256(key.encode("utf-8")).hexdigest())
+        team = self._known.get(key)
+        if team is None:
+            team = self._key_to_team.get(hashlib.sha256(key.encode("utf-8")).hexdigest())
+            if team is not None:  # only keys that are ours: a flood of bad keys stays uncached
+                if len(self._known) >= _KNOWN_KEYS_MAX:
+                    self._known.clear()
+                self._known[key] = team
+        return team
 
     def route(self, team: str, model: str, path: str) -> ResolvedRoute | None:
         """The team's first route whose model glob (and path, when given) matches."""

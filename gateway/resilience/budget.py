@@ -63,13 +63,17 @@ class RetryBudgetWindow:
 
     requests: dict[int, int] = field(default_factory=dict)
     retries: dict[int, int] = field(default_factory=dict)
+    pruned_at: int | None = None  # the bucket of the last prune: nothing is stale within it
 
-    def _prune(self, now: float) -> range:
+    def _prune(self, now: float) -> None:
+        current = budget_bucket(now)
+        if current == self.pruned_at:
+            return
+        self.pruned_at = current
         window = budget_buckets(now)
         for buckets in (self.requests, self.retries):
             for stale in [b for b in buckets if b not in window]:
                 del buckets[stale]
-        return window
 
     def counts(self, now: float) -> tuple[int, int]:
         """(requests, retries) in the window ending at ``now``."""
