@@ -104,7 +104,6 @@ class Gateway:
         assert self.sim_url is not None
         return self.sim_url
 
-
     async def start(self, host: str, port: int) -> int:
         """Open the upstream pool, the state backend, the watcher; listen. The port served."""
         from gateway.routes import make_handler

@@ -58,8 +58,7 @@ def statuses(reply: bytes) -> list[int]:
 async def test_keep_alive_pipelined_requests_answered_in_order(serve: Any) -> None:
     _, port = await serve(echo)
     reqs = b"".join(
-        b"POST /p%d?q=%d HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s"
-        % (i, i, i, b"x" * i)
+        b"POST /p%d?q=%d HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (i, i, i, b"x" * i)
         for i in range(1, 4)
     )
     reply = await exchange(port, reqs + b"GET /end HTTP/1.1\r\nconnection: close\r\n\r\n")
@@ -107,9 +106,7 @@ async def test_http10_closes_and_head_has_no_body(serve: Any) -> None:
         (b"GET / HTTP/1.1\r\nbad header\r\n\r\n", 400),
     ],
 )
-async def test_malformed_input_is_refused_and_closed(
-    serve: Any, data: bytes, status: int
-) -> None:
+async def test_malformed_input_is_refused_and_closed(serve: Any, data: bytes, status: int) -> None:
     seen: list[Request] = []
 
     async def handler(request: Request) -> Response:
