@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from gateway.errors import GatewayError
-from gateway.httpserver import Request, Response
+from gateway.server import Request, Response
 
 if TYPE_CHECKING:
     from gateway.app import Gateway

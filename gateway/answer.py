@@ -18,7 +18,6 @@ import orjson
 from gateway import streaming
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError
-from gateway.httpserver import Response, StreamResponse
 from gateway.observe.events import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
@@ -26,6 +25,7 @@ from gateway.proxy import HttpAttempter, OpenStream
 from gateway.relay import STREAM_ERROR_TYPE, relay
 from gateway.resilience import continuation
 from gateway.resilience.failure import Failure
+from gateway.server import Response, StreamResponse
 
 _EXHAUSTED = {
     Category.server_error: 502,

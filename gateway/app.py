@@ -24,13 +24,13 @@ import structlog
 
 from gateway import admin, streaming
 from gateway.engine import Env
-from gateway.httpserver import HttpServer, StreamResponse
 from gateway.observe import logs
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.policy.load import PolicyError, Problem, bundled_policy_dir, load_policy_dir
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint
+from gateway.server import HttpServer, StreamResponse
 from gateway.settings import GatewaySettings
 from gateway.state import open_state
 from gateway.state.base import StateBackend

@@ -11,11 +11,11 @@ import orjson
 from gateway.answer import answer
 from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
-from gateway.httpserver import Request as HttpRequest
-from gateway.httpserver import Response, StreamResponse
 from gateway.observe.events import RequestLog
 from gateway.providers import PASSED_HEADERS, Endpoint, speaks
 from gateway.proxy import HttpAttempter
+from gateway.server import Request as HttpRequest
+from gateway.server import Response, StreamResponse
 
 if TYPE_CHECKING:
     from gateway.app import Gateway

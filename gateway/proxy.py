@@ -16,14 +16,14 @@ from typing import Any
 from gateway import streaming
 from gateway.engine import Outcome, Request
 from gateway.errors import Category
-from gateway.httpserver import Request as HttpRequest
-from gateway.httpserver import StreamResponse
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint, speaks, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
+from gateway.server import Request as HttpRequest
+from gateway.server import StreamResponse
 from gateway.upstream import Response, Upstream, UpstreamFailure
 
 _MAX_HELD = 64  # preamble events held back before the first real one, at most

@@ -18,7 +18,6 @@ from typing import Any
 from gateway import streaming
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
-from gateway.httpserver import StreamResponse
 from gateway.observe.events import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
@@ -27,6 +26,7 @@ from gateway.resilience import continuation
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
 from gateway.resume import API_OF, Diverged, Splice, Transcript, partial_response
+from gateway.server import StreamResponse
 from gateway.upstream import UpstreamFailure
 
 Kind = streaming.Kind

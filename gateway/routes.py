@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from gateway import admin, handlers
 from gateway.errors import GatewayError
-from gateway.httpserver import Request, Response, StreamResponse
 from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint
+from gateway.server import Request, Response, StreamResponse
 
 if TYPE_CHECKING:
     from gateway.app import Gateway

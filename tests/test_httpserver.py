@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway.httpserver import HttpServer, Request, Response, StreamResponse
+from gateway.server import HttpServer, Request, Response, StreamResponse
 
 Handler = Callable[[Request], Any]
 

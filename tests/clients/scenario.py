@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.app import create_app
-from gateway.httpserver import Request, Response, StreamResponse
+from gateway.server import Request, Response, StreamResponse
 from gateway.testing import FakeProvider, ScriptEntry
 
 

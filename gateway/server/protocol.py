@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Callable
+from typing import cast
 
 import httptools
+
+from gateway.server.messages import Handler, Request, Response, StreamResponse, head_bytes
 
 # Protocol-level records go through the stdlib bridge (gateway.observe.logs renders them as
 # the same JSON lines): a malformed request is a WARNING naming the error class, never its
@@ -38,173 +39,10 @@ MAX_URL = 8190
 MAX_FIELD = 8190  # one header line, as aiohttp and nginx
 MAX_HEADERS = 128
 LINGER_S = 2.0  # how long unread input is drained after an early answer, before closing
-_REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
-_REASONS[499] = b"Client Closed Request"
 _MAX_QUEUED = 16  # pipelined requests waiting their turn on one connection
 
 
-class Request:
-    """One parsed request, its body whole. Header names are lower case; a repeated header's
-    values are joined with ", " (RFC 9110 5.3). Values keep bytes that are not UTF-8 as
-    surrogate escapes, for the handler to refuse."""
-
-    __slots__ = (
-        "body",
-        "conn",
-        "headers",
-        "keep_alive",
-        "log",
-        "method",
-        "path",
-        "query_string",
-        "rejected",
-        "version",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        query_string: str,
-        headers: dict[str, str],
-        body: bytes,
-        keep_alive: bool,
-        version: str,
-        conn: _Conn,
-    ) -> None:
-        self.method = method
-        self.path = path
-        self.query_string = query_string
-        self.headers = headers
-        self.body = body
-        self.keep_alive = keep_alive
-        self.version = version
-        self.rejected: tuple[int, str] | None = None
-        self.conn = conn
-        self.log: Any = None  # the gateway's RequestLog for /v1/ requests
-
-
-class Response:
-    """A complete answer, written in one piece."""
-
-    __slots__ = ("body", "close", "headers", "status")
-
-    def __init__(
-        self,
-        body: bytes = b"",
-        status: int = 200,
-        headers: dict[str, str] | None = None,
-        content_type: str | None = None,
-        text: str | None = None,
-    ) -> None:
-        if text is not None:
-            body = text.encode()
-            content_type = content_type or "text/plain; charset=utf-8"
-        self.status = status
-        self.body = body
-        self.headers = {} if headers is None else headers
-        if content_type is not None:
-            self.headers["content-type"] = content_type
-        self.close = False
-
-    def force_close(self) -> None:
-        """Close the connection after this answer (the rest of a request body was not read)."""
-        self.close = True
-
-
-class StreamResponse:
-    """An answer written as it comes: ``prepare()``, ``write()``, ``write_eof()`` (all awaited)."""
-
-    __slots__ = ("_chunked", "_conn", "_head", "close", "done", "headers", "status")
-
-    def __init__(self, status: int = 200, headers: dict[str, str] | None = None) -> None:
-        self.status = status
-        self.headers = {} if headers is None else headers
-        self.close = False
-        self._conn: _Conn | None = None
-        self._chunked = True
-        self._head = False
-        self.done = False
-
-    @property
-    def prepared(self) -> bool:
-        return self._conn is not None
-
-    async def prepare(self, request: Request) -> None:
-        if self._conn is not None:
-            return
-        conn = request.conn
-        self._chunked = request.version != "1.0"
-        self._head = request.method == "HEAD"
-        if not self._chunked:
-            self.close = True  # HTTP/1.0: the end of the body is the end of the connection
-        close = self.close or not request.keep_alive or conn.server.closing
-        self.close = close
-        framing = "transfer-encoding: chunked\r\n" if self._chunked else ""
-        conn.write(_head(self.status, self.headers, framing, close, request.version))
-        conn.started = True
-        self._conn = conn
-        await conn.drain()
-
-    async def write(self, data: bytes) -> None:
-        conn = self._conn
-        assert conn is not None, "prepare() first"
-        if self.done:
-            raise ConnectionResetError("the answer has already ended")
-        if not data or self._head:
-            return
-        if self._chunked:
-            conn.write(b"%x\r\n%b\r\n" % (len(data), data))
-        else:
-            conn.write(data)
-        if conn.paused:
-            await conn.drain()
-
-    async def write_eof(self) -> None:
-        if self.done or self._conn is None:
-            return
-        self.done = True
-        if self._chunked and not self._head:
-            self._conn.write(b"0\r\n\r\n")
-        await self._conn.drain()
-
-
-Handler = Callable[[Request], Awaitable[Response | StreamResponse]]
-
-
-class _DateHeader:
-    """The ``date`` header line, formatted once per second."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._line = ""
-
-    def __call__(self) -> str:
-        second = int(time.time())
-        if second != self._second:
-            self._second = second
-            stamp = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(second))
-            self._line = f"date: {stamp}\r\n"
-        return self._line
-
-
-_date = _DateHeader()
-
-
-def _head(status: int, headers: dict[str, str], extra: str, close: bool, version: str) -> bytes:
-    block = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    if block.count("\n") != len(headers) or block.count("\r") != len(headers):
-        raise ValueError("a response header holds a line break")
-    if close:
-        extra += "connection: close\r\n"
-    elif version == "1.0":
-        extra += "connection: keep-alive\r\n"
-    reason = _REASONS.get(status, b"Unknown")
-    lines = (block + extra + _date()).encode("utf-8", "surrogateescape")
-    return b"HTTP/1.1 %d %b\r\n%b\r\n" % (status, reason, lines)
-
-
-class _Conn(asyncio.Protocol):
+class Conn(asyncio.Protocol):
     """One client connection: parses requests and runs the handler for each, in order."""
 
     def __init__(self, server: HttpServer) -> None:
@@ -403,7 +241,7 @@ class _Conn(asyncio.Protocol):
             return
         body = f"{status}: {message}\n".encode()
         headers = {"content-type": "text/plain; charset=utf-8", "content-length": str(len(body))}
-        self.write(_head(status, headers, "", True, "1.1") + body)
+        self.write(head_bytes(status, headers, "", True, "1.1") + body)
         self._linger()
 
     async def _serve(self, req: Request) -> None:
@@ -457,12 +295,12 @@ class _Conn(asyncio.Protocol):
             body = resp.body
             framing = f"content-length: {len(body)}\r\n"
             try:
-                head = _head(resp.status, resp.headers, framing, close, req.version)
+                head = head_bytes(resp.status, resp.headers, framing, close, req.version)
             except ValueError:
                 log.exception("request_failed")
                 body = b"500: Internal Server Error\n"
                 framing = f"content-length: {len(body)}\r\n"
-                head = _head(500, {}, framing, close, req.version)
+                head = head_bytes(500, {}, framing, close, req.version)
             self.write(head if req.method == "HEAD" else head + body)
             return close
         except ConnectionError:
@@ -536,7 +374,7 @@ class HttpServer:
         self.max_body_bytes = max_body_bytes
         self.read_timeout_s = read_timeout_s
         self.keepalive_s = keepalive_s
-        self.connections: set[_Conn] = set()
+        self.connections: set[Conn] = set()
         self.changed = asyncio.Event()  # a connection closed or finished a request
         self.closing = False
         self.port = 0
@@ -546,7 +384,7 @@ class HttpServer:
 
     async def listen(self, host: str, port: int, *, reuse_port: bool = False) -> int:
         self._server = await self.loop.create_server(
-            lambda: _Conn(self), host, port, reuse_address=True, reuse_port=reuse_port,
+            lambda: Conn(self), host, port, reuse_address=True, reuse_port=reuse_port,
             backlog=1024,
         )  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
