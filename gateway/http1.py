@@ -114,11 +114,6 @@ class Headers(Mapping[str, str]):
         return f"Headers({self._d!r})"
 
 
-def _expire(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError())
-
-
 class _Conn(asyncio.Protocol):
     """One connection: the protocol, the parser callbacks and the current response's state."""
 
@@ -129,6 +124,8 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.waiter: asyncio.Future[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0
         self.closed = False
         self.idle_since = 0.0
         self._reset()
@@ -173,6 +170,9 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         self.client._forget(self)
         if self.busy and not self.done and self.error is None:
             if self.headers_done and self.until_close and exc is None:
@@ -246,20 +246,36 @@ class _Conn(asyncio.Protocol):
     async def wait(self, seconds: float) -> None:
         """Until the protocol has news, at most ``seconds`` (then :class:`TimeoutError`).
 
-        A plain timer, cheaper than ``asyncio.timeout`` on this per-read path. A timeout
-        or a cancellation aborts the connection.
+        One timer per connection, moved lazily: each wait only sets a deadline, and the
+        timer, when it fires early, re-arms itself for the deadline (a stream's reads
+        would otherwise add and cancel a timer per chunk). A timeout or a cancellation
+        aborts the connection.
         """
         fut = self.loop.create_future()
         self.waiter = fut
-        timer = self.loop.call_later(seconds, _expire, fut)
+        self.deadline = deadline = self.loop.time() + seconds
+        timer = self.timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self.timer = self.loop.call_at(deadline, self._check_deadline)
         try:
             await fut
         except BaseException:
             self.abort()
             raise
         finally:
-            timer.cancel()
             self.waiter = None
+
+    def _check_deadline(self) -> None:
+        self.timer = None
+        w = self.waiter
+        if w is None or w.done():
+            return  # nobody waits: the next wait arms a timer again
+        if self.loop.time() >= self.deadline:
+            w.set_exception(TimeoutError())
+        else:
+            self.timer = self.loop.call_at(self.deadline, self._check_deadline)
 
     def take(self) -> bytes:
         """All body bytes buffered so far (``b""`` when none); resumes a paused socket."""
