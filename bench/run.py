@@ -55,6 +55,19 @@ GOALS = {  # name: (target, direction) ; "le" = measured must be <= target
 }
 
 
+# The research machine's figures for the same minimal aiohttp proxy (shared/research,
+# performance-baselines.md): the goals were set against that machine. Measured beside the
+# gateway in the same run, they give this machine's speed, so that goals on CPU can also
+# be read scaled to it (absolute numbers across machines mean little; ratios in one run do).
+RESEARCH_MINIMAL_PROXY_US_PER_REQ = 189.0
+RESEARCH_MINIMAL_PROXY_US_PER_STREAM = 357.0
+SCALED = {  # goal key -> which factor scales it, and how (CPU goals scale up, rates down)
+    "cpu_us_per_req_c64": ("request", "mul"),
+    "rps_c64": ("request", "div"),
+    "per_chunk_us": ("stream", "mul"),
+}
+
+
 def say(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -660,6 +673,14 @@ def derive(out: dict[str, Any]) -> dict[str, Any]:
     if "gateway_log_warning" in out:
         q = out["gateway_log_warning"]["c64"]
         m["access_log_cpu_us_per_req"] = per_req - q["cpu_us_per_req"]
+    cal = out.get("calibration")
+    if cal:
+        m["machine_factor_request"] = (
+            cal["c64"]["cpu_us_per_req"] / RESEARCH_MINIMAL_PROXY_US_PER_REQ
+        )
+        m["machine_factor_stream"] = (
+            cal["streams"]["cpu_us_per_stream"] / RESEARCH_MINIMAL_PROXY_US_PER_STREAM
+        )
     return m
 
 
@@ -667,6 +688,10 @@ def _f(x: float, nd: int = 1) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     return f"{x:,.{nd}f}"
+
+
+def _meets(v: float | None, target: float, how: str) -> bool:
+    return v is not None and not math.isnan(v) and (v <= target if how == "le" else v >= target)
 
 
 def _ratio(a: float, b: float) -> str:
@@ -852,17 +877,33 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
     L.append("")
     L.append("## Goals")
     L.append("")
-    L.append("| goal | target | measured | |")
-    L.append("|---|---:|---:|---|")
+    factors = {"request": m.get("machine_factor_request"), "stream": m.get("machine_factor_stream")}
+    if factors["request"]:
+        L.append(
+            f"This machine runs the minimal aiohttp proxy at {factors['request']:.2f}x the research"
+            f" machine's CPU per request ({RESEARCH_MINIMAL_PROXY_US_PER_REQ:g} µs there) and"
+            f" {factors['stream'] or float('nan'):.2f}x its CPU per stream"
+            f" ({RESEARCH_MINIMAL_PROXY_US_PER_STREAM:g} µs there); the goals were set on that"
+            " machine, so CPU goals are also shown scaled by these factors."
+        )
+        L.append("")
+    L.append("| goal | target | measured | | target scaled to this machine | |")
+    L.append("|---|---:|---:|---|---:|---|")
     for key, (target, how, text, unit) in GOALS.items():
         v = m.get(key)
-        ok = v is not None and not math.isnan(v) and (v <= target if how == "le" else v >= target)
         sign = "<=" if how == "le" else ">="
         nd = 0 if unit in ("req/s", "") else (3 if unit == "ms" else 1)
         if key == "rss_open_streams_mb":
             text = f"RSS peak with {out['hold_streams']:,} open streams"
+        scaled_cell, scaled_ok = "", ""
+        if key in SCALED and factors[SCALED[key][0]]:
+            f = factors[SCALED[key][0]]
+            scaled = target * f if SCALED[key][1] == "mul" else target / f
+            scaled_cell = f"{sign} {_f(scaled, nd)} {unit}"
+            scaled_ok = "PASS" if _meets(v, scaled, how) else "MISS"
         L.append(
-            f"| {text} | {sign} {_f(target, nd)} {unit} | {_f(v, nd)} {unit} | {'PASS' if ok else 'MISS'} |"
+            f"| {text} | {sign} {_f(target, nd)} {unit} | {_f(v, nd)} {unit} |"
+            f" {'PASS' if _meets(v, target, how) else 'MISS'} | {scaled_cell} | {scaled_ok} |"
         )
     if lit:
         L.append("")
