@@ -101,10 +101,10 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("asyncio.timeout() contexts elsewhere (read_body)", ("(asyncio/timeouts.py",)),
     (
-        "gateway request path (middleware, handlers, engine, proxy, answer, state, policy)",
-        ("(gateway/middlewares.py",),
+        "gateway request path (routes, handlers, engine, proxy, answer, state, policy)",
+        ("(gateway/routes.py", "(gateway/middlewares.py"),
     ),
-    ("aiohttp server + event loop outside the gateway middleware", ()),
+    ("HTTP server (gateway/server: parsing, writing) + event loop, outside the request path", ()),
 ]
 
 

@@ -62,10 +62,10 @@ def open_fds() -> int:
 
 
 class ErrorRecords(logging.Handler):
-    """Collects ERROR records of aiohttp's server and asyncio ("Error handling request",
-    "Task exception was never retrieved")."""
+    """Collects ERROR records of the gateway's HTTP server (a handler that raised) and asyncio
+    ("Task exception was never retrieved")."""
 
-    NAMES = ("aiohttp.server", "aiohttp.web", "aiohttp.access", "asyncio")
+    NAMES = ("gateway.server", "asyncio")
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
