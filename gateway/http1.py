@@ -40,7 +40,7 @@ import asyncio
 import contextlib
 import ssl
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast, overload
 
 import httptools
@@ -49,6 +49,8 @@ from yarl import URL
 MAX_IDLE_PER_HOST = 128
 IDLE_EXPIRY = 30.0  # seconds an idle pooled connection is kept
 HIGH_WATER = 256 * 1024  # buffered body bytes before the socket is paused
+# What a push-mode sink answers for each piece (Response.pipe).
+GO, PAUSE, STOP = 0, 1, 2
 
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _MAX_TARGETS = 1024
@@ -126,6 +128,9 @@ class _Conn(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0
+        self.sink: Callable[[bytes], int] | None = None  # push mode (Response.pipe)
+        self.idle = 0.0  # push mode: the idle timeout each piece renews
+        self.sink_said = GO
         self.closed = False
         self.idle_since = 0.0
         self._reset()
@@ -222,6 +227,17 @@ class _Conn(asyncio.Protocol):
         self._wake()
 
     def on_body(self, body: bytes) -> None:
+        sink = self.sink
+        if sink is not None:  # push mode: hand the piece on here, no buffer, no task switch
+            self.deadline = self.loop.time() + self.idle
+            said = sink(body)
+            if said != GO:
+                self.sink = None  # what follows is buffered, for nobody
+                self.sink_said = said
+                if said == PAUSE and self.transport is not None:
+                    self.transport.pause_reading()
+                self._wake()
+            return
         self.buf.append(body)
         self.buffered += len(body)
         if self.buffered > HIGH_WATER and not self.paused and self.transport is not None:
@@ -326,6 +342,53 @@ class Response:
         if len(parts) == 1:
             return parts[0]
         return b"".join(parts)
+
+    async def pipe(
+        self,
+        sink: Callable[[bytes], int],
+        idle_timeout: float,
+        drain: Callable[[], Awaitable[None]],
+    ) -> bool:
+        """Hand body pieces to ``sink`` as they arrive, in the protocol's callback: no
+        future, timer or task switch per piece. ``sink`` returns :data:`GO`, :data:`PAUSE`
+        (reading stops until ``drain()`` returns: the consumer's backpressure) or
+        :data:`STOP`; it must not raise. True at the end of the body, False when stopped.
+        A gap longer than ``idle_timeout`` raises :class:`TimeoutError`."""
+        conn = self._conn
+        if conn is None:
+            raise ClientError("the response was released")
+        if conn.buf:
+            said = sink(conn.take())
+            if said == STOP:
+                return False
+            if said == PAUSE:
+                await drain()
+        conn.idle = idle_timeout
+        try:
+            while True:
+                if conn.done and not conn.buf:
+                    return True
+                if conn.error is not None:
+                    raise conn.error
+                conn.sink_said = GO
+                conn.sink = sink
+                await conn.wait(idle_timeout)
+                conn.sink = None
+                said = conn.sink_said
+                if said == STOP:
+                    return False
+                if said == PAUSE:
+                    await drain()
+                    if conn.transport is not None:
+                        conn.transport.resume_reading()
+                if conn.buf:  # arrived while paused or stopped-and-resumed: hand it on
+                    said = sink(conn.take())
+                    if said == STOP:
+                        return False
+                    if said == PAUSE:
+                        await drain()
+        finally:
+            conn.sink = None
 
     async def next_piece(self, idle_timeout: float) -> bytes:
         """The body bytes that arrived since the last call, waiting up to ``idle_timeout``

@@ -27,7 +27,7 @@ from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
 from gateway.resume import API_OF, Diverged, Splice, Transcript, partial_response
 from gateway.server import StreamResponse
-from gateway.upstream import UpstreamFailure
+from gateway.upstream import GO, PAUSE, STOP, UpstreamFailure
 
 Kind = streaming.Kind
 MAX_RESUMES = 2
@@ -173,17 +173,32 @@ async def _pump(
                 keep.append(ev.raw)
         return b"".join(keep)
 
+    raised: list[Exception] = []
+    feed, classify = s.splitter.feed, streaming.classify_event
+
+    def sink(piece: bytes) -> int:
+        """Called by the upstream connection for each piece, as it arrives (no task switch
+        per chunk). Must not raise: what it raises is kept and re-raised by the relay."""
+        try:
+            batch = [classify(r, ep) for r in feed(piece)]
+            if batch and (data := take(batch)):
+                out.write_nowait(data)
+        except Exception as e:  # e.g. the client went away mid-write
+            raised.append(e)
+            return STOP
+        if seg.failure is not None or seg.diverged:
+            return STOP
+        return PAUSE if out.paused else GO
+
     try:
         data = take(s.head)
         if data:
             await out.write(data)
-        while seg.failure is None and not seg.diverged:
-            piece = await anext(s.pieces, b"")
-            if not piece:
-                break
-            batch = [streaming.classify_event(r, ep) for r in s.splitter.feed(piece)]
-            if batch and (data := take(batch)):
-                await out.write(data)
+        if seg.failure is None and not seg.diverged:
+            idle = att.req.policy.timeouts.stream_idle
+            await att.upstream.pipe(s.resp, sink, idle, out.drain)
+            if raised:
+                raise raised[0]
     except UpstreamFailure as e:
         if not seg.complete:
             seg.failure = transport_failure(e.category, e.message)

@@ -50,6 +50,9 @@ class Splitter:
         if end < 0:
             self._buf = buf
             return []
+        if end == len(buf) - 2 and buf.find(b"\n\n") == end and not buf.startswith(b"\n"):
+            self._buf = b""
+            return [buf]  # the usual piece: exactly one whole event
         self._buf = buf[end + 2 :]
         return [e + b"\n\n" for e in buf[:end].split(b"\n\n") if e]
 
@@ -74,9 +77,12 @@ _ERROR_TYPES = frozenset({"error", "response.failed"})
 
 def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
     """What one upstream event means for the relay."""
-    if raw.startswith(b":"):
+    if raw.startswith(b"data: {") and raw.find(b"\n") == len(raw) - 2:
+        data: bytes | None = raw[6:-2]  # the usual event: one JSON data line
+    elif raw.startswith(b":"):
         return Event(raw, Kind.comment)
-    data = _data_of(raw.rstrip(b"\n"))
+    else:
+        data = _data_of(raw.rstrip(b"\n"))
     if data is None:
         return Event(raw, Kind.comment)  # event:/id:/retry: only
     if data == b"[DONE]":
@@ -94,8 +100,10 @@ def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
     if finals is not None:
         return Event(raw, Kind.final if etype in finals else Kind.data, obj)
     choices = obj.get("choices")
-    if choices and any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
-        return Event(raw, Kind.final, obj)
+    if choices and isinstance(choices, list):
+        for c in choices:
+            if isinstance(c, dict) and c.get("finish_reason"):
+                return Event(raw, Kind.final, obj)
     return Event(raw, Kind.data, obj)
 
 

@@ -15,13 +15,17 @@ those timeouts as first-byte timeouts), ``... while reading the body``, ``... mi
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 
 from yarl import URL
 
 from gateway import http1
 from gateway.errors import Category
 from gateway.http1 import Response
+
+#: What a :meth:`Upstream.pipe` sink answers for each piece: go on, pause reading until
+#: the consumer drained, stop.
+GO, PAUSE, STOP = http1.GO, http1.PAUSE, http1.STOP
 
 __all__ = ["Response", "Upstream", "UpstreamFailure"]
 
@@ -101,6 +105,20 @@ class Upstream:
             raise _map(exc, "while reading the body") from exc
         finally:
             resp.release()
+
+    @staticmethod
+    async def pipe(
+        resp: Response,
+        sink: Callable[[bytes], int],
+        idle_timeout: float,
+        drain: Callable[[], Awaitable[None]],
+    ) -> bool:
+        """Push body pieces to ``sink`` as they arrive (see :meth:`http1.Response.pipe`);
+        True at the end of the body. The caller releases ``resp`` (closing its generator)."""
+        try:
+            return await resp.pipe(sink, idle_timeout, drain)
+        except _MAPPED as exc:
+            raise _map(exc, "mid-stream") from exc
 
     @staticmethod
     async def chunks(resp: Response, idle_timeout: float) -> AsyncGenerator[bytes, None]:

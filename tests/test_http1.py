@@ -20,7 +20,7 @@ import pytest
 from gateway import http1
 from gateway.errors import Category
 from gateway.testing import CutAfter, FakeProvider, Hang, HeadersThenSilence, Reset, StallAfter
-from gateway.upstream import Upstream, UpstreamFailure
+from gateway.upstream import GO, PAUSE, STOP, Upstream, UpstreamFailure
 
 CHAT = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
 STREAM = json.dumps(
@@ -648,3 +648,63 @@ def test_headers_mapping() -> None:
     assert "CONTENT-TYPE" in h and 3 not in h
     assert dict(h) == {"content-type": "a", "x-b": "1, 2"} and len(h) == 2
     assert json.dumps(dict(h))  # plain str values
+
+
+# ---- push mode (Upstream.pipe: the stream relay's path) -----------------------------------
+
+
+async def test_pipe_hands_every_piece_on_and_ends_with_the_body(
+    fake: FakeProvider, up: Upstream
+) -> None:
+    resp = await up.open(fake.url + "/v1/chat/completions", HEADERS, STREAM, **T)
+    got: list[bytes] = []
+
+    def sink(piece: bytes) -> int:
+        got.append(piece)
+        return GO
+
+    async def drain() -> None:
+        raise AssertionError("never asked to drain")
+
+    assert await up.pipe(resp, sink, 2.0, drain) is True
+    resp.release()
+    data = b"".join(got)
+    assert data.count(b"data: ") >= fake.chunks and data.rstrip().endswith(b"[DONE]")
+    assert up._client is not None and up._client.idle_count() == 1  # back in the pool
+
+
+async def test_pipe_stop_and_pause(fake: FakeProvider, up: Upstream) -> None:
+    resp = await up.open(fake.url + "/v1/chat/completions", HEADERS, STREAM, **T)
+    stopped: list[bytes] = []
+    assert await up.pipe(resp, lambda p: stopped.append(p) or STOP, 2.0, asyncio.sleep) is False
+    assert len(stopped) == 1  # nothing handed on after STOP
+    resp.release()
+
+    resp = await up.open(fake.url + "/v1/chat/completions", HEADERS, STREAM, **T)
+    got: list[bytes] = []
+    drains = 0
+
+    async def drain() -> None:
+        nonlocal drains
+        drains += 1
+        await asyncio.sleep(0.01)
+
+    def pausing(piece: bytes) -> int:
+        got.append(piece)
+        return PAUSE  # every piece: reading resumes only after each drain
+
+    assert await up.pipe(resp, pausing, 2.0, drain) is True
+    resp.release()
+    assert drains >= 1 and b"".join(got).rstrip().endswith(b"[DONE]")
+
+
+async def test_pipe_idle_timeout_is_renewed_by_each_piece(fake: FakeProvider, up: Upstream) -> None:
+    """Pieces 0.1 s apart never trip a 0.3 s idle timeout; a stall after two pieces does."""
+    fake.push(StallAfter(2))
+    resp = await up.open(fake.url + "/v1/chat/completions", HEADERS, STREAM, **T)
+    got: list[bytes] = []
+    with pytest.raises(UpstreamFailure) as info:
+        await up.pipe(resp, lambda p: got.append(p) or GO, 0.3, asyncio.sleep)
+    resp.release()
+    assert got and info.value.category is Category.timeout
+    assert "mid-stream" in info.value.message

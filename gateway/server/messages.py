@@ -122,6 +122,13 @@ class StreamResponse:
         await conn.drain()
 
     async def write(self, data: bytes) -> None:
+        """Send ``data``; wait while the client is not reading (backpressure)."""
+        self.write_nowait(data)
+        if self.paused:
+            await self.drain()
+
+    def write_nowait(self, data: bytes) -> None:
+        """Send ``data`` now, without waiting for the client to read (see :attr:`paused`)."""
         conn = self._conn
         assert conn is not None, "prepare() first"
         if self.done:
@@ -132,8 +139,15 @@ class StreamResponse:
             conn.write(b"%x\r\n%b\r\n" % (len(data), data))
         else:
             conn.write(data)
-        if conn.paused:
-            await conn.drain()
+
+    @property
+    def paused(self) -> bool:
+        """The client's socket buffer is full: :meth:`drain` before writing more."""
+        return self._conn is not None and self._conn.paused
+
+    async def drain(self) -> None:
+        if self._conn is not None:
+            await self._conn.drain()
 
     async def write_eof(self) -> None:
         if self.done or self._conn is None:
