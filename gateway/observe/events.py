@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from gateway.observe import logs
 from gateway.observe.metrics import Metrics
 from gateway.resilience.failure import Failure
 
@@ -63,48 +64,41 @@ def _describe(f: Failure) -> str:
 class Events:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
-        # Labelled children by (metric, labels): prometheus' labels() costs microseconds per
-        # call on the hot path. Label values come from policy names, so this stays bounded.
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
-
-    def _child(self, metric: Any, *labels: str) -> Any:
-        key = (metric, labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
 
     # ---- per request ---------------------------------------------------------------
     def request_completed(self, r: RequestLog, now: float) -> None:
-        m, c = self.metrics, self._child
         duration = now - r.started
         model = r.answered_by or r.model
-        c(m.requests, r.team, model, str(r.status)).inc()
-        c(m.duration, r.team, model).observe(duration)
-        if r.ttfb is not None:
-            c(m.ttfb, r.team, model).observe(r.ttfb)
-        if r.prompt_tokens:
-            c(m.tokens, r.team, model, "prompt").inc(r.prompt_tokens)
-        if r.completion_tokens:
-            c(m.tokens, r.team, model, "completion").inc(r.completion_tokens)
-        log.info(
-            "request_completed",
-            request_id=r.request_id,
-            team=r.team,
-            route=r.route,
-            model=model,
-            requested_model=r.model,
-            status=r.status,
-            attempts=r.attempts,
-            recovery=",".join(r.recovery) or None,
-            duration_s=round(duration, 6),
-            ttfb_s=None if r.ttfb is None else round(r.ttfb, 6),
-            tokens={"prompt": r.prompt_tokens, "completion": r.completion_tokens},
-            error=r.error,
+        self.metrics.request_done(
+            r.team, model, r.status, duration, r.ttfb, r.prompt_tokens, r.completion_tokens
         )
+        fast = logs.fast_json  # the JSON line without structlog's chain, while it is in force
+        if fast is not None and not fast.info and fast.current():
+            return  # below the configured level: nothing to build
+        fields = {
+            "request_id": r.request_id,
+            "team": r.team,
+            "route": r.route,
+            "model": model,
+            "requested_model": r.model,
+            "status": r.status,
+            "attempts": r.attempts,
+            "recovery": ",".join(r.recovery) or None,
+            "duration_s": round(duration, 6),
+            "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
+            "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
+            "error": r.error,
+            # what structlog's chain appends: event, then level and timestamp
+            "event": "request_completed",
+            "level": "info",
+            "timestamp": None,
+        }
+        if fast is None or not fast.write(fields):
+            del fields["event"], fields["level"], fields["timestamp"]
+            log.info("request_completed", **fields)
 
     def upstream_attempt(self, provider: str, model: str, category: str) -> None:
-        self._child(self.metrics.upstream_attempts, provider, model, category).inc()
+        self.metrics.upstream_attempt(provider, model, category)
 
     def api_retry(
         self, r: RequestLog, model: str, attempt: int, max_retries: int, wait: float, f: Failure

@@ -1,0 +1,389 @@
+"""The observability hot path (gateway/observe): the access log's fast JSON line and the
+folded per-request metrics say exactly what structlog's chain and plain Prometheus calls
+said, and redaction, level filtering, capture_logs and the console format still work."""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+import random
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from structlog.testing import capture_logs
+
+from gateway.observe import logs
+from gateway.observe.events import Events, RequestLog
+from gateway.observe.metrics import _LATENCY_BUCKETS, Metrics, P
+
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+class Sink:
+    """``logs.configure`` with stdout swapped for a file, as the gateway writes to its stdout."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = path.open("w")
+
+    def configure(self, level: str = "info", fmt: str = "json") -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, "stdout", self.file)
+            logs.configure(level, fmt)
+        # the module-level lazy loggers must not keep this test's file once it is over
+        structlog.configure(cache_logger_on_first_use=False)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [orjson.loads(line) for line in self.path.read_bytes().splitlines()]
+
+    def raw(self) -> list[bytes]:
+        return self.path.read_bytes().splitlines(keepends=True)
+
+
+@pytest.fixture
+def sink(tmp_path: Path) -> Iterator[Sink]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    config, fast = structlog.get_config(), logs.fast_json
+    s = Sink(tmp_path / "stdout")
+    yield s
+    s.file.close()
+    structlog.configure(**config)
+    logs.fast_json = fast
+    for h in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(h)
+    root.setLevel(level)
+
+
+def request(**kw: Any) -> RequestLog:
+    base: dict[str, Any] = {
+        "request_id": "req-0123456789abcdef",
+        "started": 10.0,
+        "team": "team-a",
+        "route": "/v1/chat/completions",
+        "model": "gpt-test",
+        "answered_by": "gpt-test",
+        "provider": "fake",
+        "status": 200,
+        "attempts": 1,
+        "ttfb": 0.0123456789,
+        "prompt_tokens": 12,
+        "completion_tokens": 34,
+    }
+    return RequestLog(**{**base, **kw})
+
+
+VARIANTS = [
+    request(),
+    request(ttfb=None, prompt_tokens=0, completion_tokens=0, status=502, error="upstream_error"),
+    request(recovery=["retry", "fallback"], answered_by="gpt-backup", attempts=3),
+    request(answered_by="", status=499, request_id='quote" back\\ slash \u00e9 \u4e2d \n'),
+    request(started=10.0 - 1e-9, ttfb=-0.0),
+    request(started=9.0000005, ttfb=601.25),
+]
+
+
+def chain_lines(sink: Sink, reqs: list[RequestLog], now: float) -> list[bytes]:
+    """What structlog's chain writes for ``reqs``: the fast path switched off."""
+    fast, logs.fast_json = logs.fast_json, None
+    try:
+        before = len(sink.raw())
+        ev = Events(Metrics())
+        for r in reqs:
+            ev.request_completed(r, now)
+        return sink.raw()[before:]
+    finally:
+        logs.fast_json = fast
+
+
+def _without_timestamp(line: bytes) -> bytes:
+    head, sep, stamp = line.rpartition(b',"timestamp":"')
+    assert sep and TIMESTAMP.match(stamp.decode().removesuffix('"}\n')), line
+    return head
+
+
+def test_fast_line_is_the_chain_line(sink: Sink) -> None:
+    """Byte for byte (but the timestamp) what structlog's chain rendered, same file."""
+    sink.configure("info", "json")
+    assert logs.fast_json is not None and logs.fast_json.current()
+    ev = Events(Metrics())
+    for r in VARIANTS:
+        ev.request_completed(r, 10.25)
+    fast = sink.raw()
+    chain = chain_lines(sink, VARIANTS, 10.25)
+    assert len(fast) == len(chain) == len(VARIANTS)
+    for f, c in zip(fast, chain, strict=True):
+        assert f.endswith(b"\n")
+        assert _without_timestamp(f) == _without_timestamp(c)
+    first = orjson.loads(fast[0])
+    assert list(first) == [
+        "request_id", "team", "route", "model", "requested_model", "status", "attempts",
+        "recovery", "duration_s", "ttfb_s", "tokens", "error", "event", "level", "timestamp",
+    ]  # fmt: skip
+    assert first["event"] == "request_completed" and first["level"] == "info"
+    assert first["duration_s"] == 0.25 and first["ttfb_s"] == 0.012346
+    assert first["tokens"] == {"prompt": 12, "completion": 34}
+    assert "logger" not in first
+
+
+def test_request_completed_fields_are_not_secret_names(sink: Sink) -> None:
+    """The fast path skips redact(): none of its field names may be a secret-bearing one."""
+    sink.configure("info", "json")
+    Events(Metrics()).request_completed(request(recovery=["retry"], error="x"), 11.0)
+    (line,) = sink.lines()
+    assert not logs._SECRET_FIELDS & set(line)
+    # redact() looks at top-level names only; the nested token counts are plain numbers
+    assert all(isinstance(v, int) for v in line["tokens"].values())
+
+
+def test_other_events_are_still_redacted(sink: Sink) -> None:
+    """Defence in depth stays for every event through the chain."""
+    sink.configure("info", "json")
+    ev = Events(Metrics())
+    ev.prompt_too_long_recovery(request(), "gpt-test", "drop_oldest", "ok", prompt="SEKRIT-1")
+    structlog.get_logger("gateway").info(
+        "anything", authorization="Bearer SEKRIT-2", api_key="SEKRIT-3", body="SEKRIT-4"
+    )
+    text = sink.path.read_text()
+    assert "SEKRIT" not in text
+    first, second = sink.lines()
+    assert first["event"] == "prompt_too_long_recovery" and first["prompt"] == "[redacted]"
+    assert second["authorization"] == second["api_key"] == second["body"] == "[redacted]"
+    assert TIMESTAMP.match(second["timestamp"]) and second["level"] == "info"
+
+
+def test_warning_level_drops_the_access_line_but_counts(sink: Sink) -> None:
+    sink.configure("warning", "json")
+    m = Metrics()
+    Events(m).request_completed(request(), 10.5)
+    structlog.get_logger("gateway").warning("still_here", n=1)
+    assert [line["event"] for line in sink.lines()] == ["still_here"]
+    labels = {"team": "team-a", "model": "gpt-test", "status": "200"}
+    assert m.registry.get_sample_value(P + "requests_total", labels) == 1
+
+
+def test_capture_logs_still_captures_request_completed(sink: Sink) -> None:
+    sink.configure("info", "json")
+    with capture_logs() as captured:
+        Events(Metrics()).request_completed(request(), 10.5)
+    assert sink.raw() == []
+    (entry,) = captured
+    assert entry["event"] == "request_completed" and entry["log_level"] == "info"
+    assert entry["duration_s"] == 0.5 and entry["team"] == "team-a"
+    assert "timestamp" not in entry
+    # the chain is back in force afterwards
+    assert logs.fast_json is not None and logs.fast_json.current()
+
+
+def test_another_configure_takes_over(sink: Sink) -> None:
+    """``gateway simulate`` drops every event with its own structlog.configure."""
+    sink.configure("info", "json")
+
+    def drop(*_: Any) -> Any:
+        raise structlog.DropEvent
+
+    structlog.configure(processors=[drop], logger_factory=structlog.ReturnLoggerFactory())
+    Events(Metrics()).request_completed(request(), 10.5)
+    assert sink.raw() == []
+
+
+def test_console_format_goes_through_structlog(
+    sink: Sink, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.configure("info", "console")
+    structlog.configure(cache_logger_on_first_use=False)
+    assert logs.fast_json is None
+    Events(Metrics()).request_completed(request(), 10.5)
+    out = capsys.readouterr().out
+    assert "request_completed" in out and "team=team-a" in out and "duration_s=0.5" in out
+
+
+def test_unencodable_value_falls_back_to_the_chain(sink: Sink) -> None:
+    """A value orjson cannot encode alone goes through the chain's fallback, once."""
+    sink.configure("info", "json")
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "<odd>"
+
+    Events(Metrics()).request_completed(request(error=Odd()), 10.5)
+    (line,) = sink.lines()
+    assert line["event"] == "request_completed" and line["error"] == "<odd>"
+
+
+def test_timestamps_are_utc_iso_micros(sink: Sink) -> None:
+    stamp = logs._Timestamp()
+    values = [stamp.now() for _ in range(1000)]
+    assert all(TIMESTAMP.match(v) for v in values)
+    assert values == sorted(values)
+
+
+def test_json_lines_writes_whole_lines_to_the_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What was buffered goes first; a write cut short by a signal is completed."""
+    with (tmp_path / "out").open("wb") as f:
+        f.write(b"buffered before\n")
+        out = logs.JsonLines(f)
+        real_write = os.write
+        monkeypatch.setattr(logs.os, "write", lambda fd, data: real_write(fd, bytes(data[:7])))
+        out.write(b'{"event":"one","n":1}\n')
+        out.msg(b'{"event":"two"}')
+    assert (tmp_path / "out").read_bytes() == (
+        b'buffered before\n{"event":"one","n":1}\n{"event":"two"}\n'
+    )
+
+
+def test_json_lines_without_a_descriptor() -> None:
+    buf = io.BytesIO()
+    out = logs.JsonLines(buf)
+    assert out.fd is None
+    out.info(b'{"event":"x"}')
+    assert buf.getvalue() == b'{"event":"x"}\n'
+
+
+# ---- metrics -------------------------------------------------------------------------
+
+
+class Reference:
+    """The per-request series fed the way events.py fed them before: public Prometheus calls."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter(P + "requests_total", "", ["team", "model", "status"], registry=r)
+        buckets = _LATENCY_BUCKETS
+        self.duration = Histogram(
+            P + "request_duration_seconds", "", ["team", "model"], buckets=buckets, registry=r
+        )
+        self.ttfb = Histogram(
+            P + "time_to_first_byte_seconds", "", ["team", "model"], buckets=buckets, registry=r
+        )
+        self.attempts = Counter(
+            P + "upstream_attempts_total", "", ["provider", "model", "category"], registry=r
+        )
+        self.tokens = Counter(P + "tokens_total", "", ["team", "model", "kind"], registry=r)
+
+    def request_completed(self, r: RequestLog, now: float) -> None:
+        model = r.answered_by or r.model
+        self.requests.labels(r.team, model, str(r.status)).inc()
+        self.duration.labels(r.team, model).observe(now - r.started)
+        if r.ttfb is not None:
+            self.ttfb.labels(r.team, model).observe(r.ttfb)
+        if r.prompt_tokens:
+            self.tokens.labels(r.team, model, "prompt").inc(r.prompt_tokens)
+        if r.completion_tokens:
+            self.tokens.labels(r.team, model, "completion").inc(r.completion_tokens)
+
+
+NAMES = {
+    P + "requests_total",
+    P + "request_duration_seconds",
+    P + "time_to_first_byte_seconds",
+    P + "upstream_attempts_total",
+    P + "tokens_total",
+}
+
+
+def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for metric in registry.collect()
+        if metric.name in NAMES or metric.name + "_total" in NAMES
+        for s in metric.samples
+        if not s.name.endswith("_created")
+    }
+
+
+def assert_same(got: CollectorRegistry, want: CollectorRegistry) -> None:
+    g, w = samples(got), samples(want)
+    assert g.keys() == w.keys()
+    for key, value in w.items():
+        assert g[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+
+def test_folded_metrics_equal_direct_prometheus_calls() -> None:
+    """Same series, same values (bucket edges, zero, negative, inf), at every scrape."""
+    rng = random.Random(11)
+    m, ref = Metrics(), Reference()
+    ev = Events(m)
+    edges = [float(b) for b in _LATENCY_BUCKETS]
+    specials = [*edges, 0.0, -0.5, math.inf, 1e-9, 601.0]
+    for round_ in range(4):
+        for i in range(300):
+            started = 100.0
+            now = started + (rng.choice(specials) if i % 7 == 0 else rng.expovariate(2.0))
+            r = request(
+                started=started,
+                team=rng.choice(["team-a", "team-b"]),
+                answered_by=rng.choice(["gpt-test", "gpt-backup", ""]),
+                status=rng.choice([200, 200, 429, 502]),
+                ttfb=rng.choice([None, rng.choice(specials), rng.random()]),
+                prompt_tokens=rng.choice([0, rng.randrange(1, 500)]),
+                completion_tokens=rng.choice([0, rng.randrange(1, 500)]),
+            )
+            ev.request_completed(r, now)
+            ref.request_completed(r, now)
+            provider, category = rng.choice(["fake", "other"]), rng.choice(["ok", "rate_limit"])
+            ev.upstream_attempt(provider, "gpt-test", category)
+            ref.attempts.labels(provider, "gpt-test", category).inc()
+        assert_same(m.registry, ref.registry)
+        assert_same(m.registry, ref.registry)  # folding twice adds nothing
+        if round_ == 1:
+            body, _ = m.render()
+            assert b"llm_gateway_requests_total{" in body
+
+
+def test_counts_are_visible_to_every_reader() -> None:
+    """get_sample_value, render() and a metric's own collect() all see pending counts."""
+    m = Metrics()
+    ev = Events(m)
+    ev.request_completed(request(), 10.3)
+    ev.upstream_attempt("fake", "gpt-test", "ok")
+    labels = {"team": "team-a", "model": "gpt-test"}
+    assert m.registry.get_sample_value(P + "request_duration_seconds_count", labels) == 1
+    ev.request_completed(request(), 10.3)
+    assert (
+        b'llm_gateway_request_duration_seconds_count{model="gpt-test",team="team-a"} 2.0'
+        in (m.render()[0])
+    )
+    ev.upstream_attempt("fake", "gpt-test", "ok")
+    (metric,) = m.upstream_attempts.collect()
+    totals = [s.value for s in metric.samples if s.name.endswith("_total")]
+    assert totals == [2.0]
+
+
+def test_series_appear_as_before() -> None:
+    """No ttfb, no tokens: no such series (as when the children were made per request)."""
+    m = Metrics()
+    Events(m).request_completed(request(ttfb=None, prompt_tokens=0, completion_tokens=0), 10.1)
+    names = {name for name, _ in samples(m.registry)}
+    assert P + "requests_total" in names and P + "request_duration_seconds_count" in names
+    assert not any(n.startswith((P + "time_to_first_byte", P + "tokens")) for n in names)
+
+
+def test_negative_tokens_raise_as_before() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        Events(Metrics()).request_completed(request(prompt_tokens=-1), 10.1)
+
+
+def test_multiprocess_mode_folds_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the children's values are read without this registry, nothing waits."""
+    from gateway.observe import metrics
+
+    monkeypatch.setattr(metrics, "_FOLD_AT_ONCE", True)
+    m = Metrics()
+    ev = Events(m)
+    ev.request_completed(request(), 10.3)
+    ev.upstream_attempt("fake", "gpt-test", "ok")
+    assert m.requests.labels("team-a", "gpt-test", "200")._value.get() == 1
+    assert m.duration.labels("team-a", "gpt-test")._sum.get() == pytest.approx(0.3)
+    assert m.upstream_attempts.labels("fake", "gpt-test", "ok")._value.get() == 1
