@@ -99,6 +99,7 @@ async def _v1(gw: Gateway, request: Request) -> Answer:
         rid = f"{_ID_PREFIX}{next(_ids):08x}"
     log = request.log = RequestLog(rid, time.monotonic())
     gw.metrics.inflight.inc()
+    answered = False
     try:
         if request.rejected is not None:  # the server refused the body (413, 408)
             status, message = request.rejected
@@ -111,8 +112,11 @@ async def _v1(gw: Gateway, request: Request) -> Answer:
         found = _find(request)
         if isinstance(found, GatewayError):
             raise found
-        return await found(gw, request)
+        answer = await found(gw, request)
+        answered = True
+        return answer
     except GatewayError as err:
+        answered = True
         return error_response(err, request.path, log)
     except asyncio.CancelledError:
         # The client left and the server cancelled the handler.
@@ -130,4 +134,7 @@ async def _v1(gw: Gateway, request: Request) -> Answer:
         gw.metrics.inflight.dec()
         if log.status == 0:
             log.status = 500
-        gw.events.request_completed(log, time.monotonic())
+        if answered:  # the access log and metrics once the answer is out: no added latency
+            request.after = lambda: gw.events.request_completed(log, time.monotonic())
+        else:
+            gw.events.request_completed(log, time.monotonic())

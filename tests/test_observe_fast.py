@@ -387,3 +387,36 @@ def test_multiprocess_mode_folds_at_once(monkeypatch: pytest.MonkeyPatch) -> Non
     assert m.requests.labels("team-a", "gpt-test", "200")._value.get() == 1
     assert m.duration.labels("team-a", "gpt-test")._sum.get() == pytest.approx(0.3)
     assert m.upstream_attempts.labels("fake", "gpt-test", "ok")._value.get() == 1
+
+
+async def test_access_lines_of_one_loop_pass_are_written_together() -> None:
+    """batch() lines go out in one write at the end of the loop pass; a write() in between
+    first writes what was gathered, so the output keeps the order of the calls."""
+    import asyncio
+
+    from gateway.observe.logs import JsonLines
+
+    class Recorder(io.BytesIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.writes: list[bytes] = []
+
+        def write(self, data: bytes) -> int:  # type: ignore[override]
+            self.writes.append(bytes(data))
+            return super().write(data)
+
+        def fileno(self) -> int:
+            raise io.UnsupportedOperation
+
+    f = Recorder()
+    out = JsonLines(f)
+    out.batch(b"a\n")
+    out.batch(b"b\n")
+    assert f.writes == []  # not yet: the loop pass has not ended
+    await asyncio.sleep(0)
+    assert f.writes == [b"a\nb\n"]
+    out.batch(b"c\n")
+    out.write(b"d\n")  # another event: what is gathered goes first
+    await asyncio.sleep(0)
+    assert f.writes == [b"a\nb\n", b"c\n", b"d\n"]
+    assert f.getvalue() == b"a\nb\nc\nd\n"

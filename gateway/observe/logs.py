@@ -10,6 +10,8 @@ still structlog's configuration: under ``structlog.testing.capture_logs`` or aft
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
 import os
 import sys
@@ -99,15 +101,17 @@ def _orjson_dumps(obj: Any, default: Any = None) -> bytes:
 
 
 class JsonLines:
-    """Where JSON lines go: stdout, as structlog's ``BytesLogger`` wrote them, but each line
-    is one ``os.write`` to the file descriptor (what was buffered before goes first, at
-    creation): a reader of a pipe or file sees it whole and at once, and a line costs one
-    system call, without the copy into and the flush of the buffered writer. A file with no
-    descriptor (a test's capture) gets ``write`` and ``flush``. structlog calls the method
-    named after the level with the rendered bytes; :class:`FastJson` calls :meth:`write`
-    with a line that already ends in a newline."""
+    """Where JSON lines go: stdout, as structlog's ``BytesLogger`` wrote them, but written
+    with ``os.write`` to the file descriptor (what was buffered before goes first, at
+    creation): a reader of a pipe or file sees whole lines at once. Access-log lines
+    (:meth:`batch`) are gathered for one pass of the event loop and written together;
+    any other line (:meth:`write`) first writes what is gathered, so the order holds, and
+    what is gathered at exit is written then. A file with no descriptor (a test's
+    capture) gets ``write`` and ``flush``. structlog calls the method named after the
+    level with the rendered bytes; :class:`FastJson` calls :meth:`batch` with a line that
+    already ends in a newline."""
 
-    __slots__ = ("fd", "file")
+    __slots__ = ("fd", "file", "pending")
 
     def __init__(self, file: IO[bytes] | None = None) -> None:
         if file is None:
@@ -119,8 +123,32 @@ class JsonLines:
             self.fd: int | None = self.file.fileno()
         except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation, closed
             self.fd = None
+        self.pending: list[bytes] = []
+        atexit.register(self.flush)
+
+    def batch(self, line: bytes) -> None:
+        """Write ``line`` at the end of this pass of the event loop, with the other lines of
+        the same pass, in one system call (the access log under load: one ``write`` for
+        many requests instead of one each). Without a running loop: at once."""
+        if not self.pending:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:
+                self.write(line)
+                return
+        self.pending.append(line)
+
+    def flush(self) -> None:
+        if self.pending:
+            lines, self.pending = self.pending, []
+            self._write(lines[0] if len(lines) == 1 else b"".join(lines))
 
     def write(self, line: bytes) -> None:
+        if self.pending:
+            self.flush()  # keep the order of lines
+        self._write(line)
+
+    def _write(self, line: bytes) -> None:
         if self.fd is None:
             self.file.write(line)
             self.file.flush()
@@ -167,7 +195,7 @@ class FastJson:
         self._wrapper, self._factory = wrapper, factory
         self.info = info
         self._now = stamp.now  # the chain's timestamps
-        self._write = out.write
+        self._write = out.batch
 
     def current(self) -> bool:
         """Whether the chain :func:`configure` installed is still structlog's."""

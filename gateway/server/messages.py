@@ -24,6 +24,7 @@ class Request:
     surrogate escapes, for the handler to refuse."""
 
     __slots__ = (
+        "after",
         "body",
         "conn",
         "headers",
@@ -57,6 +58,8 @@ class Request:
         self.rejected: tuple[int, str] | None = None
         self.conn = conn
         self.log: Any = None  # the gateway's RequestLog for /v1/ requests
+        #: Called once the answer is written (or could not be): work the client need not wait for.
+        self.after: Callable[[], None] | None = None
 
 
 class Response:

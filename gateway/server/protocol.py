@@ -270,6 +270,19 @@ class Conn(asyncio.Protocol):
             log.exception("request_failed")
             resp = None
         started, self.started = self.started, False
+        try:
+            return await self._write_answer(req, resp, started)
+        finally:
+            after, req.after = req.after, None
+            if after is not None:  # the handler's bookkeeping, once its answer is out
+                try:
+                    after()
+                except Exception:
+                    log.exception("request_failed")
+
+    async def _write_answer(
+        self, req: Request, resp: Response | StreamResponse | None, started: bool
+    ) -> bool:
         if self.transport is None:
             return True
         try:
