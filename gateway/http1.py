@@ -357,38 +357,29 @@ class Response:
         conn = self._conn
         if conn is None:
             raise ClientError("the response was released")
-        if conn.buf:
-            said = sink(conn.take())
+        conn.idle = idle_timeout
+        while True:
+            paused_socket = False
+            if conn.buf:  # arrived before, or after the sink said stop or pause
+                said = sink(conn.take())
+            elif conn.done:
+                return True
+            elif conn.error is not None:
+                raise conn.error
+            else:
+                conn.sink_said, conn.sink = GO, sink
+                try:
+                    await conn.wait(idle_timeout)
+                finally:
+                    conn.sink = None
+                said = conn.sink_said
+                paused_socket = said == PAUSE  # on_body paused the socket
             if said == STOP:
                 return False
             if said == PAUSE:
                 await drain()
-        conn.idle = idle_timeout
-        try:
-            while True:
-                if conn.done and not conn.buf:
-                    return True
-                if conn.error is not None:
-                    raise conn.error
-                conn.sink_said = GO
-                conn.sink = sink
-                await conn.wait(idle_timeout)
-                conn.sink = None
-                said = conn.sink_said
-                if said == STOP:
-                    return False
-                if said == PAUSE:
-                    await drain()
-                    if conn.transport is not None:
-                        conn.transport.resume_reading()
-                if conn.buf:  # arrived while paused or stopped-and-resumed: hand it on
-                    said = sink(conn.take())
-                    if said == STOP:
-                        return False
-                    if said == PAUSE:
-                        await drain()
-        finally:
-            conn.sink = None
+                if paused_socket and conn.transport is not None:
+                    conn.transport.resume_reading()
 
     async def next_piece(self, idle_timeout: float) -> bytes:
         """The body bytes that arrived since the last call, waiting up to ``idle_timeout``

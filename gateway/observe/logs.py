@@ -124,7 +124,6 @@ class JsonLines:
         except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation, closed
             self.fd = None
         self.pending: list[bytes] = []
-        atexit.register(self.flush)
 
     def batch(self, line: bytes) -> None:
         """Write ``line`` at the end of this pass of the event loop, with the other lines of
@@ -211,14 +210,7 @@ class FastJson:
     def write(self, line: dict[str, Any]) -> bool:
         """Stamp ``line`` and write it as one JSON line; False, nothing written, when the
         chain is not :meth:`current` or a value needs the chain's fallback encoding."""
-        c, processors = _STRUCTLOG, self._processors
-        if not (  # current(), inlined: this runs once per request
-            c is not None
-            and c.default_processors is processors
-            and processors[-1] is self._renderer
-            and c.default_wrapper_class is self._wrapper
-            and c.logger_factory is self._factory
-        ):
+        if not self.current():
             return False
         line["timestamp"] = self._now()
         try:
@@ -231,11 +223,19 @@ class FastJson:
 
 #: Set by :func:`configure` for the JSON format, else None.
 fast_json: FastJson | None = None
+#: Where configure() sends JSON lines; what it still gathers is written at exit.
+_out: JsonLines | None = None
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    if _out is not None:
+        _out.flush()
 
 
 def configure(level: str = "info", fmt: str | None = None) -> None:
     """Configure structlog for the process. ``fmt`` None: console on a TTY, JSON otherwise."""
-    global fast_json
+    global fast_json, _out
     if fmt is None:
         fmt = "console" if sys.stdout.isatty() else "json"
     stamp = _Timestamp()
@@ -244,7 +244,7 @@ def configure(level: str = "info", fmt: str | None = None) -> None:
     out: JsonLines | None = None
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer(serializer=_orjson_dumps)
-        out = JsonLines()
+        out = _out = JsonLines()
         factory: Any = _same_logger(out)
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=False)

@@ -275,6 +275,11 @@ class Conn(asyncio.Protocol):
             resp = None
         started, self.started = self.started, False
         try:
+            if isinstance(resp, Response) and not started and self.transport is not None:
+                try:
+                    return self._write_whole(req, resp)  # the usual case: no coroutine
+                except ConnectionError:
+                    return True
             return await self._write_answer(req, resp, started)
         finally:
             after, req.after = req.after, None
@@ -300,28 +305,32 @@ class Conn(asyncio.Protocol):
                 await resp.prepare(req)
                 await resp.write_eof()
                 return resp.close or self._close_after
-            if resp is None:
-                resp = Response(text="500: Internal Server Error\n", status=500)
-            close = (
-                resp.close
-                or not req.keep_alive
-                or self.server.closing
-                or req.rejected is not None
-                or self._close_after
-            )
-            body = resp.body
-            framing = f"content-length: {len(body)}\r\n"
-            try:
-                head = head_bytes(resp.status, resp.headers, framing, close, req.version)
-            except ValueError:
-                log.exception("request_failed")
-                body = b"500: Internal Server Error\n"
-                framing = f"content-length: {len(body)}\r\n"
-                head = head_bytes(500, {}, framing, close, req.version)
-            self.write(head if req.method == "HEAD" else head + body)
-            return close
+            return self._write_whole(req, resp)
         except ConnectionError:
             return True
+
+    def _write_whole(self, req: Request, resp: Response | None) -> bool:
+        """A complete answer (a 500 for a handler that failed), in one write."""
+        if resp is None:
+            resp = Response(text="500: Internal Server Error\n", status=500)
+        close = (
+            resp.close
+            or not req.keep_alive
+            or self.server.closing
+            or req.rejected is not None
+            or self._close_after
+        )
+        body = resp.body
+        framing = f"content-length: {len(body)}\r\n"
+        try:
+            head = head_bytes(resp.status, resp.headers, framing, close, req.version)
+        except ValueError:
+            log.exception("request_failed")
+            body = b"500: Internal Server Error\n"
+            framing = f"content-length: {len(body)}\r\n"
+            head = head_bytes(500, {}, framing, close, req.version)
+        self.write(head if req.method == "HEAD" else head + body)
+        return close
 
     def write(self, data: bytes) -> None:
         t = self.transport
