@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
+from aiohttp import web
 
 from gateway.errors import GatewayError
-from gateway.server import Request, Response
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -30,20 +30,24 @@ if TYPE_CHECKING:
 Fingerprint = tuple[tuple[str, int, int], ...]
 
 
-def _refused(gw: Gateway, request: Request) -> Response | None:
+def _refused(gw: Gateway, request: web.BaseRequest) -> web.Response | None:
     """404 when the admin endpoints are off, 401 without the admin key, else None."""
     expected = gw.settings.admin_key
     if not expected:
-        return Response(status=404, text="admin endpoints are disabled: set GATEWAY_ADMIN_KEY\n")
+        return web.Response(
+            status=404, text="admin endpoints are disabled: set GATEWAY_ADMIN_KEY\n"
+        )
     auth = request.headers.get("authorization", "")
     given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
     if not hmac.compare_digest(given.encode("utf-8", "backslashreplace"), expected.encode("utf-8")):
         err = GatewayError(401, "admin endpoints need 'Authorization: Bearer $GATEWAY_ADMIN_KEY'")
-        return Response(
-            err.body_bytes("openai"),
-            401,
-            {"www-authenticate": 'Bearer realm="llm-gateway admin"'},
-            "application/json",
+        return web.Response(
+            body=err.body_bytes("openai"),
+            status=401,
+            headers={
+                "www-authenticate": 'Bearer realm="llm-gateway admin"',
+                "content-type": "application/json",
+            },
         )
     return None
 
@@ -62,20 +66,22 @@ def _snapshot(gw: Gateway) -> dict[str, object]:
     }
 
 
-async def reload(gw: Gateway, request: Request) -> Response:
+async def reload(gw: Gateway, request: web.BaseRequest) -> web.Response:
     """``POST /admin/reload``: 200 with the new set, or 422 with ``last_error`` (old set kept)."""
     if refused := _refused(gw, request):
         return refused
     ok = gw.reload("admin")
     body = {"reloaded": ok, **_snapshot(gw)}
-    return Response(orjson.dumps(body), 200 if ok else 422, content_type="application/json")
+    return web.Response(
+        body=orjson.dumps(body), status=200 if ok else 422, content_type="application/json"
+    )
 
 
-async def policies(gw: Gateway, request: Request) -> Response:
+async def policies(gw: Gateway, request: web.BaseRequest) -> web.Response:
     """``GET /admin/policies``: the active set's files and hashes, counts, the last reload error."""
     if refused := _refused(gw, request):
         return refused
-    return Response(orjson.dumps(_snapshot(gw)), content_type="application/json")
+    return web.Response(body=orjson.dumps(_snapshot(gw)), content_type="application/json")
 
 
 def _policy_paths(root: Path) -> list[tuple[str, Path]]:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
+from aiohttp import web
 
 from gateway import streaming
 from gateway.engine import Env, Request, Result, recover
@@ -22,10 +23,9 @@ from gateway.observe.events import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
-from gateway.relay import STREAM_ERROR_TYPE, relay
+from gateway.relay import STREAM_ERROR_TYPE, end, relay
 from gateway.resilience import continuation
 from gateway.resilience.failure import Failure
-from gateway.server import Response, StreamResponse
 
 _EXHAUSTED = {
     Category.server_error: 502,
@@ -38,7 +38,7 @@ _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
 
 async def answer(
     attempter: HttpAttempter, req: Request, log: RequestLog, env: Env
-) -> Response | StreamResponse:
+) -> web.StreamResponse:
     result = await recover(req, log, env, attempter)
     out = result.outcome
     if out.failure is not None:
@@ -51,9 +51,10 @@ async def answer(
         body, data = await _continue(attempter, req, result, data, log, env)
     _count_tokens(body, data, log)
     log.status = 200
-    resp = Response(body, 200, log.headers(), out.content_type.split(";")[0])
+    headers = log.headers()
+    headers["content-type"] = out.content_type.split(";")[0]
     log.ttfb = time.monotonic() - log.started
-    return resp
+    return web.Response(body=body, headers=headers)
 
 
 def _decode(body: bytes) -> dict[str, Any] | None:
@@ -82,7 +83,7 @@ async def _continue(
     parts: list[dict[str, Any]] = [first]
     while continuation.should_continue(req.body, parts[-1], req.api, policy, len(parts) - 1):
         follow = continuation.continuation_request(req.body, parts, req.api, prefill=prefill)
-        sub = replace(req, body=follow, raw=b"", model=model, policy=same_model)
+        sub = replace(req, body=follow, model=model, policy=same_model)
         r = await recover(sub, log, env, att)
         part = _decode(r.outcome.body) if r.outcome.failure is None else None
         if part is None:
@@ -110,7 +111,7 @@ def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> 
         )
 
 
-async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> Response | StreamResponse:
+async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
     out = result.outcome
     f = out.failure
     assert f is not None
@@ -126,15 +127,16 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> Response
                 f.code,
             )
         )
-        await att.response.write_eof()
+        await end(att.response, att.write_timeout)
         return att.response
     headers = log.headers()
     headers["x-should-retry"] = "false"
     if err is not None:
         log.status = err.status
         headers.update(err.headers)
+        headers["content-type"] = "application/json"
         body = err.body_bytes(att.endpoint.client_format)
-        return Response(body, err.status, headers, "application/json")
+        return web.Response(body=body, status=err.status, headers=headers)
     # The provider answered: pass its body on as it said it. A server-side failure that
     # recovery could not get past is the gateway's 502/503/504 (SPEC §9), whatever 5xx
     # (or 529) the provider used; everything else keeps the provider's status.
@@ -144,7 +146,8 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> Response
         # What the client should honour: the server's hint, else our own rate-limit floor.
         wait = f.retry_after if f.retry_after is not None else att.req.policy.retry.rate_limit.base
         headers["retry-after"] = str(max(1, math.ceil(wait)))
-    return Response(out.body, status, headers, out.content_type.split(";")[0])
+    headers["content-type"] = out.content_type.split(";")[0]
+    return web.Response(body=out.body, status=status, headers=headers)
 
 
 def _gateway_error(f: Failure, result: Result) -> GatewayError | None:

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from aiohttp import web
 
-from gateway import admin, streaming
+from gateway import admin, egress, streaming
 from gateway.engine import Env
 from gateway.observe import logs
 from gateway.observe.events import Events
@@ -30,11 +31,15 @@ from gateway.observe.metrics import Metrics
 from gateway.policy.load import PolicyError, Problem, bundled_policy_dir, load_policy_dir
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint
-from gateway.server import HttpServer, StreamResponse
 from gateway.settings import GatewaySettings
 from gateway.state import open_state
 from gateway.state.base import StateBackend
-from gateway.upstream import Upstream
+from gateway.upstream import Limits, Upstream
+
+#: How long unread request bytes are drained after an early answer (a 401 or 413 before
+#: the body), before the connection closes: closing with unread input would send a RST
+#: that can destroy the answer in flight.
+LINGER_S = 2.0
 
 log = structlog.get_logger("gateway")
 
@@ -45,18 +50,32 @@ class Gateway:
     def __init__(self, settings: GatewaySettings, policies: PolicySet, metrics: Metrics) -> None:
         self.settings = settings
         self.policies = policies
+        self._egress = egress_of(policies)  # raises PolicyError: the set cannot be reached
         self.policy_dir = policy_dir_of(settings)
         self.metrics = metrics
         self.events = Events(metrics)
-        self.upstream = Upstream()
+        self.upstream = Upstream(
+            Limits(
+                max_field_bytes=settings.upstream_max_field_bytes,
+                max_headers=settings.upstream_max_headers,
+                max_body_bytes=settings.upstream_max_body_bytes,
+                max_event_bytes=settings.upstream_max_event_bytes,
+            )
+        )
         self.state: StateBackend = open_state("")
         self.sim_url: str | None = None
         self._sim: Any = None  # the SimProvider, once started
         self.draining = False
         # Streams being relayed: (response, endpoint). A drain that runs out of time ends
         # each with its error event, so no client sees a stream cut silently.
-        self.streams: set[tuple[StreamResponse, Endpoint]] = set()
-        self.server: HttpServer | None = None
+        self.streams: set[tuple[web.StreamResponse, Endpoint]] = set()
+        self.inflight = 0  # /v1/ requests being answered
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._runners: list[web.BaseRunner] = []
+        self._site: web.TCPSite | None = None
+        self.port = 0
+        self.metrics_port: int | None = None  # bound when GATEWAY_METRICS_PORT is set
         self._watcher: asyncio.Task[None] | None = None
         self.last_reload_error: str | None = None
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
@@ -69,15 +88,21 @@ class Gateway:
         set or the new one, never a mix, and keeps it to its end.
         """
         new, problems = self._load()
+        if new is not None:
+            try:
+                reach = egress_of(new)
+            except PolicyError as e:
+                new, problems = None, e.problems
         if new is None:
             self.last_reload_error = "\n".join(str(p) for p in problems)
             for p in problems:
                 self.events.policy_rejected(p.file, p.line, p.message, trigger)
             self.events.policy_reload_rejected()
             return False
-        self.policies = new
+        self.policies, self._egress = new, reach
         self.last_reload_error = None
         self.events.policy_reloaded(len(new.files), trigger)
+        warn_egress(new)
         return True
 
     def _load(self) -> tuple[PolicySet | None, list[Problem]]:
@@ -104,9 +129,36 @@ class Gateway:
         assert self.sim_url is not None
         return self.sim_url
 
+    # ---- requests in flight (for drain) ----------------------------------------------
+    def request_started(self) -> None:
+        self.inflight += 1
+        self._idle.clear()
+        self.metrics.inflight.inc()
+
+    def request_finished(self) -> None:
+        self.inflight -= 1
+        if not self.inflight:
+            self._idle.set()
+        self.metrics.inflight.dec()
+
+    async def wait_idle(self, seconds: float) -> bool:
+        """Wait until no request is in flight; False when ``seconds`` ran out."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def egress(self, provider: str) -> tuple[str | None, Any]:
+        """The proxy and TLS setting for calls to ``provider`` (of the current set)."""
+        e = self._egress.get(provider)
+        return (None, True) if e is None else (e.proxy, e.ssl)
+
+    # ---- life cycle -------------------------------------------------------------------
     async def start(self, host: str, port: int) -> int:
         """Open the upstream pool, the state backend, the watcher; listen. The port served."""
-        from gateway.routes import make_handler
+        from gateway import routes
 
         await self.upstream.start()
         self.state = open_state(
@@ -116,22 +168,58 @@ class Gateway:
         if self.policies.uses_sim:
             await self.ensure_sim()
         self._watcher = asyncio.create_task(admin.watch(self))
-        self.server = HttpServer(
-            make_handler(self),
-            max_body_bytes=self.settings.max_body_bytes,
-            read_timeout_s=self.settings.client_read_timeout_s,
-            keepalive_s=75.0,
-        )
+        separate = self.settings.metrics_port is not None
+        paths = routes.ROUTES if separate else {**routes.ROUTES, **routes.METRICS}
         try:
-            return await self.server.listen(host, port)
+            runner, self._site = await self._listen(routes.make_handler(self, paths), host, port)
+            self.port = runner.addresses[0][1]
+            if separate:
+                mhost = self.settings.metrics_host or host
+                mrunner, _ = await self._listen(
+                    routes.make_handler(self, routes.METRICS), mhost, self.settings.metrics_port
+                )
+                self.metrics_port = mrunner.addresses[0][1]
         except OSError:
             await self.stop()
             raise
+        return self.port
+
+    async def _listen(
+        self, handler: Any, host: str, port: int | None
+    ) -> tuple[web.ServerRunner, web.TCPSite]:
+        s = self.settings
+        server = web.Server(
+            handler,
+            handler_cancellation=True,  # a client that leaves cancels its upstream request
+            access_log=None,  # the gateway writes its own (request_completed)
+            keepalive_timeout=s.client_header_timeout_s,
+            max_line_size=s.max_header_field_bytes,
+            max_field_size=s.max_header_field_bytes,
+            max_headers=s.max_headers,
+            lingering_time=LINGER_S,
+        )
+        runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=0.5)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
+        await site.start()
+        return runner, site
+
+    async def stop_listening(self) -> None:
+        """No new connections on the main port (drain); the metrics port stays. Idle
+        keep-alive connections close now, busy ones after their current answer."""
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+            server = self._runners[0].server
+            if server is not None:
+                server.pre_shutdown()
 
     async def stop(self) -> None:
         """Close every connection (running requests are cancelled), then the resources."""
-        if self.server is not None:
-            await self.server.close()
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -142,6 +230,24 @@ class Gateway:
             self._sim, self.sim_url = None, None
         await self.state.close()
         await self.upstream.close()
+
+
+def egress_of(policies: PolicySet) -> dict[str, egress.Egress]:
+    """How each provider of a set is reached (proxy, TLS), read from the environment once.
+    An environment proxy that is not http:// or a certificate that will not load rejects
+    the set, like any policy problem."""
+    out: dict[str, egress.Egress] = {}
+    for name, p in policies.providers.items():
+        try:
+            out[name] = egress.egress_for(p, p.base_url, os.environ)
+        except egress.EgressError as e:
+            raise PolicyError([Problem("environment", 0, f"provider {name!r}: {e}")]) from None
+    return out
+
+
+def warn_egress(policies: PolicySet) -> None:
+    for line in egress.warnings(policies.providers, os.environ):
+        log.warning("egress_warning", message=line)
 
 
 def policy_dir_of(settings: GatewaySettings) -> Path:
@@ -235,6 +341,7 @@ async def _run(gw: Gateway, settings: GatewaySettings) -> int:
         teams=len(gw.policies.teams),
         models=len(gw.policies.models),
     )
+    warn_egress(gw.policies)
     missing = gw.policies.missing_provider_env(os.environ)
     if missing:  # requests to those providers will fail upstream as 401 -> 502
         log.warning("provider_key_missing", env=missing)
@@ -260,27 +367,24 @@ async def _run(gw: Gateway, settings: GatewaySettings) -> int:
 async def _drain(gw: Gateway, inflight_s: float) -> None:
     """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest.
 
-    Idle keep-alive connections close at once, busy ones after their current answer.
-    Streams still running when the time is up end with a ``gateway_shutdown`` error
-    event, so no client sees a stream cut silently.
+    Answers given while draining close their connection; idle keep-alive connections
+    close at the end. Streams still running when the time is up end with a
+    ``gateway_shutdown`` error event, so no client sees a stream cut silently.
     """
-    server = gw.server
-    assert server is not None
-    await server.stop_listening()  # no new connections from here on
-    busy = sum(1 for c in server.connections if c.busy)
-    log.info("gateway_listener_closed", open_connections=busy, inflight_wait_s=inflight_s)
-    if not await server.wait_idle(inflight_s):
-        left = [c for c in server.connections if c.busy]
-        log.warning("gateway_drain_timeout", cancelled_connections=len(left))
+    await gw.stop_listening()  # no new connections from here on
+    log.info("gateway_listener_closed", inflight_requests=gw.inflight, inflight_wait_s=inflight_s)
+    if not await gw.wait_idle(inflight_s):
+        log.warning("gateway_drain_timeout", cancelled_requests=gw.inflight)
         for out, endpoint in list(gw.streams):
             with contextlib.suppress(Exception):
-                await out.write(
-                    streaming.error_event(
-                        endpoint,
-                        "api_error",
-                        "the gateway is shutting down: retry the request",
-                        "gateway_shutdown",
+                async with asyncio.timeout(1.0):
+                    await out.write(
+                        streaming.error_event(
+                            endpoint,
+                            "api_error",
+                            "the gateway is shutting down: retry the request",
+                            "gateway_shutdown",
+                        )
                     )
-                )
-                await out.write_eof()
+                    await out.write_eof()
     await gw.stop()

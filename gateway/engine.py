@@ -49,7 +49,6 @@ class Request:
 
     api: str  # "openai" | "anthropic" | "responses" (message shapes for compaction)
     body: dict[str, Any]
-    raw: bytes  # the client's bytes, sent as they are while nothing needs changing
     model: str  # the public model asked for
     route_id: str
     team: str
@@ -58,9 +57,15 @@ class Request:
     context_window: int | None = None  # of the model asked for; sizes compaction
 
     def encode(self, body: dict[str, Any], upstream_model: str) -> bytes:
-        if self.raw and body is self.body and body.get("model") == upstream_model:
-            return self.raw
-        return orjson.dumps({**body, "model": upstream_model})
+        """What goes upstream: always the body the gateway decided on, encoded again.
+
+        Never the client's bytes: a body with a key twice (``"model"`` allowed, then
+        ``"model"`` not allowed) decodes differently in different parsers; re-encoding
+        (about 2 µs for a typical request) makes the provider see exactly one of each key.
+        """
+        if body.get("model") != upstream_model:
+            body = {**body, "model": upstream_model}
+        return orjson.dumps(body)
 
 
 class Attempter(Protocol):
@@ -222,7 +227,7 @@ def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) ->
         body, tokens = c.body, c.tokens_after
     if body is req.body:
         return req
-    return replace(req, body=body, raw=b"")
+    return replace(req, body=body)
 
 
 def _requested_output(body: Mapping[str, Any]) -> int | None:

@@ -99,6 +99,7 @@ class GatewayError(Exception):
     code: str | None = None
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    close: bool = False  # close the connection after the answer (a body left unread)
 
     def __str__(self) -> str:
         return self.message

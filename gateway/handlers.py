@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import math
 import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from aiohttp import web
 
 from gateway.answer import answer
 from gateway.engine import Request, compact_ahead
@@ -14,8 +17,6 @@ from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
 from gateway.providers import PASSED_HEADERS, Endpoint, speaks
 from gateway.proxy import HttpAttempter
-from gateway.server import Request as HttpRequest
-from gateway.server import Response, StreamResponse
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -30,7 +31,7 @@ _SHAPES = {
 _CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
 
 
-def client_key(request: HttpRequest) -> str | None:
+def client_key(request: web.BaseRequest) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
         key: str | None = auth[7:].strip() or None
@@ -51,7 +52,7 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def authenticate(gw: Gateway, request: HttpRequest) -> str:
+def authenticate(gw: Gateway, request: web.BaseRequest) -> str:
     """The caller's team, from its key (any key in demo mode)."""
     policies = gw.policies
     key = client_key(request)
@@ -69,7 +70,7 @@ def authenticate(gw: Gateway, request: HttpRequest) -> str:
     return team
 
 
-def client_deadline(request: HttpRequest, total: float) -> float:
+def client_deadline(request: web.BaseRequest, total: float) -> float:
     """Seconds the request may take: the policy's total, shortened by the client's own timeout."""
     limit = total
     for name in _CLIENT_TIMEOUT_HEADERS:
@@ -84,7 +85,7 @@ def client_deadline(request: HttpRequest, total: float) -> float:
     return limit
 
 
-def check_passed_headers(request: HttpRequest) -> None:
+def check_passed_headers(request: web.BaseRequest) -> None:
     """The provider headers that go upstream must be text: 400 for bytes that are not UTF-8.
 
     The server decodes header bytes with surrogate escapes; sent on as they are, the
@@ -94,6 +95,51 @@ def check_passed_headers(request: HttpRequest) -> None:
         value = request.headers.get(name)
         if value is not None and not _encodable(value):
             raise bad_request(f"the {name} header is not valid UTF-8", name)
+
+
+async def read_body(request: web.BaseRequest, max_bytes: int, read_timeout: float) -> bytes:
+    """The request body, read only now (after the key was checked): at most ``max_bytes``
+    (413 past it, before reading any of it when ``content-length`` says so) within
+    ``read_timeout`` seconds (408). A client that sent ``Expect: 100-continue`` is told
+    to go on only here, so a refused request never makes it send its body."""
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise _too_large(max_bytes)
+    content = request.content
+    if content.is_eof():  # the usual case: the body came with the headers, no wait
+        data = content.read_nowait()
+        if len(data) > max_bytes:  # chunked: no content-length said so first
+            raise _too_large(max_bytes)
+        return data
+    if request.headers.get("expect", "").lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(read_timeout):
+            while data := await content.readany():
+                size += len(data)
+                if size > max_bytes:
+                    raise _too_large(max_bytes)
+                parts.append(data)
+    except TimeoutError:
+        raise GatewayError(
+            408,
+            f"the request body did not arrive within {read_timeout:g} s",
+            type="timeout_error",
+            code="request_timeout",
+            close=True,
+        ) from None
+    return b"".join(parts)
+
+
+def _too_large(max_bytes: int) -> GatewayError:
+    return GatewayError(
+        413,
+        f"request body is larger than the gateway's limit of {max_bytes} bytes",
+        code="request_too_large",
+        close=True,
+    )
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -106,14 +152,14 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-async def completion(gw: Gateway, request: HttpRequest) -> Response | StreamResponse:
+async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.StreamResponse:
     """Every model endpoint: chat, responses, completions, embeddings, messages."""
-    log: RequestLog = request.log
     endpoint = Endpoint(request.path)
     policies = gw.policies  # one consistent set for the whole request
     team = log.team = authenticate(gw, request)
     check_passed_headers(request)
-    raw = request.body
+    settings = gw.settings
+    raw = await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s)
     body = parse_body(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -159,7 +205,6 @@ async def completion(gw: Gateway, request: HttpRequest) -> Response | StreamResp
     req = Request(
         api=_SHAPES[endpoint],
         body=body,
-        raw=raw,
         model=model,
         route_id=route.id,
         team=team,
@@ -179,6 +224,8 @@ async def completion(gw: Gateway, request: HttpRequest) -> Response | StreamResp
         req=req,
         log=log,
         stream=body.get("stream") is True,
+        egress=gw.egress,
+        write_timeout=settings.client_write_timeout_s,
         sim_url=gw.sim_url,
         streams=gw.streams,
     )
@@ -188,7 +235,7 @@ async def completion(gw: Gateway, request: HttpRequest) -> Response | StreamResp
     return resp
 
 
-async def models(gw: Gateway, request: HttpRequest) -> Response:
+async def models(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.Response:
     """The models the caller's team may use, in a list both OpenAI and Anthropic SDKs read."""
     team = authenticate(gw, request)
     names = gw.policies.team_models(team)
@@ -204,8 +251,8 @@ async def models(gw: Gateway, request: HttpRequest) -> Response:
         }
         for n in names
     ]
-    request.log.team = team
-    request.log.status = 200
+    log.team = team
+    log.status = 200
     body = {
         "object": "list",
         "data": data,
@@ -213,24 +260,35 @@ async def models(gw: Gateway, request: HttpRequest) -> Response:
         "first_id": names[0] if names else None,
         "last_id": names[-1] if names else None,
     }
-    return Response(body=orjson.dumps(body), content_type="application/json")
+    return web.Response(body=orjson.dumps(body), content_type="application/json")
 
 
-async def root(gw: Gateway, request: HttpRequest) -> Response:
-    return Response(text="llm-gateway\n")
+async def root(gw: Gateway, request: web.BaseRequest) -> web.Response:
+    return web.Response(text="llm-gateway\n")
 
 
-async def healthz(gw: Gateway, request: HttpRequest) -> Response:
-    return Response(text="ok\n")
+async def healthz(gw: Gateway, request: web.BaseRequest) -> web.Response:
+    return web.Response(text="ok\n")
 
 
-async def readyz(gw: Gateway, request: HttpRequest) -> Response:
+async def readyz(gw: Gateway, request: web.BaseRequest) -> web.Response:
     if gw.draining:
-        return Response(status=503, text="draining\n")
-    return Response(text="ready\n")
+        return web.Response(status=503, text="draining\n")
+    return web.Response(text="ready\n")
 
 
-async def metrics(gw: Gateway, request: HttpRequest) -> Response:
+async def metrics(gw: Gateway, request: web.BaseRequest) -> web.Response:
+    """Prometheus text; with ``GATEWAY_METRICS_TOKEN`` set, only for its bearer."""
+    token = gw.settings.metrics_token
+    if token:
+        auth = request.headers.get("authorization", "")
+        given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode()):
+            return web.Response(
+                status=401,
+                text="401: /metrics needs 'Authorization: Bearer $GATEWAY_METRICS_TOKEN'\n",
+                headers={"www-authenticate": 'Bearer realm="llm-gateway metrics"'},
+            )
     gw.metrics.state_degraded.set(1 if getattr(gw.state, "degraded", False) else 0)
     body, content_type = gw.metrics.render()
-    return Response(body=body, content_type=content_type)
+    return web.Response(body=body, headers={"content-type": content_type})

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from aiohttp import web
 
 from gateway import streaming
 from gateway.engine import Outcome, Request
@@ -22,9 +24,10 @@ from gateway.providers import Endpoint, speaks, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
-from gateway.server import Request as HttpRequest
-from gateway.server import StreamResponse
-from gateway.upstream import Response, Upstream, UpstreamFailure
+from gateway.upstream import MAPPED, Response, Upstream, UpstreamFailure, failure
+
+#: The proxy URL and TLS setting of a provider (see :mod:`gateway.egress`).
+Egress = tuple[str | None, Any]
 
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
 
@@ -34,7 +37,6 @@ class OpenStream:
     """A streaming answer whose first events were read; the relay sends the rest."""
 
     resp: Response
-    pieces: AsyncGenerator[bytes, None]
     splitter: streaming.Splitter
     head: list[streaming.Event]
 
@@ -47,12 +49,14 @@ class HttpAttempter:
         upstream: Upstream,
         events: Events,
         endpoint: Endpoint,
-        request: HttpRequest,
+        request: web.BaseRequest,
         req: Request,
         log: RequestLog,
         stream: bool,
+        egress: Callable[[str], Egress],
+        write_timeout: float = 30.0,
         sim_url: str | None = None,
-        streams: set[tuple[StreamResponse, Endpoint]] | None = None,
+        streams: set[tuple[web.StreamResponse, Endpoint]] | None = None,
     ) -> None:
         self.policies = policies
         self.upstream = upstream
@@ -62,9 +66,11 @@ class HttpAttempter:
         self.req = req
         self.log = log
         self.stream = stream
+        self.egress = egress
+        self.write_timeout = write_timeout  # a client that reads nothing this long is gone
         self.sim_url = sim_url
         self.streams = streams if streams is not None else set()  # streams being relayed
-        self.response: StreamResponse | None = None  # committed early for keepalives
+        self.response: web.StreamResponse | None = None  # committed early for keepalives
 
     # ---- Attempter -------------------------------------------------------------------
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
@@ -79,10 +85,12 @@ class HttpAttempter:
         if remaining <= 0:
             return Outcome(transport_failure(Category.timeout, "the request's deadline passed"))
         base = self.sim_url if provider.api == "sim" else None
-        t = target(provider, self.endpoint, self.request.headers, self.request.query_string, base)
+        query = self.request.rel_url.raw_query_string  # as the client wrote it
+        t = target(provider, self.endpoint, self.request.headers, query, base)
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
         data = self.req.encode(body, m.upstream_model or model)
         first_byte = min(timeouts.first_byte, remaining)
+        proxy, tls = self.egress(m.provider)
         try:
             resp = await self.upstream.open(
                 t.url,
@@ -90,6 +98,8 @@ class HttpAttempter:
                 data,
                 connect_timeout=min(timeouts.connect, remaining),
                 first_byte_timeout=first_byte,
+                proxy=proxy,
+                ssl_context=tls,
             )
             if resp.status >= 300:
                 raw = await self.upstream.read(resp, timeouts.stream_idle)
@@ -104,7 +114,7 @@ class HttpAttempter:
             raw = await self.upstream.read(resp, timeouts.stream_idle)
         except UpstreamFailure as e:
             f = transport_failure(e.category, e.message)
-            if e.category is Category.timeout and "first byte" in e.message:
+            if e.category is Category.timeout and e.stage == "first_byte":
                 f = Failure(Category.timeout, None, e.message, code=FIRST_BYTE_TIMEOUT)
             self._count(m.provider, model, f)
             return Outcome(f, status=0)
@@ -115,41 +125,49 @@ class HttpAttempter:
         self, resp: Response, provider: str, model: str, first_byte: float
     ) -> Outcome:
         """Read up to the first event: an error there is a failed attempt, not a cut stream."""
-        pieces = self.upstream.chunks(resp, self.req.policy.timeouts.stream_idle)
         splitter = streaming.Splitter()
         head: list[streaming.Event] = []
+        content = resp.content
+        cap = self.upstream.limits.max_event_bytes
         try:
             async with asyncio.timeout(first_byte):
                 while all(streaming.is_preamble(e) for e in head) and len(head) < _MAX_HELD:
-                    piece = await anext(pieces, b"")
+                    piece = await content.readany()
                     if not piece:
                         raise UpstreamFailure(
-                            Category.connection, "upstream stream ended before its first event"
+                            Category.connection,
+                            "upstream stream ended before its first event",
+                            "first_byte",
                         )
                     head.extend(
                         streaming.classify_event(r, self.endpoint) for r in splitter.feed(piece)
                     )
-        except (TimeoutError, UpstreamFailure) as e:
-            await pieces.aclose()
-            if isinstance(e, UpstreamFailure):
-                f = transport_failure(e.category, e.message)
-            else:
+                    if len(splitter.pending) > cap:
+                        raise UpstreamFailure(
+                            Category.connection, f"upstream event over {cap} bytes", "first_byte"
+                        )
+        except (TimeoutError, UpstreamFailure, *MAPPED) as e:
+            resp.close()
+            if isinstance(e, TimeoutError):
                 f = Failure(
                     Category.timeout,
                     None,
                     "no event before the first-byte timeout",
                     code=FIRST_BYTE_TIMEOUT,
                 )
+            else:
+                u = failure(e, "first_byte")
+                f = transport_failure(u.category, u.message)
             self._count(provider, model, f)
             return Outcome(f, status=0)
         first = next((e for e in head if not streaming.is_preamble(e)), head[-1])
         if first.kind is streaming.Kind.error:
-            await pieces.aclose()
+            resp.close()
             f = classify_error_event(first.data, rules=self.req.policy.classify, now=time.time())
             self._count(provider, model, f)
             return Outcome(f, status=0, body=first.raw)
         self._count(provider, model, None)
-        return Outcome(stream=OpenStream(resp, pieces, splitter, head))
+        return Outcome(stream=OpenStream(resp, splitter, head))
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None:
         keepalive = self.req.policy.stream.keepalive
@@ -170,13 +188,13 @@ class HttpAttempter:
         self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)
 
     # ---- client side ----------------------------------------------------------------
-    async def commit(self) -> StreamResponse:
+    async def commit(self) -> web.StreamResponse:
         """Send the 200 and SSE headers (once); from here on only in-band events are left."""
         if self.response is None:
             headers = self.log.headers()
             headers["content-type"] = "text/event-stream"
             headers["cache-control"] = "no-cache"
-            out = StreamResponse(200, headers)
+            out = web.StreamResponse(status=200, headers=headers)
             await out.prepare(self.request)
             self.response = out
             self.log.status = 200

@@ -11,9 +11,12 @@ back until the gateway knows whether it goes on.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from aiohttp import web
 
 from gateway import streaming
 from gateway.engine import Env, Request, recover
@@ -26,8 +29,8 @@ from gateway.resilience import continuation
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
 from gateway.resume import API_OF, Diverged, Splice, Transcript, partial_response
-from gateway.server import StreamResponse
-from gateway.upstream import GO, PAUSE, STOP, UpstreamFailure
+from gateway.upstream import MAPPED, UpstreamFailure, failure
+from gateway.watchdog import READ, WRITE, Watchdog
 
 Kind = streaming.Kind
 MAX_RESUMES = 2
@@ -48,27 +51,36 @@ class Segment:
     held: list[streaming.Event] = field(default_factory=list)
 
 
+class ClientStalled(ConnectionError):
+    """The client stopped reading: a write made no progress for ``client_write_timeout_s``."""
+
+
 async def relay(
     att: HttpAttempter, s: OpenStream, req: Request, log: RequestLog, env: Env
-) -> StreamResponse:
+) -> web.StreamResponse:
     out = await att.commit()
     ep = att.endpoint
     active = (out, ep)
     att.streams.add(active)
     try:
         return await _relay(att, out, s, req, log, env)
+    except ClientStalled:
+        transport = att.request.transport
+        if transport is not None:
+            transport.abort()  # drop what it did not read; the connection is done
+        raise
     finally:
         att.streams.discard(active)
 
 
 async def _relay(
     att: HttpAttempter,
-    out: StreamResponse,
+    out: web.StreamResponse,
     s: OpenStream,
     req: Request,
     log: RequestLog,
     env: Env,
-) -> StreamResponse:
+) -> web.StreamResponse:
     ep = att.endpoint
     tx = Transcript(ep) if ep in API_OF and _may_resume(req) else None
     splice: Splice | None = None
@@ -113,8 +125,17 @@ async def _relay(
         rid = (tx.id if tx is not None else None) or f"resp_{log.request_id}"
         await out.write(streaming.error_event(ep, etype, message[:500], original.code, rid))
         break
-    await out.write_eof()
+    await end(out, att.write_timeout)
     return out
+
+
+async def end(out: web.StreamResponse, write_timeout: float) -> None:
+    """End the answer; a client that takes none of it within ``write_timeout`` is gone."""
+    try:
+        async with asyncio.timeout(write_timeout):
+            await out.write_eof()
+    except TimeoutError:
+        raise ClientStalled(f"the client read nothing for {write_timeout:g} s") from None
 
 
 def _may_resume(req: Request) -> bool:
@@ -132,14 +153,20 @@ def _may_continue(req: Request, done: int) -> bool:
 
 async def _pump(
     att: HttpAttempter,
-    out: StreamResponse,
+    out: web.StreamResponse,
     s: OpenStream,
     tx: Transcript | None,
     splice: Splice | None,
     log: RequestLog,
     env: Env,
 ) -> Segment:
-    """Relay one upstream stream until it ends, breaks or diverges."""
+    """Relay one upstream stream until it ends, breaks or diverges.
+
+    Pieces are read as they arrive and written at once; a client that does not read
+    holds the next read back (aiohttp then stops reading the upstream socket), up to
+    ``client_write_timeout_s``. One :class:`Watchdog` bounds every wait: the upstream's
+    silence by ``timeouts.stream_idle``, a stalled client by the write timeout.
+    """
     ep = att.endpoint
     rules = att.req.policy.classify
     seg = Segment()
@@ -173,37 +200,51 @@ async def _pump(
                 keep.append(ev.raw)
         return b"".join(keep)
 
-    raised: list[Exception] = []
+    idle = att.req.policy.timeouts.stream_idle
+    write_s = att.write_timeout
+    cap = att.upstream.limits.max_event_bytes
+    content = s.resp.content
     feed, classify = s.splitter.feed, streaming.classify_event
-
-    def sink(piece: bytes) -> int:
-        """Called by the upstream connection for each piece, as it arrives (no task switch
-        per chunk). Must not raise: what it raises is kept and re-raised by the relay."""
-        try:
-            batch = [classify(r, ep) for r in feed(piece)]
-            if batch and (data := take(batch)):
-                out.write_nowait(data)
-        except Exception as e:  # e.g. the client went away mid-write
-            raised.append(e)
-            return STOP
-        if seg.failure is not None or seg.diverged:
-            return STOP
-        return PAUSE if out.paused else GO
-
+    dog: Watchdog | None = None
+    broken: UpstreamFailure | None = None
     try:
-        data = take(s.head)
-        if data:
-            await out.write(data)
-        if seg.failure is None and not seg.diverged:
-            idle = att.req.policy.timeouts.stream_idle
-            await att.upstream.pipe(s.resp, sink, idle, out.drain)
-            if raised:
-                raise raised[0]
-    except UpstreamFailure as e:
-        if not seg.complete:
-            seg.failure = transport_failure(e.category, e.message)
+        async with asyncio.timeout(None) as deadline:
+            dog = Watchdog(deadline, min(idle, write_s))
+            data = take(s.head)
+            while True:
+                if data:
+                    dog.wait(WRITE, write_s)
+                    await out.write(data)  # a client that left raises here: not ours to handle
+                if seg.failure is not None or seg.diverged:
+                    break
+                dog.wait(READ, idle)
+                try:
+                    piece = await content.readany()
+                except MAPPED as e:
+                    broken = failure(e, "stream")
+                    break
+                dog.done()
+                if not piece:
+                    break
+                batch = [classify(r, ep) for r in feed(piece)]
+                data = take(batch) if batch else b""
+                if len(s.splitter.pending) > cap:
+                    broken = UpstreamFailure(
+                        Category.connection, f"upstream event over {cap} bytes", "stream"
+                    )
+                    break
+    except TimeoutError:
+        if dog is not None and dog.expired == WRITE:
+            raise ClientStalled(f"the client read nothing for {write_s:g} s") from None
+        broken = UpstreamFailure(
+            Category.timeout, f"upstream went quiet for {idle:g} s mid-stream", "stream"
+        )
     finally:
-        await s.pieces.aclose()
+        if dog is not None:
+            dog.stop()
+        s.resp.close()
+    if broken is not None and not seg.complete:
+        seg.failure = transport_failure(broken.category, broken.message)
     if seg.diverged:
         seg.failure = seg.failure or transport_failure(Category.connection, "resume diverged")
     elif seg.failure is None and not seg.complete:
@@ -216,7 +257,7 @@ async def _pump(
 
 
 async def _flush(
-    out: StreamResponse,
+    out: web.StreamResponse,
     held: list[streaming.Event],
     tx: Transcript | None,
     splice: Splice | None,
@@ -275,7 +316,7 @@ async def _continue(
         req.body, [partial_response(tx)], api, prefill=prefill
     )
     same_model = req.policy.model_copy(update={"fallback": Fallback()})
-    sub = replace(req, body=follow, raw=b"", model=model, policy=same_model)
+    sub = replace(req, body=follow, model=model, policy=same_model)
     return await _open(att, sub, log, env)
 
 
@@ -289,7 +330,7 @@ async def _resume(
         follow = continuation.continuation_request(
             req.body, [partial_response(tx)], api, prefill=True
         )
-        sub = replace(req, body=follow, raw=b"", model=model)
+        sub = replace(req, body=follow, model=model)
         stream = await _open(att, sub, log, env)
         if stream is not None:
             return stream, Splice(tx, att.endpoint, regenerate=False)

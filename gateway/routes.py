@@ -1,9 +1,15 @@
 """Which handler answers a request, and what every ``/v1/`` request gets around it:
-a request id, the access log, the in-flight gauge, errors in the caller's API format."""
+a request id, the access log, the in-flight gauge, errors in the caller's API format.
+
+This is the one handler of aiohttp's low-level ``web.Server`` (``gateway/app.py``): a
+dict lookup instead of aiohttp's router and middleware chain, which the gateway's
+handful of fixed paths does not need.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -11,32 +17,39 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from aiohttp import web
+
 from gateway import admin, handlers
 from gateway.errors import GatewayError
 from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint
-from gateway.server import Request, Response, StreamResponse
+from gateway.relay import ClientStalled
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
-Answer = Response | StreamResponse
-Handler = Callable[["Gateway", Request], Awaitable[Answer]]
+Handler = Callable[["Gateway", web.BaseRequest], Awaitable[web.StreamResponse]]
+V1Handler = Callable[["Gateway", web.BaseRequest, RequestLog], Awaitable[web.StreamResponse]]
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 # New request ids: a random per-process prefix and a counter (uuid4 costs a system call).
 _ID_PREFIX = os.urandom(8).hex()
 _ids = itertools.count(1)
+#: A complete answer larger than this is written inside the handler, bounded by the
+#: client write timeout (smaller ones fit the socket buffers and never wait).
+_BIG_ANSWER = 256 * 1024
 
-ROUTES: dict[str, dict[str, Handler]] = {
+V1: dict[str, dict[str, V1Handler]] = {
     **{ep.value: {"POST": handlers.completion} for ep in Endpoint},
     "/v1/models": {"GET": handlers.models},
+}
+ROUTES: dict[str, dict[str, Handler]] = {
     "/": {"GET": handlers.root},
     "/healthz": {"GET": handlers.healthz},
     "/readyz": {"GET": handlers.readyz},
-    "/metrics": {"GET": handlers.metrics},
     "/admin/reload": {"POST": admin.reload},
     "/admin/policies": {"GET": admin.policies},
 }
+METRICS: dict[str, dict[str, Handler]] = {"/metrics": {"GET": handlers.metrics}}
 _ENDPOINTS = ", ".join(f"POST {ep.value}" for ep in Endpoint) + ", GET /v1/models"
 
 
@@ -44,33 +57,57 @@ def _format_of(path: str) -> str:
     return "anthropic" if path.startswith("/v1/messages") else "openai"
 
 
-def error_response(err: GatewayError, path: str, log: RequestLog | None) -> Response:
+def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.Response:
     headers = dict(err.headers)
     if log is not None:
         log.status = err.status
         log.error = err.code or err.type or str(err.status)
         headers.update(log.headers())
-    resp = Response(
-        body=err.body_bytes(_format_of(path)),
-        status=err.status,
-        headers=headers,
-        content_type="application/json",
-    )
-    if err.status in (408, 413):
+    headers["content-type"] = "application/json"
+    resp = web.Response(body=err.body_bytes(_format_of(path)), status=err.status, headers=headers)
+    if err.close:
         resp.force_close()  # the rest of the body was not read: no keep-alive
     return resp
 
 
-def _find(request: Request) -> Handler | GatewayError:
-    methods = ROUTES.get(request.path)
+def _method_of(request: web.BaseRequest) -> str:
+    return "GET" if request.method == "HEAD" else request.method
+
+
+def make_handler(
+    gw: Gateway, routes: dict[str, dict[str, Handler]]
+) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]:
+    """The server's one handler: route, then answer. ``routes`` are the plain paths this
+    listener serves (``/metrics`` joins them unless it has a port of its own)."""
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        path = request.path
+        if path.startswith("/v1/"):
+            return await _v1(gw, request)
+        methods = routes.get(path)
+        if methods is None:
+            return web.Response(status=404, text="404: Not Found\n")
+        handler = methods.get(_method_of(request))
+        if handler is None:
+            return web.Response(status=405, text="405: Method Not Allowed\n")
+        resp = await handler(gw, request)
+        if gw.draining:
+            resp.force_close()
+        return resp
+
+    return handle
+
+
+def _v1_handler(request: web.BaseRequest) -> V1Handler:
+    methods = V1.get(request.path)
     if methods is not None:
-        handler = methods.get("GET" if request.method == "HEAD" else request.method)
+        handler = methods.get(_method_of(request))
         if handler is not None:
             return handler
         status = 405
     else:
         status = 404
-    return GatewayError(
+    raise GatewayError(
         status,
         f"{request.method} {request.path} is not an endpoint of this gateway; "
         f"it serves {_ENDPOINTS}",
@@ -78,63 +115,68 @@ def _find(request: Request) -> Handler | GatewayError:
     )
 
 
-def make_handler(gw: Gateway) -> Callable[[Request], Awaitable[Answer]]:
-    """The server's one handler: route, then answer."""
-
-    async def handle(request: Request) -> Answer:
-        if request.path.startswith("/v1/"):
-            return await _v1(gw, request)
-        found = _find(request)
-        if isinstance(found, GatewayError):
-            phrase = "Not Found" if found.status == 404 else "Method Not Allowed"
-            return Response(text=f"{found.status}: {phrase}\n", status=found.status)
-        return await found(gw, request)
-
-    return handle
-
-
-async def _v1(gw: Gateway, request: Request) -> Answer:
+async def _v1(gw: Gateway, request: web.BaseRequest) -> web.StreamResponse:
     rid = request.headers.get("x-request-id", "")
     if not (rid and _REQUEST_ID.match(rid)):
         rid = f"{_ID_PREFIX}{next(_ids):08x}"
-    log = request.log = RequestLog(rid, time.monotonic())
-    gw.metrics.inflight.inc()
+    log = RequestLog(rid, time.monotonic())
+    gw.request_started()
     answered = False
     try:
-        if request.rejected is not None:  # the server refused the body (413, 408)
-            status, message = request.rejected
-            raise GatewayError(
-                status,
-                message,
-                type="timeout_error" if status == 408 else None,
-                code="request_timeout" if status == 408 else None,
-            )
-        found = _find(request)
-        if isinstance(found, GatewayError):
-            raise found
-        answer = await found(gw, request)
+        resp = await _v1_handler(request)(gw, request, log)
+        if gw.draining:
+            resp.force_close()  # keep-alive connections close after their answer
+        if isinstance(resp, web.Response) and not resp.prepared:
+            body = resp.body
+            if isinstance(body, bytes) and len(body) > _BIG_ANSWER:
+                await _write_bounded(request, resp, gw.settings.client_write_timeout_s)
         answered = True
-        return answer
+        return resp
     except GatewayError as err:
         answered = True
-        return error_response(err, request.path, log)
+        resp = error_response(err, request.path, log)
+        if err.close:  # answered before the body was read: the client sees EOF at once
+            with contextlib.suppress(ConnectionError):
+                await resp.prepare(request)
+                await resp.write_eof()
+                t = request.transport
+                if t is not None and t.can_write_eof():
+                    t.write_eof()  # aiohttp still drains what arrives, then closes
+        return resp
     except asyncio.CancelledError:
-        # The client left and the server cancelled the handler.
+        # The client left and aiohttp cancelled the handler.
         log.status = 499
         gw.events.client_disconnected(log)
         raise
     except ConnectionError:
-        # The client left while we were writing to it.
+        # The client left (or stopped reading) while we were writing to it.
         log.status = 499
         gw.events.client_disconnected(log)
-        resp = Response(status=499)
+        resp = web.Response(status=499)
         resp.force_close()
         return resp
     finally:
-        gw.metrics.inflight.dec()
+        gw.request_finished()
         if log.status == 0:
             log.status = 500
         if answered:  # the access log and metrics once the answer is out: no added latency
-            request.after = lambda: gw.events.request_completed(log, time.monotonic())
+            asyncio.get_running_loop().call_soon(_completed, gw, log)
         else:
-            gw.events.request_completed(log, time.monotonic())
+            _completed(gw, log)
+
+
+def _completed(gw: Gateway, log: RequestLog) -> None:
+    gw.events.request_completed(log, time.monotonic())
+
+
+async def _write_bounded(request: web.BaseRequest, resp: web.Response, seconds: float) -> None:
+    """Write a large complete answer now; a client that takes none of it for ``seconds``
+    is gone (its connection is dropped, and what it did not read with it)."""
+    try:
+        async with asyncio.timeout(seconds):
+            await resp.prepare(request)
+            await resp.write_eof()
+    except TimeoutError:
+        if request.transport is not None:
+            request.transport.abort()
+        raise ClientStalled(f"the client read nothing for {seconds:g} s") from None

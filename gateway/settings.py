@@ -27,6 +27,25 @@ class GatewaySettings(BaseSettings):
     # poll before it is loaded); 0 turns the file watcher off (SIGHUP and /admin/reload remain).
     reload_watch_s: float = Field(default=1.0, ge=0)
     demo: bool = False
-    # Time a client may take to send its request headers/body before the gateway drops it
-    # (slowloris protection); the upstream answer itself is governed by policy timeouts.
+    # --- the client edge (docs/security.md: limits) ---
+    # Time a client may take to send its request body once its headers arrived (408 past it).
     client_read_timeout_s: float = Field(default=60.0, gt=0)
+    # Time a connection may sit between requests, or take to send a request's headers,
+    # before it is closed (aiohttp's keep-alive timer covers both).
+    client_header_timeout_s: float = Field(default=15.0, gt=0)
+    # A write to a client that takes none of it for this long ends the answer, and the
+    # upstream request with it (a client that stopped reading a stream).
+    client_write_timeout_s: float = Field(default=30.0, gt=0)
+    # The request line and each header line; the number of headers (400 past them).
+    max_header_field_bytes: int = Field(default=8190, ge=1024)
+    max_headers: int = Field(default=100, ge=8)
+    # --- the provider edge ---
+    upstream_max_field_bytes: int = Field(default=8190, ge=1024)  # a status or header line
+    upstream_max_headers: int = Field(default=128, ge=8)
+    upstream_max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)  # after decompression
+    upstream_max_event_bytes: int = Field(default=8 * 1024 * 1024, gt=0)  # one SSE event
+    # --- /metrics: a port of its own (unset: served on the main port; 0: any free port),
+    # and a bearer token it requires ---
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = ""  # empty: the main host
+    metrics_token: str = ""

@@ -156,7 +156,7 @@ async def run(policy: Policy, route_id: str, team: str, model: str, script: str,
         random.Random(seed),
     )
     body = {"model": model, "messages": [{"role": "user", "content": "simulated"}]}
-    req = Request("openai", body, b"", model, route_id, team, policy, policy.timeouts.total)
+    req = Request("openai", body, model, route_id, team, policy, policy.timeouts.total)
     log = RequestLog("simulated", 0.0)
     result = await recover(req, log, env, attempter)
     rows = attempter.rows

@@ -1,78 +1,161 @@
-"""The only upstream HTTP client.
+"""The only upstream HTTP client: one pooled ``aiohttp.ClientSession`` for every provider.
 
-One pooled keep-alive HTTP/1.1 client (:mod:`gateway.http1`, asyncio protocols with
-``httptools`` as the parser; no cookies, no redirects, no decompression) for every
-provider. Its exceptions are mapped to failure categories here and nowhere else::
+aiohttp carries the HTTP/1.1 work (keep-alive pool, DNS cache, TLS, proxies with
+CONNECT, chunked bodies, decompression of gzip/deflate bodies that a provider or a
+middlebox sends although the gateway asks for ``identity``). This module adds what a
+gateway needs on top, and maps aiohttp's exceptions to failure categories here and
+nowhere else::
 
-    UpstreamFailure(category=timeout)     connect / first-byte / idle timeouts
-    UpstreamFailure(category=connection)  refused, reset, DNS, TLS, EOF before the answer,
-                                          a body that ends early, a malformed response
+    UpstreamFailure(timeout)     connect, first-byte and idle timeouts
+    UpstreamFailure(connection)  refused, reset, DNS, TLS, proxy refusals, EOF before
+                                 the answer, a body that ends early, a malformed
+                                 response, a response over the size limits
 
-The messages say when it happened: ``... before the first byte`` (``proxy.py`` marks
-those timeouts as first-byte timeouts), ``... while reading the body``, ``... mid-stream``.
+Limits on what a provider may send (:class:`Limits`, from the ``GATEWAY_UPSTREAM_*``
+settings): the size of one header line and the number of headers (aiohttp's parser
+stops at them), and the size of a whole body, counted after decompression. A stream's
+events are bounded by the relay (``max_event_bytes``).
+
+``UpstreamFailure.stage`` says when it happened: ``connect``, ``first_byte`` (no
+status line and headers in time), ``body`` (a JSON answer) or ``stream``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
 
+import aiohttp
 from yarl import URL
 
-from gateway import http1
 from gateway.errors import Category
-from gateway.http1 import Response
 
-#: What a :meth:`Upstream.pipe` sink answers for each piece: go on, pause reading until
-#: the consumer drained, stop.
-GO, PAUSE, STOP = http1.GO, http1.PAUSE, http1.STOP
+Stage = Literal["connect", "first_byte", "body", "stream"]
+Response = aiohttp.ClientResponse
 
-__all__ = ["Response", "Upstream", "UpstreamFailure"]
+__all__ = ["Limits", "Response", "Upstream", "UpstreamFailure"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a provider's answer may hold (settings ``GATEWAY_UPSTREAM_*``)."""
+
+    max_field_bytes: int = 8190  # one status or header line
+    max_headers: int = 128
+    max_body_bytes: int = 64 * 1024 * 1024  # a JSON answer, after decompression
+    max_event_bytes: int = 8 * 1024 * 1024  # one SSE event of a stream
 
 
 class UpstreamFailure(Exception):
-    def __init__(self, category: Category, message: str) -> None:
+    def __init__(self, category: Category, message: str, stage: Stage) -> None:
         super().__init__(message)
         self.category = category
         self.message = message
+        self.stage = stage
 
 
-def _map(exc: BaseException, during: str) -> UpstreamFailure:
-    if isinstance(exc, http1.ConnectTimeout):
-        return UpstreamFailure(Category.timeout, f"upstream connect timed out {during}")
-    if isinstance(exc, TimeoutError):
-        return UpstreamFailure(Category.timeout, f"upstream timed out {during}")
-    cause = exc.__cause__
-    if isinstance(exc, ssl.SSLError) or isinstance(cause, ssl.SSLError):
-        name = (cause if isinstance(cause, ssl.SSLError) else exc).__class__.__name__
-        return UpstreamFailure(Category.connection, f"TLS error {during}: {name}")
-    if isinstance(exc, http1.ConnectFailed):
-        return UpstreamFailure(Category.connection, f"cannot connect to upstream: {cause}")
-    if isinstance(exc, http1.Disconnected):
-        if during != "before the first byte":
-            return UpstreamFailure(Category.connection, f"upstream body broken {during}: {exc}")
-        return UpstreamFailure(Category.connection, f"upstream closed the connection {during}")
-    if isinstance(exc, http1.BadResponse):
-        return UpstreamFailure(Category.connection, f"upstream sent a malformed response {during}")
-    return UpstreamFailure(Category.connection, f"upstream {exc.__class__.__name__} {during}")
+def failure(exc: BaseException, stage: Stage) -> UpstreamFailure:
+    """aiohttp's (and the OS's) exceptions as failure categories: the one mapping."""
+    if isinstance(exc, UpstreamFailure):
+        return exc
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return UpstreamFailure(Category.timeout, "upstream connect timed out", "connect")
+    if isinstance(exc, TimeoutError):  # our own deadlines, and aiohttp's socket timeouts
+        what = {"first_byte": "before the first byte", "connect": "while connecting"}
+        return UpstreamFailure(
+            Category.timeout, f"upstream timed out {what.get(stage, 'mid-body')}", stage
+        )
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return UpstreamFailure(
+            Category.connection, f"the egress proxy refused the tunnel (HTTP {exc.status})", stage
+        )
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return UpstreamFailure(Category.connection, "cannot connect to the egress proxy", stage)
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
+        return UpstreamFailure(
+            Category.connection, f"TLS error with upstream: {exc.__class__.__name__}", stage
+        )
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return UpstreamFailure(
+            Category.connection, f"cannot connect to upstream: {exc.os_error}", "connect"
+        )
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return UpstreamFailure(
+            Category.connection, f"upstream closed the connection ({stage})", stage
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return UpstreamFailure(Category.connection, f"upstream body broken ({stage})", stage)
+    if isinstance(exc, aiohttp.ClientResponseError):  # the parser refused the response
+        return UpstreamFailure(
+            Category.connection, f"upstream sent a malformed response ({stage})", stage
+        )
+    return UpstreamFailure(
+        Category.connection, f"upstream {exc.__class__.__name__} ({stage})", stage
+    )
 
 
-_MAPPED = (http1.ClientError, TimeoutError, OSError)
+#: What :func:`failure` maps; anything else is a bug and propagates.
+MAPPED = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+class _Pool(aiohttp.TCPConnector):
+    """aiohttp's connector, minus one hole: a pooled connection on which the server sent
+    bytes while it sat idle is closed instead of reused.
+
+    aiohttp parses such bytes as the next response and hands it to the next request on
+    that connection (a forged or stale answer, e.g. a load balancer's 408; reported as
+    aio-libs/aiohttp#13656, fixed upstream after 3.14.5). Until a release has the fix,
+    this checks the connection aiohttp picked (``Connection.protocol.should_close``, the
+    test aiohttp itself applies when a connection is released) and closes it if anything
+    arrived. It overrides the connector's ``_get``: the only non-public aiohttp name the
+    gateway uses; ``tests/test_upstream.py`` shows the hole and this guard.
+    """
+
+    async def _get(self, key, traces):  # type: ignore[no-untyped-def]
+        while (conn := await super()._get(key, traces)) is not None:
+            proto = conn.protocol
+            if proto is None or not proto.should_close:
+                return conn
+            conn.close()  # bytes arrived while idle: never answer a request with them
+        return None
 
 
 class Upstream:
-    """A pooled client; ``open`` returns a response whose body the caller reads."""
+    """A pooled client; :meth:`open` returns a response whose body the caller reads."""
 
-    def __init__(self) -> None:
-        self._client: http1.Client | None = None
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     async def start(self) -> None:
-        self._client = http1.Client()
+        lim = self.limits
+        self._session = aiohttp.ClientSession(
+            connector=_Pool(limit=0, ttl_dns_cache=300, keepalive_timeout=30),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),
+            skip_auto_headers=("User-Agent",),
+            trust_env=False,  # proxies are resolved per provider (gateway.egress)
+            max_line_size=lim.max_field_bytes,
+            max_field_size=lim.max_field_bytes,
+            max_headers=lim.max_headers,
+        )
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _timeout(self, connect: float) -> aiohttp.ClientTimeout:
+        t = self._timeouts.get(connect)
+        if t is None:
+            t = self._timeouts[connect] = aiohttp.ClientTimeout(
+                total=None, connect=connect, sock_connect=connect
+            )
+        return t
 
     async def open(
         self,
@@ -82,58 +165,54 @@ class Upstream:
         *,
         connect_timeout: float,
         first_byte_timeout: float,
+        proxy: str | None = None,
+        ssl_context: ssl.SSLContext | bool = True,
     ) -> Response:
-        """POST and wait for the status line and headers; raise UpstreamFailure."""
-        assert self._client is not None, "Upstream.start() was not awaited"
+        """POST and wait for the status line and headers; raise :class:`UpstreamFailure`."""
+        assert self._session is not None, "Upstream.start() was not awaited"
         try:
-            return await self._client.post(
-                url,
-                headers,
-                body,
-                connect_timeout=connect_timeout,
-                first_byte_timeout=first_byte_timeout,
-            )
-        except _MAPPED as exc:
-            raise _map(exc, "before the first byte") from exc
+            async with asyncio.timeout(first_byte_timeout):
+                return await self._session.post(
+                    url,
+                    data=body,
+                    headers=headers,
+                    timeout=self._timeout(connect_timeout),
+                    allow_redirects=False,
+                    proxy=proxy,
+                    ssl=ssl_context,
+                )
+        except MAPPED as exc:
+            raise failure(exc, "first_byte") from exc
 
-    @staticmethod
-    async def read(resp: Response, idle_timeout: float) -> bytes:
-        """The whole body; a gap longer than ``idle_timeout`` is a timeout."""
-        try:
-            return await resp.read(idle_timeout)
-        except _MAPPED as exc:
-            raise _map(exc, "while reading the body") from exc
-        finally:
-            resp.release()
-
-    @staticmethod
-    async def pipe(
-        resp: Response,
-        sink: Callable[[bytes], int],
-        idle_timeout: float,
-        drain: Callable[[], Awaitable[None]],
-    ) -> bool:
-        """Push body pieces to ``sink`` as they arrive (see :meth:`http1.Response.pipe`);
-        True at the end of the body. The caller releases ``resp`` (closing its generator)."""
-        try:
-            return await resp.pipe(sink, idle_timeout, drain)
-        except _MAPPED as exc:
-            raise _map(exc, "mid-stream") from exc
-
-    @staticmethod
-    async def chunks(resp: Response, idle_timeout: float) -> AsyncGenerator[bytes, None]:
-        """Body pieces as they arrive; a gap longer than ``idle_timeout`` is a timeout.
-
-        Closing the generator early (``aclose``) closes the connection; one read to the
-        end goes back to the pool.
-        """
+    async def read(self, resp: Response, idle_timeout: float) -> bytes:
+        """The whole body (decompressed), at most ``max_body_bytes``; a gap longer than
+        ``idle_timeout`` is a timeout. The connection goes back to the pool only when the
+        body was read to its end."""
+        cap = self.limits.max_body_bytes
+        content = resp.content
+        parts: list[bytes] = []
+        size = 0
         try:
             while True:
-                data = await resp.next_piece(idle_timeout)
+                data = content.read_nowait()
                 if not data:
-                    return
-                yield data
-        except _MAPPED as exc:
-            raise _map(exc, "mid-stream") from exc
-        finally:
-            resp.release()
+                    if content.is_eof():
+                        break
+                    async with asyncio.timeout(idle_timeout):
+                        data = await content.readany()
+                    if not data:
+                        break
+                size += len(data)
+                if size > cap:
+                    raise UpstreamFailure(
+                        Category.connection, f"upstream body is over {cap} bytes", "body"
+                    )
+                parts.append(data)
+        except MAPPED as exc:
+            resp.close()
+            raise failure(exc, "body") from exc
+        except BaseException:
+            resp.close()
+            raise
+        resp.release()
+        return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -59,7 +59,7 @@ def setup() -> tuple[VirtualClock, Env]:
 
 
 async def run(env: Env, att: PerModel, model: str = "a") -> str:
-    req = Request("openai", {"model": model}, b"", model, "route", "team", POLICY, 1e9)
+    req = Request("openai", {"model": model}, model, "route", "team", POLICY, 1e9)
     log = RequestLog("r", 0.0)
     result = await recover(req, log, env, att)
     assert result.outcome.failure is None

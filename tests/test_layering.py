@@ -47,14 +47,14 @@ def test_one_chokepoint_per_dependency(module: str, owner: set[str]) -> None:
 
 
 def test_only_upstream_uses_the_http_client() -> None:
-    """Upstream HTTP lives in http1.py, used by upstream.py only; nobody else opens a client."""
+    """Upstream HTTP is aiohttp's ClientSession, opened in upstream.py only."""
 
     def opens_client(text: str) -> bool:
-        return any(m in text for m in ("ClientSession(", "create_connection(", "import http1"))
+        return any(m in text for m in ("ClientSession(", "create_connection(", "TCPConnector"))
 
     users = {
         p.relative_to(GATEWAY).as_posix()
         for p in GATEWAY.rglob("*.py")
         if "testing" not in p.parts and opens_client(p.read_text())
     }
-    assert users == {"http1.py", "upstream.py"}
+    assert users == {"upstream.py"}

@@ -16,7 +16,14 @@ Problems found (each test-covered):
 - references: model -> provider, route -> policy, fallback chain /
   ``on_prompt_too_long`` / ``summarize_model`` -> models;
 - a route ``override`` that does not validate once deep-merged over its policy;
-- an ``env:NAME`` team key whose variable is unset or empty; a key used twice.
+- an ``env:NAME`` team key whose variable is unset or empty; a key used twice;
+- a provider certificate file (``ca_file``, ``client_cert``, ``client_key``) that
+  cannot be read or used (no PEM certificate, key not matching, key encrypted).
+
+Provider file paths that are not absolute are resolved against the folder of the
+policy file that names them (the current directory for :func:`load_policy_texts`),
+without resolving symlinks (a Kubernetes ``..data`` mount keeps working after an
+update); the loaded :class:`Provider` holds the absolute path.
 
 Provider ``api_key_env`` variables are *not* required here: they are read when
 a request goes upstream, so CI can ``check`` files without the secrets.
@@ -37,6 +44,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from gateway.egress import FILE_FIELDS, check_files
 from gateway.policy.merge import deep_merge
 from gateway.policy.policyset import PolicySet, ResolvedRoute
 from gateway.policy.schema import (
@@ -152,11 +160,11 @@ def load_policy_dir(path: Path | str, env: Mapping[str, str] | None = None) -> P
             raise PolicyError([Problem(shown, 0, "no policy files (*.yaml, *.yml) found")])
     else:
         raise PolicyError([Problem(shown, 0, "no such policy directory")])
-    texts: list[tuple[str, str, bytes]] = []
+    texts: list[tuple[str, str, bytes, str]] = []
     problems: list[Problem] = []
     for p in files:
         try:
-            texts.append((rel_of[p], display_of[p], p.read_bytes()))
+            texts.append((rel_of[p], display_of[p], p.read_bytes(), os.path.abspath(p.parent)))
         except OSError as exc:
             problems.append(Problem(display_of[p], 0, f"cannot read: {exc.strerror or exc}"))
     return _build(texts, os.environ if env is None else env, problems)
@@ -165,9 +173,13 @@ def load_policy_dir(path: Path | str, env: Mapping[str, str] | None = None) -> P
 def load_policy_texts(
     texts: Mapping[str, str | bytes], env: Mapping[str, str] | None = None
 ) -> PolicySet:
-    """Like :func:`load_policy_dir` over in-memory files ``{relative path: content}`` (tests)."""
+    """Like :func:`load_policy_dir` over in-memory files ``{relative path: content}`` (tests).
+
+    Relative provider file paths are resolved against the current directory.
+    """
+    cwd = os.getcwd()
     items = [
-        (rel, rel, t.encode("utf-8") if isinstance(t, str) else t)
+        (rel, rel, t.encode("utf-8") if isinstance(t, str) else t, cwd)
         for rel, t in sorted(texts.items())
     ]
     return _build(items, {} if env is None else env, [])
@@ -200,6 +212,7 @@ def _policy_files(root: Path) -> list[Path]:
 class _Source:
     rel: str
     display: str
+    base: str  # the absolute folder relative provider file paths start from
     data: Any = None
     lines: dict[Loc, int] = field(default_factory=dict)
     ok: bool = True  # parsed (schema problems do not clear it)
@@ -412,8 +425,31 @@ def _validate_file(
                 problems.extend(_schema_problems(src, (section, name), exc))
                 invalid[section].add(name)
                 continue
+            if isinstance(value, Provider):
+                checked = _provider_files(src, (section, name), value, problems)
+                if checked is None:
+                    invalid[section].add(name)
+                    continue
+                value = checked
             entries.append(_Entry(value, src, (section, name)))
     return entries
+
+
+def _provider_files(
+    src: _Source, loc: Loc, provider: Provider, problems: list[Problem]
+) -> Provider | None:
+    """``provider`` with absolute file paths, or ``None`` when a file cannot be used."""
+    updates: dict[str, str] = {}
+    for name in FILE_FIELDS:
+        path = getattr(provider, name)
+        if path is not None and not os.path.isabs(path):
+            updates[name] = os.path.abspath(os.path.join(src.base, path))
+    if updates:
+        provider = provider.model_copy(update=updates)
+    found = check_files(provider)
+    for name, message in found:
+        problems.append(src.problem((*loc, name), message))
+    return None if found else provider
 
 
 # ---- the set --------------------------------------------------------------------
@@ -448,13 +484,13 @@ def _in_override(override: Mapping[str, Any], loc: Loc) -> bool:
 
 
 def _build(
-    texts: list[tuple[str, str, bytes]], env: Mapping[str, str], problems: list[Problem]
+    texts: list[tuple[str, str, bytes, str]], env: Mapping[str, str], problems: list[Problem]
 ) -> PolicySet:
     unreadable = bool(problems)  # files that could not even be read
     sources: list[_Source] = []
     files: dict[str, str] = {}
-    for rel, display, raw in texts:
-        src = _Source(rel, display)
+    for rel, display, raw, folder in texts:
+        src = _Source(rel, display, folder)
         files[rel] = hashlib.sha256(raw).hexdigest()
         _parse(src, raw, problems)
         sources.append(src)

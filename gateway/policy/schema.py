@@ -18,9 +18,11 @@ from pydantic import (
     ConfigDict,
     Field,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 
+from gateway.egress import EGRESS_FIELDS, check_proxy_url
 from gateway.errors import Category
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -95,17 +97,81 @@ class Frozen(BaseModel):
 
 
 class Provider(Frozen):
+    """Where a provider's requests go, and how the gateway reaches it (:mod:`gateway.egress`).
+
+    ``ca_file``, ``client_cert`` and ``client_key`` are PEM files; the policy loader
+    resolves a relative path against the folder of the policy file that names it and
+    checks that the file can be used. Messages never repeat ``proxy`` (it may hold a
+    password), and neither does ``repr()``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
     api: Literal["openai", "anthropic", "sim"]
     base_url: str = ""
     api_key_env: str | None = Field(
         default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="env var holding the key"
     )
     headers: dict[str, str] = Field(default_factory=dict, description="extra headers sent upstream")
+    proxy: str | None = Field(
+        default=None,
+        repr=False,
+        description=(
+            "http:// proxy for this provider, e.g. http://user:pass@proxy.corp:3128 (https://"
+            " providers are reached through it with CONNECT). Default: the HTTPS_PROXY /"
+            " HTTP_PROXY / NO_PROXY environment"
+        ),
+        json_schema_extra={"pattern": "^[Hh][Tt][Tt][Pp]://"},
+    )
+    ca_file: str | None = Field(
+        default=None,
+        min_length=1,
+        description="PEM CA bundle that verifies this provider, instead of the system store",
+    )
+    client_cert: str | None = Field(
+        default=None,
+        min_length=1,
+        description="PEM client certificate (chain) for mutual TLS; needs client_key",
+    )
+    client_key: str | None = Field(
+        default=None,
+        min_length=1,
+        description="unencrypted PEM private key of client_cert; needs client_cert",
+    )
+    tls_verify: bool = Field(
+        default=True,
+        description="false turns certificate verification off for this provider (warned at start)",
+    )
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_is_http(cls, value: str | None) -> str | None:
+        return None if value is None else check_proxy_url(value)
 
     @model_validator(mode="after")
     def _needs_base_url(self) -> Self:
         if self.api != "sim" and not self.base_url:
             raise ValueError(f"base_url is required for api {self.api}")
+        return self
+
+    @model_validator(mode="after")
+    def _egress_fits(self) -> Self:
+        if (self.client_cert is None) != (self.client_key is None):
+            given, missing = (
+                ("client_cert", "client_key")
+                if self.client_key is None
+                else ("client_key", "client_cert")
+            )
+            raise ValueError(
+                f"{given} needs {missing}: set both (the same file twice when one PEM holds both)"
+            )
+        if self.api == "sim":
+            set_ = [f for f in EGRESS_FIELDS if f in self.model_fields_set]
+            if set_:
+                verb = "does" if len(set_) == 1 else "do"
+                raise ValueError(
+                    f"api sim is served in-process: {', '.join(set_)} {verb} not apply to it"
+                )
         return self
 
 

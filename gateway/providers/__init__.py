@@ -61,9 +61,11 @@ def speaks(provider: Provider, endpoint: Endpoint) -> bool:
 def _base_target(
     api: str, base_url: str, extra: tuple[tuple[str, str], ...], endpoint: Endpoint, key: str | None
 ) -> Target:
+    # identity: answers are small and the hop usually near; a provider (or a middlebox)
+    # that compresses anyway is decoded by the client (gateway/upstream.py).
+    headers = {"content-type": "application/json", "accept-encoding": "identity"}
     if endpoint is Endpoint.messages:
         url = URL(base_url.rstrip("/") + "/v1/messages")
-        headers = {"content-type": "application/json"}
         if key:
             headers["x-api-key"] = key
     else:
@@ -71,7 +73,6 @@ def _base_target(
         if api == "sim":
             base += "/v1"
         url = URL(base + _OPENAI_SUFFIX[endpoint])
-        headers = {"content-type": "application/json"}
         if key:
             headers["authorization"] = f"Bearer {key}"
     headers.update({k.lower(): v for k, v in extra})

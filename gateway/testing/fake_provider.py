@@ -17,6 +17,11 @@ Endpoints: ``POST /v1/chat/completions``, ``/v1/responses``, ``/v1/completions``
 JSON answers, and SSE streams for ``"stream": true``. The OpenAI ``base_url`` is
 ``fp.url + "/v1"``; the Anthropic base URL is ``fp.url``.
 
+**TLS.** ``FakeProvider(ssl_context=ctx)`` serves https (``fp.url`` starts with
+``https://``) with a server context you build, e.g. from a test CA
+(``trustme``); set ``ctx.verify_mode = ssl.CERT_REQUIRED`` and trust a CA in it
+to require client certificates (mutual TLS).
+
 **Answers.** The full reply of a model is ``fp.reply[model]`` or, by default,
 ``"Hello! This is the fake provider answering model <model>."``; a stream sends it in
 ``fp.chunks`` pieces (default 8). ``model`` echoes the request's model. Tokens follow
@@ -68,6 +73,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -169,7 +175,13 @@ class _Exchange:
 class FakeProvider:
     """A scripted fake LLM provider served on ``127.0.0.1`` (see the module docstring)."""
 
-    def __init__(self, *, chunks: int = 8, models: Iterable[str] = ("fake-model",)) -> None:
+    def __init__(
+        self,
+        *,
+        chunks: int = 8,
+        models: Iterable[str] = ("fake-model",),
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         #: Full reply per model; others answer :data:`DEFAULT_REPLY`.
         self.reply: dict[str, str] = {}
         #: Number of content pieces of a streamed answer.
@@ -186,6 +198,8 @@ class FakeProvider:
         self.models: list[str] = list(models)
         #: Dimensions of ``/v1/embeddings`` vectors when the request names none.
         self.embedding_dimensions = 16
+        #: The server TLS context (https) or ``None`` (http).
+        self.ssl_context = ssl_context
 
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
@@ -227,7 +241,7 @@ class FakeProvider:
             self.app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5
         )
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", port)
+        site = web.TCPSite(runner, "127.0.0.1", port, ssl_context=self.ssl_context)
         await site.start()
         self._runner = runner
         self._port = runner.addresses[0][1]
@@ -257,10 +271,11 @@ class FakeProvider:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT`` (the OpenAI base URL is ``url + "/v1"``)."""
+        """``http://127.0.0.1:PORT``, or ``https://`` with ``ssl_context``; OpenAI: ``+ "/v1"``."""
         if self._port is None:
             raise RuntimeError("FakeProvider is not started")
-        return f"http://127.0.0.1:{self._port}"
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://127.0.0.1:{self._port}"
 
     # --- script and records -----------------------------------------------------------
 

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
+from gateway import routes
 from gateway.app import create_app
-from gateway.server import Request, Response, StreamResponse
 from gateway.testing import FakeProvider, ScriptEntry
 
 
@@ -131,29 +133,33 @@ class RecordingHarness(Harness):
 
     async def start(self) -> RecordingHarness:
         self.seen: list[GatewayRequest] = []
+        make_handler = routes.make_handler
+
+        def recording_handler(gw: Any, paths: Any) -> Any:
+            handle = make_handler(gw, paths)
+
+            async def recording(request: web.BaseRequest) -> web.StreamResponse:
+                response = await handle(request)
+                self.seen.append(
+                    GatewayRequest(
+                        method=request.method,
+                        path=request.path,
+                        query=request.query_string,
+                        status=response.status,
+                        headers={k.lower(): v for k, v in response.headers.items()},
+                        request_headers={
+                            k.lower(): ("***" if k.lower() in _MASKED else v)
+                            for k, v in request.headers.items()
+                        },
+                    )
+                )
+                return response
+
+            return recording
+
+        routes.make_handler = recording_handler  # this process runs one scenario only
         self.app = create_app(self.settings, metrics=self.metrics)
         port = await self.app.start("127.0.0.1", 0)
-        server = self.app.server
-        assert server is not None
-        handle = server.handler
-
-        async def recording(request: Request) -> Response | StreamResponse:
-            response = await handle(request)
-            self.seen.append(
-                GatewayRequest(
-                    method=request.method,
-                    path=request.path,
-                    query=request.query_string,
-                    status=response.status,
-                    headers=dict(response.headers),
-                    request_headers={
-                        k: ("***" if k in _MASKED else v) for k, v in request.headers.items()
-                    },
-                )
-            )
-            return response
-
-        server.handler = recording
         self.url = f"http://127.0.0.1:{port}"
         return self
 

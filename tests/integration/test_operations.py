@@ -212,7 +212,7 @@ async def test_drain_ends_what_outlives_the_grace(
     rc = await gw.wait_exit(within=10)
     assert rc == 0
     assert time.monotonic() - t0 < 5.0  # not the 8 s of the stream
-    assert gw.named("gateway_drain_timeout")[0]["cancelled_connections"] == 1
+    assert gw.named("gateway_drain_timeout")[0]["cancelled_requests"] == 1
     assert 2.0 <= gw.named("gateway_stopped")[0]["drain_s"] < 2.5  # 0.5 + 1.5 (+ 0.05)
 
 

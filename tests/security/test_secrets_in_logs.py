@@ -113,7 +113,7 @@ async def traffic(url: str, fake: FakeProvider) -> None:
             url + "/v1/chat/completions", json={**chat, "stream": True}, headers=auth
         ) as r:
             await r.content.readany()
-    # an Authorization header over the 8190-byte field limit: refused by the server (431)
+    # an Authorization header over the 8190-byte field limit: refused by the server (400)
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(
@@ -123,7 +123,7 @@ async def traffic(url: str, fake: FakeProvider) -> None:
         + b"\r\ncontent-length: 2\r\n\r\n{}"
     )
     await writer.drain()
-    assert (await reader.read(100))[8:13] == b" 431 "
+    assert (await reader.read(100))[8:13] == b" 400 "
     writer.close()
 
 
