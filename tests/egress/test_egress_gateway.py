@@ -107,7 +107,10 @@ async def test_https_through_a_connect_proxy_from_the_environment(
 
 
 async def test_per_provider_proxy_with_credentials(
-    tmp_path: Path, http_fake: FakeProvider, tinyproxy_auth: Tinyproxy, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    http_fake: FakeProvider,
+    tinyproxy_auth: Tinyproxy,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A provider's own proxy (basic auth in the URL) carries plain-HTTP requests; the
     credentials never show in /admin/policies."""
