@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
+from gateway.settings import GatewaySettings
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -25,22 +27,10 @@ DOCS = REPO / "docs" / "operations.md"
 # Oldest Kubernetes minor the manifests must validate against.
 KUBERNETES_VERSION = "1.30"
 
-# SPEC §3: the process settings, env prefix GATEWAY_.
-SPEC_SETTINGS = {
-    "GATEWAY_" + name
-    for name in (
-        "HOST",
-        "PORT",
-        "POLICY_DIR",
-        "STATE_URL",
-        "LOG_LEVEL",
-        "LOG_FORMAT",
-        "MAX_BODY_BYTES",
-        "ADMIN_KEY",
-        "SHUTDOWN_GRACE_S",
-    )
-}
+# SPEC §3: the process settings, env prefix GATEWAY_ (every field of GatewaySettings).
+SPEC_SETTINGS = {"GATEWAY_" + name.upper() for name in GatewaySettings.model_fields}
 GATEWAY_PORT = 8080
+METRICS_PORT = 9100  # GATEWAY_METRICS_PORT: /metrics off the public port
 POLICY_DIR_IN_IMAGE = "/etc/llm-gateway/policies"
 # On SIGTERM the gateway keeps accepting new requests for at most this long before it
 # stops listening and gives in-flight requests GATEWAY_SHUTDOWN_GRACE_S (gateway/app.py).
@@ -326,7 +316,7 @@ def test_deployment_env_matches_spec() -> None:
     gateway_vars = {name for name in env if name.startswith("GATEWAY_")}
     assert gateway_vars <= SPEC_SETTINGS, gateway_vars - SPEC_SETTINGS
     assert env["GATEWAY_PORT"] == str(GATEWAY_PORT)
-    assert [p["containerPort"] for p in container["ports"]] == [GATEWAY_PORT]
+    assert [p["containerPort"] for p in container["ports"]] == [GATEWAY_PORT, METRICS_PORT]
     state = urlparse(env["GATEWAY_STATE_URL"])
     assert state.scheme == "redis"
     redis_service = k8s_object("Service", state.hostname or "")
@@ -344,13 +334,20 @@ def test_deployment_env_matches_spec() -> None:
 
 
 def test_deployment_scrape_annotations() -> None:
-    """The gateway pods carry prometheus.io scrape annotations for /metrics on 8080."""
-    annotations = k8s_object("Deployment", "llm-gateway")["spec"]["template"]["metadata"][
-        "annotations"
-    ]
+    """The gateway pods serve /metrics on a port of their own, scraped from the pod and
+    left out of the Service (so never reachable through the public address)."""
+    template = k8s_object("Deployment", "llm-gateway")["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
-    assert annotations["prometheus.io/port"] == str(GATEWAY_PORT)
+    assert annotations["prometheus.io/port"] == str(METRICS_PORT)
     assert annotations["prometheus.io/path"] == "/metrics"
+    (container,) = template["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["GATEWAY_METRICS_PORT"] == str(METRICS_PORT)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": GATEWAY_PORT, "metrics": METRICS_PORT}
+    service = k8s_object("Service", "llm-gateway")
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
 
 
 def test_service_hpa_pdb_target_the_gateway() -> None:
@@ -524,6 +521,7 @@ def test_compose_gateway_env_matches_spec(service: str) -> None:
     assert gateway_vars <= SPEC_SETTINGS, gateway_vars - SPEC_SETTINGS
     assert str(env["GATEWAY_PORT"]) == str(GATEWAY_PORT)
     assert env["GATEWAY_HOST"] == "0.0.0.0"
+    assert str(env["GATEWAY_METRICS_PORT"]) == str(METRICS_PORT)
     state = urlparse(env["GATEWAY_STATE_URL"])
     assert state.scheme == "redis"
     assert state.hostname in compose()["services"], "GATEWAY_STATE_URL must name the redis service"
@@ -545,11 +543,12 @@ def test_compose_bind_mounts_exist() -> None:
 
 
 def test_prometheus_scrapes_every_replica() -> None:
-    """Prometheus scrapes each gateway replica directly on 8080 and loads the alert rules."""
+    """Prometheus scrapes each gateway replica directly on its metrics port and loads the
+    alert rules."""
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "llm-gateway"]
     targets = {t for sc in job["static_configs"] for t in sc["targets"]}
-    assert targets == {f"{name}:{GATEWAY_PORT}" for name in gateway_services()}
+    assert targets == {f"{name}:{METRICS_PORT}" for name in gateway_services()}
     assert job.get("metrics_path", "/metrics") == "/metrics"
     for rule_file in config["rule_files"]:
         assert (DEPLOY / "prometheus" / Path(rule_file).name).is_file()
@@ -568,6 +567,8 @@ def test_nginx_balances_replicas_and_streams() -> None:
     assert re.search(r"proxy_http_version\s+1\.1;", conf)
     (read_timeout,) = re.findall(r"proxy_read_timeout\s+(\w+);", conf)
     assert parse_duration(read_timeout) > 600
+    # /metrics is never passed through (it has its own port, scraped directly)
+    assert re.search(r"location\s*=\s*/metrics\s*\{\s*return\s+404;", conf)
     mounts = [v.split(":")[1] for v in compose()["services"]["lb"]["volumes"]]
     assert "/etc/nginx/nginx.conf" in mounts
 
