@@ -261,3 +261,15 @@ def test_documented_command_prints_what_the_docs_show(
         f"{command.id}: `{shown}` printed something else than the docs show; "
         f"paste this output into the docs:\n{output}"
     )
+
+
+def test_every_setting_is_in_the_operations_table() -> None:
+    """Each GATEWAY_ setting has a row in docs/operations.md, and each row is a setting."""
+    from gateway.settings import GatewaySettings
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    rows = set(re.findall(r"^\| `(GATEWAY_[A-Z_]+)` \|", text, flags=re.MULTILINE))
+    fields = {"GATEWAY_" + name.upper() for name in GatewaySettings.model_fields}
+    fields.discard("GATEWAY_DEMO")  # the --demo flag, documented in the README
+    assert fields - rows == set(), "settings without a row in docs/operations.md"
+    assert rows - fields == set(), "rows in docs/operations.md that are not settings"
