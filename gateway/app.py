@@ -25,6 +25,7 @@ from aiohttp import web
 
 from gateway import admin, egress, streaming
 from gateway.engine import Env
+from gateway.listener import Listener
 from gateway.observe import logs
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
@@ -72,8 +73,7 @@ class Gateway:
         self.inflight = 0  # /v1/ requests being answered
         self._idle = asyncio.Event()
         self._idle.set()
-        self._runners: list[web.BaseRunner] = []
-        self._site: web.TCPSite | None = None
+        self._listeners: list[Listener] = []  # the main port first
         self.port = 0
         self.metrics_port: int | None = None  # bound when GATEWAY_METRICS_PORT is set
         self._watcher: asyncio.Task[None] | None = None
@@ -171,22 +171,19 @@ class Gateway:
         separate = self.settings.metrics_port is not None
         paths = routes.ROUTES if separate else {**routes.ROUTES, **routes.METRICS}
         try:
-            runner, self._site = await self._listen(routes.make_handler(self, paths), host, port)
-            self.port = runner.addresses[0][1]
+            self.port = (await self._listen(routes.make_handler(self, paths), host, port)).port
             if separate:
                 mhost = self.settings.metrics_host or host
-                mrunner, _ = await self._listen(
-                    routes.make_handler(self, routes.METRICS), mhost, self.settings.metrics_port
-                )
-                self.metrics_port = mrunner.addresses[0][1]
+                handler = routes.make_handler(self, routes.METRICS)
+                self.metrics_port = (
+                    await self._listen(handler, mhost, self.settings.metrics_port)
+                ).port
         except OSError:
             await self.stop()
             raise
         return self.port
 
-    async def _listen(
-        self, handler: Any, host: str, port: int | None
-    ) -> tuple[web.ServerRunner, web.TCPSite]:
+    async def _listen(self, handler: Any, host: str, port: int | None) -> Listener:
         s = self.settings
         server = web.Server(
             handler,
@@ -198,28 +195,21 @@ class Gateway:
             max_headers=s.max_headers,
             lingering_time=LINGER_S,
         )
-        runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=0.5)
-        await runner.setup()
-        self._runners.append(runner)
-        site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
-        await site.start()
-        return runner, site
+        listener = await Listener.open(server, host, port or 0, max_header_bytes=s.max_header_bytes)
+        self._listeners.append(listener)
+        return listener
 
     async def stop_listening(self) -> None:
         """No new connections on the main port (drain); the metrics port stays. Idle
         keep-alive connections close now, busy ones after their current answer."""
-        if self._site is not None:
-            await self._site.stop()
-            self._site = None
-            server = self._runners[0].server
-            if server is not None:
-                server.pre_shutdown()
+        if self._listeners:
+            await self._listeners[0].stop_accepting()
 
     async def stop(self) -> None:
         """Close every connection (running requests are cancelled), then the resources."""
-        for runner in self._runners:
-            await runner.cleanup()
-        self._runners.clear()
+        for listener in self._listeners:
+            await listener.close(grace_s=0.5)
+        self._listeners.clear()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

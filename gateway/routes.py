@@ -21,6 +21,7 @@ from aiohttp import web
 
 from gateway import admin, handlers
 from gateway.errors import GatewayError
+from gateway.listener import GUARDS
 from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint
 from gateway.relay import ClientStalled
@@ -81,19 +82,26 @@ def make_handler(
     listener serves (``/metrics`` joins them unless it has a port of its own)."""
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        path = request.path
-        if path.startswith("/v1/"):
-            return await _v1(gw, request)
-        methods = routes.get(path)
-        if methods is None:
-            return web.Response(status=404, text="404: Not Found\n")
-        handler = methods.get(_method_of(request))
-        if handler is None:
-            return web.Response(status=405, text="405: Method Not Allowed\n")
-        resp = await handler(gw, request)
-        if gw.draining:
-            resp.force_close()
-        return resp
+        guard = GUARDS.get(request.transport)
+        if guard is not None:
+            guard.begin()  # the head is in: the connection's bytes are the body's now
+        try:
+            path = request.path
+            if path.startswith("/v1/"):
+                return await _v1(gw, request)
+            methods = routes.get(path)
+            if methods is None:
+                return web.Response(status=404, text="404: Not Found\n")
+            handler = methods.get(_method_of(request))
+            if handler is None:
+                return web.Response(status=405, text="405: Method Not Allowed\n")
+            resp = await handler(gw, request)
+            if gw.draining:
+                resp.force_close()
+            return resp
+        finally:
+            if guard is not None:
+                guard.end()
 
     return handle
 

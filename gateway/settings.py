@@ -36,9 +36,11 @@ class GatewaySettings(BaseSettings):
     # A write to a client that takes none of it for this long ends the answer, and the
     # upstream request with it (a client that stopped reading a stream).
     client_write_timeout_s: float = Field(default=30.0, gt=0)
-    # The request line and each header line; the number of headers (400 past them).
+    # The request line and each header line; the number of headers (400 past them); the
+    # whole head (request line and headers: the connection is dropped past it).
     max_header_field_bytes: int = Field(default=8190, ge=1024)
     max_headers: int = Field(default=100, ge=8)
+    max_header_bytes: int = Field(default=64 * 1024, ge=8192)
     # --- the provider edge ---
     upstream_max_field_bytes: int = Field(default=8190, ge=1024)  # a status or header line
     upstream_max_headers: int = Field(default=128, ge=8)
