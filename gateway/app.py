@@ -160,6 +160,7 @@ class Gateway:
         """Open the upstream pool, the state backend, the watcher; listen. The port served."""
         from gateway import routes
 
+        logs.quiet_client_protocol_errors()  # a malformed request is the client's fault
         await self.upstream.start()
         self.state = open_state(
             self.settings.state_url, reconnect_interval=self.settings.state_reconnect_s

@@ -62,10 +62,10 @@ def open_fds() -> int:
 
 
 class ErrorRecords(logging.Handler):
-    """Collects ERROR records of the gateway's HTTP server (a handler that raised) and asyncio
+    """Collects ERROR records of aiohttp's server (a handler that raised) and asyncio
     ("Task exception was never retrieved")."""
 
-    NAMES = ("gateway.server", "asyncio")
+    NAMES = ("aiohttp.server", "gateway.listener", "asyncio")
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)

@@ -258,7 +258,7 @@ class LiveGateway:
 
     def start(self) -> LiveGateway:
         self.thread.start()
-        for name in ("gateway.server", "asyncio"):
+        for name in ("aiohttp.server", "gateway.listener", "asyncio"):
             logging.getLogger(name).addHandler(self.errors)
         self.call(self._start())
         return self
@@ -272,7 +272,7 @@ class LiveGateway:
 
     def stop(self) -> None:
         self.call(self._stop())
-        for name in ("gateway.server", "asyncio"):
+        for name in ("aiohttp.server", "gateway.listener", "asyncio"):
             logging.getLogger(name).removeHandler(self.errors)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
