@@ -31,7 +31,7 @@ from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.policy.load import PolicyError, Problem, bundled_policy_dir, load_policy_dir
 from gateway.policy.policyset import PolicySet
-from gateway.providers import Endpoint
+from gateway.providers import Endpoint, Wiring, wire
 from gateway.settings import GatewaySettings
 from gateway.state import open_state
 from gateway.state.base import StateBackend
@@ -52,6 +52,7 @@ class Gateway:
         self.settings = settings
         self.policies = policies
         self._egress = egress_of(policies)  # raises PolicyError: the set cannot be reached
+        self._wiring: dict[str, Wiring] = {}  # per provider of the current set, made on use
         self.policy_dir = policy_dir_of(settings)
         self.metrics = metrics
         self.events = Events(metrics)
@@ -71,8 +72,8 @@ class Gateway:
         # each with its error event, so no client sees a stream cut silently.
         self.streams: set[tuple[web.StreamResponse, Endpoint]] = set()
         self.inflight = 0  # /v1/ requests being answered
-        self._idle = asyncio.Event()
-        self._idle.set()
+        metrics.inflight.set_function(lambda: self.inflight)  # read when scraped
+        self._idle: asyncio.Future[None] | None = None  # a drain waiting for inflight == 0
         self._listeners: list[Listener] = []  # the main port first
         self.port = 0
         self.metrics_port: int | None = None  # bound when GATEWAY_METRICS_PORT is set
@@ -99,7 +100,7 @@ class Gateway:
                 self.events.policy_rejected(p.file, p.line, p.message, trigger)
             self.events.policy_reload_rejected()
             return False
-        self.policies, self._egress = new, reach
+        self.policies, self._egress, self._wiring = new, reach, {}
         self.last_reload_error = None
         self.events.policy_reloaded(len(new.files), trigger)
         warn_egress(new)
@@ -132,28 +133,39 @@ class Gateway:
     # ---- requests in flight (for drain) ----------------------------------------------
     def request_started(self) -> None:
         self.inflight += 1
-        self._idle.clear()
-        self.metrics.inflight.inc()
 
     def request_finished(self) -> None:
         self.inflight -= 1
-        if not self.inflight:
-            self._idle.set()
-        self.metrics.inflight.dec()
+        if not self.inflight and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
 
     async def wait_idle(self, seconds: float) -> bool:
         """Wait until no request is in flight; False when ``seconds`` ran out."""
+        if not self.inflight:
+            return True
+        self._idle = asyncio.get_running_loop().create_future()
         try:
             async with asyncio.timeout(seconds):
-                await self._idle.wait()
+                await self._idle
         except TimeoutError:
             return False
+        finally:
+            self._idle = None
         return True
 
-    def egress(self, provider: str) -> tuple[str | None, Any]:
-        """The proxy and TLS setting for calls to ``provider`` (of the current set)."""
-        e = self._egress.get(provider)
-        return (None, True) if e is None else (e.proxy, e.ssl)
+    def wiring(self, provider: str) -> Wiring:
+        """How ``provider`` of the current set is called: URLs, headers with its key (read
+        from the environment once per set), proxy and TLS."""
+        w = self._wiring.get(provider)
+        if w is None:
+            p = self.policies.providers[provider]
+            base = self.sim_url if p.api == "sim" and self.sim_url else p.base_url
+            key = os.environ.get(p.api_key_env) if p.api_key_env else None
+            e = self._egress.get(provider)
+            w = wire(p, base, key, e.proxy if e else None, e.ssl if e else True)
+            if p.api != "sim" or self.sim_url:
+                self._wiring[provider] = w
+        return w
 
     # ---- life cycle -------------------------------------------------------------------
     async def start(self, host: str, port: int) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import math
 import time
@@ -12,10 +11,11 @@ import orjson
 from aiohttp import web
 
 from gateway.answer import answer
+from gateway.deadlines import Limit
 from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
-from gateway.providers import PASSED_HEADERS, Endpoint, speaks
+from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint, speaks
 from gateway.proxy import HttpAttempter
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ async def read_body(request: web.BaseRequest, max_bytes: int, read_timeout: floa
     parts: list[bytes] = []
     size = 0
     try:
-        async with asyncio.timeout(read_timeout):
+        with Limit(read_timeout):
             while data := await content.readany():
                 size += len(data)
                 if size > max_bytes:
@@ -154,7 +154,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.StreamResponse:
     """Every model endpoint: chat, responses, completions, embeddings, messages."""
-    endpoint = Endpoint(request.path)
+    endpoint = ENDPOINT_OF[request.path]
     policies = gw.policies  # one consistent set for the whole request
     team = log.team = authenticate(gw, request)
     check_passed_headers(request)
@@ -224,9 +224,8 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
         req=req,
         log=log,
         stream=body.get("stream") is True,
-        egress=gw.egress,
+        wiring=gw.wiring,
         write_timeout=settings.client_write_timeout_s,
-        sim_url=gw.sim_url,
         streams=gw.streams,
     )
     resp = await answer(attempter, req, log, gw.env)

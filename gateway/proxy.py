@@ -16,18 +16,16 @@ from typing import Any
 from aiohttp import web
 
 from gateway import streaming
+from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request
 from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.policyset import PolicySet
-from gateway.providers import Endpoint, speaks, target
+from gateway.providers import Endpoint, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.upstream import MAPPED, Response, Upstream, UpstreamFailure, failure
-
-#: The proxy URL and TLS setting of a provider (see :mod:`gateway.egress`).
-Egress = tuple[str | None, Any]
 
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
 
@@ -53,9 +51,8 @@ class HttpAttempter:
         req: Request,
         log: RequestLog,
         stream: bool,
-        egress: Callable[[str], Egress],
+        wiring: Callable[[str], Wiring],
         write_timeout: float = 30.0,
-        sim_url: str | None = None,
         streams: set[tuple[web.StreamResponse, Endpoint]] | None = None,
     ) -> None:
         self.policies = policies
@@ -66,31 +63,30 @@ class HttpAttempter:
         self.req = req
         self.log = log
         self.stream = stream
-        self.egress = egress
+        self.wiring = wiring
         self.write_timeout = write_timeout  # a client that reads nothing this long is gone
-        self.sim_url = sim_url
         self.streams = streams if streams is not None else set()  # streams being relayed
         self.response: web.StreamResponse | None = None  # committed early for keepalives
 
     # ---- Attempter -------------------------------------------------------------------
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
         m = self.policies.models[model]
-        provider = self.policies.providers[m.provider]
         self.log.provider = m.provider
-        if not speaks(provider, self.endpoint):
-            msg = f"model {model!r} is served by an {provider.api!r}-format provider"
+        wiring = self.wiring(m.provider)
+        base = wiring.targets.get(self.endpoint)
+        if base is None:
+            api = self.policies.providers[m.provider].api
+            msg = f"model {model!r} is served by an {api!r}-format provider"
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
         timeouts = self.req.policy.timeouts
         remaining = self.req.deadline - time.monotonic()
         if remaining <= 0:
             return Outcome(transport_failure(Category.timeout, "the request's deadline passed"))
-        base = self.sim_url if provider.api == "sim" else None
         query = self.request.rel_url.raw_query_string  # as the client wrote it
-        t = target(provider, self.endpoint, self.request.headers, query, base)
+        t = target(base, self.request.headers, query)
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
         data = self.req.encode(body, m.upstream_model or model)
         first_byte = min(timeouts.first_byte, remaining)
-        proxy, tls = self.egress(m.provider)
         try:
             resp = await self.upstream.open(
                 t.url,
@@ -98,8 +94,8 @@ class HttpAttempter:
                 data,
                 connect_timeout=min(timeouts.connect, remaining),
                 first_byte_timeout=first_byte,
-                proxy=proxy,
-                ssl_context=tls,
+                proxy=wiring.proxy,
+                ssl_context=wiring.tls,
             )
             if resp.status >= 300:
                 raw = await self.upstream.read(resp, timeouts.stream_idle)
@@ -130,7 +126,7 @@ class HttpAttempter:
         content = resp.content
         cap = self.upstream.limits.max_event_bytes
         try:
-            async with asyncio.timeout(first_byte):
+            with Limit(first_byte):
                 while all(streaming.is_preamble(e) for e in head) and len(head) < _MAX_HELD:
                     piece = await content.readany()
                     if not piece:

@@ -11,7 +11,6 @@ back until the gateway knows whether it goes on.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway import streaming
+from gateway.deadlines import Limit
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
 from gateway.observe.events import RequestLog
@@ -30,9 +30,9 @@ from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
 from gateway.resume import API_OF, Diverged, Splice, Transcript, partial_response
 from gateway.upstream import MAPPED, UpstreamFailure, failure
-from gateway.watchdog import READ, WRITE, Watchdog
 
 Kind = streaming.Kind
+READ, WRITE = "read", "write"  # the waits of a stream
 MAX_RESUMES = 2
 STREAM_ERROR_TYPE = {
     Category.rate_limit: "rate_limit_error",
@@ -132,7 +132,7 @@ async def _relay(
 async def end(out: web.StreamResponse, write_timeout: float) -> None:
     """End the answer; a client that takes none of it within ``write_timeout`` is gone."""
     try:
-        async with asyncio.timeout(write_timeout):
+        with Limit(write_timeout):
             await out.write_eof()
     except TimeoutError:
         raise ClientStalled(f"the client read nothing for {write_timeout:g} s") from None
@@ -164,8 +164,9 @@ async def _pump(
 
     Pieces are read as they arrive and written at once; a client that does not read
     holds the next read back (aiohttp then stops reading the upstream socket), up to
-    ``client_write_timeout_s``. One :class:`Watchdog` bounds every wait: the upstream's
-    silence by ``timeouts.stream_idle``, a stalled client by the write timeout.
+    ``client_write_timeout_s``. One :class:`~gateway.deadlines.Limit` bounds every wait:
+    the upstream's silence by ``timeouts.stream_idle``, a stalled client by the write
+    timeout.
     """
     ep = att.endpoint
     rules = att.req.policy.classify
@@ -205,25 +206,24 @@ async def _pump(
     cap = att.upstream.limits.max_event_bytes
     content = s.resp.content
     feed, classify = s.splitter.feed, streaming.classify_event
-    dog: Watchdog | None = None
+    lim = Limit(None)
     broken: UpstreamFailure | None = None
     try:
-        async with asyncio.timeout(None) as deadline:
-            dog = Watchdog(deadline, min(idle, write_s))
+        with lim:
             data = take(s.head)
             while True:
                 if data:
-                    dog.wait(WRITE, write_s)
+                    lim.set(write_s, WRITE)
                     await out.write(data)  # a client that left raises here: not ours to handle
                 if seg.failure is not None or seg.diverged:
                     break
-                dog.wait(READ, idle)
+                lim.set(idle, READ)
                 try:
                     piece = await content.readany()
                 except MAPPED as e:
                     broken = failure(e, "stream")
                     break
-                dog.done()
+                lim.set(None)
                 if not piece:
                     break
                 batch = [classify(r, ep) for r in feed(piece)]
@@ -234,14 +234,12 @@ async def _pump(
                     )
                     break
     except TimeoutError:
-        if dog is not None and dog.expired == WRITE:
+        if lim.expired == WRITE:
             raise ClientStalled(f"the client read nothing for {write_s:g} s") from None
         broken = UpstreamFailure(
             Category.timeout, f"upstream went quiet for {idle:g} s mid-stream", "stream"
         )
     finally:
-        if dog is not None:
-            dog.stop()
         s.resp.close()
     if broken is not None and not seg.complete:
         seg.failure = transport_failure(broken.category, broken.message)

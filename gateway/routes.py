@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway import admin, handlers
+from gateway.deadlines import Limit
 from gateway.errors import GatewayError
 from gateway.listener import GUARDS
 from gateway.observe.events import RequestLog
@@ -181,7 +182,7 @@ async def _write_bounded(request: web.BaseRequest, resp: web.Response, seconds: 
     """Write a large complete answer now; a client that takes none of it for ``seconds``
     is gone (its connection is dropped, and what it did not read with it)."""
     try:
-        async with asyncio.timeout(seconds):
+        with Limit(seconds):
             await resp.prepare(request)
             await resp.write_eof()
     except TimeoutError:

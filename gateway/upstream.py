@@ -22,7 +22,6 @@ status line and headers in time), ``body`` (a JSON answer) or ``stream``.
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Literal
 import aiohttp
 from yarl import URL
 
+from gateway.deadlines import Limit
 from gateway.errors import Category
 
 Stage = Literal["connect", "first_byte", "body", "stream"]
@@ -171,7 +171,7 @@ class Upstream:
         """POST and wait for the status line and headers; raise :class:`UpstreamFailure`."""
         assert self._session is not None, "Upstream.start() was not awaited"
         try:
-            async with asyncio.timeout(first_byte_timeout):
+            with Limit(first_byte_timeout):
                 return await self._session.post(
                     url,
                     data=body,
@@ -193,15 +193,18 @@ class Upstream:
         parts: list[bytes] = []
         size = 0
         try:
-            while True:
-                data = content.read_nowait()
-                if not data:
-                    if content.is_eof():
-                        break
-                    async with asyncio.timeout(idle_timeout):
-                        data = await content.readany()
-                    if not data:
-                        break
+            if not content.is_eof():  # the rest is on its way: wait, each gap bounded
+                with Limit(idle_timeout) as idle:
+                    while data := await content.readany():
+                        size += len(data)
+                        if size > cap:
+                            raise UpstreamFailure(
+                                Category.connection, f"upstream body is over {cap} bytes", "body"
+                            )
+                        parts.append(data)
+                        idle.set(idle_timeout)
+            data = content.read_nowait()  # the usual case: it all came with the head
+            if data:
                 size += len(data)
                 if size > cap:
                     raise UpstreamFailure(

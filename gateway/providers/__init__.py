@@ -8,10 +8,9 @@
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Any
 from urllib.parse import quote
 
 from yarl import URL
@@ -37,8 +36,12 @@ class Endpoint(enum.StrEnum):
         return "anthropic" if self is Endpoint.messages else "openai"
 
 
+#: The endpoint of each path (a dict lookup: ``Endpoint(path)`` is slow).
+ENDPOINT_OF: dict[str, Endpoint] = {}
+
 # Provider headers a client may set for the provider; everything else stays at the gateway.
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
+ENDPOINT_OF.update((ep.value, ep) for ep in Endpoint)
 _OPENAI_SUFFIX = {
     Endpoint.chat: "/chat/completions",
     Endpoint.responses: "/responses",
@@ -57,9 +60,36 @@ def speaks(provider: Provider, endpoint: Endpoint) -> bool:
     return provider.api == "sim" or provider.api == endpoint.wire
 
 
-@lru_cache(maxsize=1024)
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """How one provider of a policy set is called, resolved once per set: the URL and
+    base headers (with the provider's key) per endpoint, the proxy and the TLS setting."""
+
+    targets: Mapping[Endpoint, Target]
+    proxy: str | None = None
+    tls: Any = True  # aiohttp's ``ssl=``: True, False or an SSLContext
+
+
+def wire(
+    provider: Provider,
+    base_url: str,
+    key: str | None,
+    proxy: str | None = None,
+    tls: Any = True,
+) -> Wiring:
+    """The :class:`Wiring` of ``provider`` at ``base_url`` (the ``sim`` provider's address
+    is only known once it runs) with ``key`` from the environment."""
+    extra = {k.lower(): v for k, v in provider.headers.items()}
+    targets = {
+        ep: _base_target(provider.api, base_url, extra, ep, key)
+        for ep in Endpoint
+        if speaks(provider, ep)
+    }
+    return Wiring(targets, proxy, tls)
+
+
 def _base_target(
-    api: str, base_url: str, extra: tuple[tuple[str, str], ...], endpoint: Endpoint, key: str | None
+    api: str, base_url: str, extra: Mapping[str, str], endpoint: Endpoint, key: str | None
 ) -> Target:
     # identity: answers are small and the hop usually near; a provider (or a middlebox)
     # that compresses anyway is decoded by the client (gateway/upstream.py).
@@ -68,6 +98,7 @@ def _base_target(
         url = URL(base_url.rstrip("/") + "/v1/messages")
         if key:
             headers["x-api-key"] = key
+        headers["anthropic-version"] = "2023-06-01"  # a client's own version replaces it
     else:
         base = base_url.rstrip("/")
         if api == "sim":
@@ -75,32 +106,18 @@ def _base_target(
         url = URL(base + _OPENAI_SUFFIX[endpoint])
         if key:
             headers["authorization"] = f"Bearer {key}"
-    headers.update({k.lower(): v for k, v in extra})
+    headers.update(extra)
     return Target(url, headers)
 
 
-def target(
-    provider: Provider,
-    endpoint: Endpoint,
-    client_headers: Mapping[str, str],
-    query: str,
-    base_url: str | None = None,
-) -> Target:
-    """The upstream URL and headers for one attempt. The client's credentials never pass.
-
-    ``base_url`` overrides the provider's (the built-in ``sim`` provider's address is only
-    known once it runs).
-    """
-    key = os.environ.get(provider.api_key_env) if provider.api_key_env else None
-    extra = tuple(provider.headers.items())
-    base = _base_target(provider.api, base_url or provider.base_url, extra, endpoint, key)
+def target(base: Target, client_headers: Mapping[str, str], query: str) -> Target:
+    """The upstream URL and headers for one attempt. The client's credentials never pass:
+    only the provider headers a client may set (:data:`PASSED_HEADERS`) and its query."""
     headers = dict(base.headers)
     for name in PASSED_HEADERS:
         value = client_headers.get(name)
         if value is not None:
             headers[name] = value
-    if endpoint is Endpoint.messages and "anthropic-version" not in headers:
-        headers["anthropic-version"] = "2023-06-01"
     url = URL(f"{base.url}?{_ascii(query)}", encoded=True) if query else base.url
     return Target(url, headers)
 
