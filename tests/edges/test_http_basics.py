@@ -12,9 +12,7 @@ from gateway.testing import FakeProvider
 from tests.edges.support import chat_request, close, connect, read_response, request_bytes
 from tests.harness import CLIENT_KEY, Harness
 
-BODY = json.dumps(
-    {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
-).encode()
+BODY = json.dumps({"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}).encode()
 
 
 async def test_pipelined_requests_are_answered_in_order(gw: Harness) -> None:
