@@ -337,9 +337,15 @@ def run_streams(
 
 
 def start_gateway(
-    policy_dir: Path, port: int, level: str, cpu: int | None, log_path: Path
+    policy_dir: Path,
+    port: int,
+    level: str,
+    cpu: int | None,
+    log_path: Path,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[Any]:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(extra_env or {})
     env.update(
         {
             "GATEWAY_LOG_LEVEL": level,
@@ -509,6 +515,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             procs.stop(gw)
             out["gateway_log_warning"] = {"c64": vars(q64)}
 
+        # ---- gateway with tracing on (OTLP/HTTP to a local sink) ------------------------
+        if not args.skip_tracing:
+            sink_port = _port(18099)
+            sink = procs.spawn(
+                [sys.executable, str(HERE / "otlp_sink.py"), "--port", str(sink_port)],
+                cpu=load_cpu,
+            )
+            procs.wait_http(sink, sink_port, "/count", 15, "the OTLP sink")
+            otel = {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+                "OTEL_SERVICE_NAME": "llm-gateway-bench",
+            }
+            gw = start_gateway(
+                policy_dir, gw_port, "info", gw_cpu, tmp / "gateway-traced.log", otel
+            )
+            loadgen.wrk(gw_port, 64, warm, cpu=load_cpu)
+            t64, _ = run_wrk("gateway (traced)", gw_port, 64, D, load_cpu, [gw.pid, up.pid])
+            procs.stop(gw)
+            with urllib.request.urlopen(f"http://127.0.0.1:{sink_port}/count", timeout=5) as r:
+                exported = json.loads(r.read())
+            procs.stop(sink)
+            out["gateway_traced"] = {"c64": vars(t64), "exported": exported}
+
         # ---- LiteLLM -------------------------------------------------------------------
         if args.litellm:
             out["litellm"] = _litellm(up_port, load_cpu, gw_cpu, D, warm, tmp)
@@ -673,6 +702,8 @@ def derive(out: dict[str, Any]) -> dict[str, Any]:
     if "gateway_log_warning" in out:
         q = out["gateway_log_warning"]["c64"]
         m["access_log_cpu_us_per_req"] = per_req - q["cpu_us_per_req"]
+    if "gateway_traced" in out:
+        m["tracing_cpu_us_per_req"] = out["gateway_traced"]["c64"]["cpu_us_per_req"] - per_req
     cal = out.get("calibration")
     if cal:
         m["machine_factor_request"] = (
@@ -747,6 +778,9 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
     L.append(row("gateway (access log on)", g["c64"], g["c1"]))
     if q:
         L.append(row("gateway (log level warning)", q["c64"], None))
+    tr = out.get("gateway_traced")
+    if tr:
+        L.append(row("gateway (tracing on, OTLP/HTTP)", tr["c64"], None))
     if lit:
         L.append(row(f"LiteLLM {lit.get('version', '')}", lit["c64"], lit["c1"]))
     L.append(
@@ -798,6 +832,13 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
     L.append(
         f"Access log lines written: {g['access_log_lines']:,} ({g['access_log_bytes'] / max(1, g['access_log_lines']):.0f} bytes each)."
     )
+    if "tracing_cpu_us_per_req" in m:
+        ex = out["gateway_traced"]["exported"]
+        L.append(
+            f"Tracing cost (traced minus not configured, c=64): {_f(m['tracing_cpu_us_per_req'])} µs CPU"
+            f" per request (two spans per request, sampled always; {ex['exports']:,} OTLP exports,"
+            f" {ex['bytes'] / 1e6:.1f} MB, to a local sink)."
+        )
     L.append("")
     L.append(f"## Streams ({loadgen.CHUNKS} chunks + [DONE], asyncio aiohttp client, c=16)")
     L.append("")
@@ -940,6 +981,9 @@ def main() -> int:
     )
     p.add_argument(
         "--skip-log-compare", action="store_true", help="skip the log-level-warning gateway run"
+    )
+    p.add_argument(
+        "--skip-tracing", action="store_true", help="skip the gateway run with tracing on"
     )
     p.add_argument(
         "--skip-calibration", action="store_true", help="skip the minimal-aiohttp-proxy rows"

@@ -20,6 +20,7 @@ from gateway import streaming
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError
 from gateway.observe.events import RequestLog
+from gateway.observe.tracing import finish_reasons
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
@@ -50,6 +51,8 @@ async def answer(
     if attempter.endpoint in _CONTINUABLE and data is not None:
         body, data = await _continue(attempter, req, result, data, log, env)
     _count_tokens(body, data, log)
+    if log.span is not None and data is not None:
+        log.finish_reasons = tuple(finish_reasons(data))
     log.status = 200
     headers = log.headers()
     headers["content-type"] = out.content_type.split(";")[0]

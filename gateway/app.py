@@ -26,7 +26,7 @@ from aiohttp import web
 from gateway import admin, egress, streaming
 from gateway.engine import Env
 from gateway.listener import Listener
-from gateway.observe import logs
+from gateway.observe import logs, tracing
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.policy.load import PolicyError, Problem, bundled_policy_dir, load_policy_dir
@@ -80,6 +80,7 @@ class Gateway:
         self._watcher: asyncio.Task[None] | None = None
         self.last_reload_error: str | None = None
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
+        self.tracing = tracing.configure(os.environ)  # None unless OTEL_* asks for traces
 
     def reload(self, trigger: str) -> bool:
         """Load the policy dir again and swap it in whole; on any problem keep the old set.
@@ -233,6 +234,8 @@ class Gateway:
             self._sim, self.sim_url = None, None
         await self.state.close()
         await self.upstream.close()
+        if self.tracing is not None:
+            await asyncio.to_thread(self.tracing.shutdown)  # exports what is buffered
 
 
 def egress_of(policies: PolicySet) -> dict[str, egress.Egress]:

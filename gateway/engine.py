@@ -120,7 +120,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
         if fb.chain and on_chain:
             label = _outcome_label(f)
             t = await env.state.record(key, fb, p.chain_index, label, env.wall(), probe=probe)
-            activated = _announce(t, req, env.events)
+            activated = _announce(t, req, env.events, log)
             if probe and label == "server_error":
                 activated = back_to  # the primary is still down: back to the fallback now
             probe = False
@@ -164,10 +164,12 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
                 break
 
 
-def _announce(t: fallback.Transition | None, req: Request, events: Events) -> int | None:
+def _announce(
+    t: fallback.Transition | None, req: Request, events: Events, log: RequestLog
+) -> int | None:
     if isinstance(t, fallback.Activated):
         to_model = fallback.model_at(req.model, req.policy.fallback, t.to_index)
-        events.fallback_model_activated(req.team, req.model, to_model, t.reason)
+        events.fallback_model_activated(req.team, req.model, to_model, t.reason, log)
         return t.to_index
     if isinstance(t, fallback.Recovered):
         events.fallback_model_recovered(req.team, req.model)

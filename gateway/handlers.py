@@ -226,6 +226,7 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
         stream=body.get("stream") is True,
         wiring=gw.wiring,
         write_timeout=settings.client_write_timeout_s,
+        tracing=gw.tracing,
         streams=gw.streams,
     )
     resp = await answer(attempter, req, log, gw.env)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from gateway import streaming
@@ -20,8 +21,9 @@ from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request
 from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
+from gateway.observe.tracing import Tracing
 from gateway.policy.policyset import PolicySet
-from gateway.providers import Endpoint, Wiring, target
+from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
@@ -54,6 +56,7 @@ class HttpAttempter:
         wiring: Callable[[str], Wiring],
         write_timeout: float = 30.0,
         streams: set[tuple[web.StreamResponse, Endpoint]] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.policies = policies
         self.upstream = upstream
@@ -66,6 +69,7 @@ class HttpAttempter:
         self.wiring = wiring
         self.write_timeout = write_timeout  # a client that reads nothing this long is gone
         self.streams = streams if streams is not None else set()  # streams being relayed
+        self.tracing = tracing
         self.response: web.StreamResponse | None = None  # committed early for keepalives
 
     # ---- Attempter -------------------------------------------------------------------
@@ -78,14 +82,37 @@ class HttpAttempter:
             api = self.policies.providers[m.provider].api
             msg = f"model {model!r} is served by an {api!r}-format provider"
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
-        timeouts = self.req.policy.timeouts
         remaining = self.req.deadline - time.monotonic()
         if remaining <= 0:
             return Outcome(transport_failure(Category.timeout, "the request's deadline passed"))
         query = self.request.rel_url.raw_query_string  # as the client wrote it
         t = target(base, self.request.headers, query)
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
-        data = self.req.encode(body, m.upstream_model or model)
+        upstream_model = m.upstream_model or model
+        data = self.req.encode(body, upstream_model)
+        tracing = self.tracing
+        if tracing is None or self.log.span is None:
+            return await self._exchange(m.provider, model, t, wiring, data, remaining)
+        span = tracing.attempt(
+            self.log, self.endpoint, m.provider, model, upstream_model, t.headers
+        )
+        out: Outcome | None = None
+        try:
+            out = await self._exchange(m.provider, model, t, wiring, data, remaining)
+        finally:
+            if out is None:  # cancelled: the client left
+                tracing.attempt_done(span, 0, "cancelled")
+            else:
+                f = out.failure
+                answer = _decoded(out.body) if f is None and out.stream is None else None
+                tracing.attempt_done(span, out.status, f.category.value if f else None, answer)
+        return out
+
+    async def _exchange(
+        self, provider: str, model: str, t: Target, wiring: Wiring, data: bytes, remaining: float
+    ) -> Outcome:
+        """One request to the provider and its answer (or the head of its stream)."""
+        timeouts = self.req.policy.timeouts
         first_byte = min(timeouts.first_byte, remaining)
         try:
             resp = await self.upstream.open(
@@ -102,19 +129,19 @@ class HttpAttempter:
                 f = classify_response(
                     resp.status, resp.headers, raw, rules=self.req.policy.classify, now=time.time()
                 )
-                self._count(m.provider, model, f)
+                self._count(provider, model, f)
                 ctype = resp.headers.get("content-type", "application/json")
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
             if self.stream:
-                return await self._open_stream(resp, m.provider, model, first_byte)
+                return await self._open_stream(resp, provider, model, first_byte)
             raw = await self.upstream.read(resp, timeouts.stream_idle)
         except UpstreamFailure as e:
             f = transport_failure(e.category, e.message)
             if e.category is Category.timeout and e.stage == "first_byte":
                 f = Failure(Category.timeout, None, e.message, code=FIRST_BYTE_TIMEOUT)
-            self._count(m.provider, model, f)
+            self._count(provider, model, f)
             return Outcome(f, status=0)
-        self._count(m.provider, model, None)
+        self._count(provider, model, None)
         return Outcome(body=raw, content_type=resp.headers.get("content-type", "application/json"))
 
     async def _open_stream(
@@ -196,3 +223,11 @@ class HttpAttempter:
             self.log.status = 200
             self.log.ttfb = time.monotonic() - self.log.started
         return self.response
+
+
+def _decoded(body: bytes) -> Any:
+    """A JSON answer decoded (for its usage and model), or None."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None

@@ -22,6 +22,7 @@ from gateway.deadlines import Limit
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
 from gateway.observe.events import RequestLog
+from gateway.observe.tracing import finish_reasons
 from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
@@ -184,6 +185,8 @@ async def _pump(
                 break
             if kind is Kind.final:
                 seg.complete = True
+                if log.span is not None:
+                    log.finish_reasons = tuple(finish_reasons(ev.data))
             if ev.data is not None and (u := streaming.usage_of(ev.data, ep)):
                 log.prompt_tokens += u[0]
                 log.completion_tokens = max(log.completion_tokens, u[1])

@@ -129,6 +129,8 @@ async def _v1(gw: Gateway, request: web.BaseRequest) -> web.StreamResponse:
     if not (rid and _REQUEST_ID.match(rid)):
         rid = f"{_ID_PREFIX}{next(_ids):08x}"
     log = RequestLog(rid, time.monotonic())
+    if gw.tracing is not None:
+        gw.tracing.request(request.method, request.path, request.headers, log)
     gw.request_started()
     answered = False
     try:
@@ -176,6 +178,8 @@ async def _v1(gw: Gateway, request: web.BaseRequest) -> web.StreamResponse:
 
 def _completed(gw: Gateway, log: RequestLog) -> None:
     gw.events.request_completed(log, time.monotonic())
+    if log.span is not None and gw.tracing is not None:
+        gw.tracing.finish(log)
 
 
 async def _write_bounded(request: web.BaseRequest, resp: web.Response, seconds: float) -> None:

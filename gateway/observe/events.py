@@ -1,10 +1,11 @@
-"""One place that turns what happened into log events and metrics (SPEC §10, §11).
+"""One place that turns what happened into log events, metrics and trace events
+(SPEC §10, §11; gateway/observe/tracing.py).
 
 Event names are stable; fields never hold keys, Authorization headers or message
 contents. Provider error *messages* are not logged either (a provider may quote the
 prompt in them): events carry the category, status and provider error code; the client
-still gets the provider's message. Every method both logs and counts, so the two can
-never disagree.
+still gets the provider's message. Every method both logs and counts (and, when the
+request is traced, adds the same event to its span), so they can never disagree.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class RequestLog:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    span: Any = None  # the request's trace span, when tracing is on
+    finish_reasons: tuple[str, ...] = ()  # set when traced
 
     def used(self, what: str) -> None:
         if what not in self.recovery:
@@ -118,6 +121,12 @@ class Events:
             status=f.status,
             error=_describe(f),  # never the provider's message: it may quote the prompt
         )
+        if r.span is not None:
+            r.span.add_event(
+                "api_retry",
+                {"llm_gateway.attempt": attempt, "llm_gateway.wait_seconds": round(wait, 3),
+                 "error.type": f.category.value, "gen_ai.request.model": model},
+            )  # fmt: skip
 
     def turn_retry(self, r: RequestLog, model: str, wait: float, f: Failure) -> None:
         self.metrics.retry_wait.labels(r.team, model).inc(wait)
@@ -129,6 +138,11 @@ class Events:
             wait_seconds=round(wait, 3),
             category=f.category.value,
         )
+        if r.span is not None:
+            r.span.add_event(
+                "turn_retry",
+                {"llm_gateway.wait_seconds": round(wait, 3), "error.type": f.category.value},
+            )
 
     def retry_budget_exhausted(self, r: RequestLog, model: str, f: Failure) -> None:
         self.metrics.budget_exhausted.labels(r.team).inc()
@@ -151,10 +165,22 @@ class Events:
             fallback_model=to_model,
             reason=reason,
         )
+        if r.span is not None:
+            r.span.add_event(
+                "fallback",
+                {"llm_gateway.from_model": from_model, "llm_gateway.to_model": to_model,
+                 "llm_gateway.reason": reason},
+            )  # fmt: skip
 
     def fallback_model_activated(
-        self, team: str, model: str, fallback_model: str, reason: str
+        self,
+        team: str,
+        model: str,
+        fallback_model: str,
+        reason: str,
+        r: RequestLog | None = None,
     ) -> None:
+        """The route's model moved to its fallback; ``r``: the request whose failure did it."""
         self.metrics.fallback_active.labels(team, model).set(1)
         log.warning(
             "fallback_model_activated",
@@ -163,6 +189,12 @@ class Events:
             fallback_model=fallback_model,
             reason=reason,
         )
+        if r is not None and r.span is not None:
+            r.span.add_event(
+                "fallback_model_activated",
+                {"gen_ai.request.model": model, "llm_gateway.to_model": fallback_model,
+                 "llm_gateway.reason": reason},
+            )  # fmt: skip
 
     def fallback_model_recovered(self, team: str, model: str) -> None:
         self.metrics.fallback_active.labels(team, model).set(0)
@@ -181,10 +213,20 @@ class Events:
             outcome=outcome,
             **sizes,
         )
+        if r.span is not None:
+            attrs = {f"llm_gateway.{k}": v for k, v in sizes.items() if isinstance(v, int)}
+            r.span.add_event(
+                "prompt_too_long_recovery",
+                {"llm_gateway.strategy": strategy, "llm_gateway.outcome": outcome, **attrs},
+            )
 
     def output_continuation(self, r: RequestLog, model: str, n: int) -> None:
         self.metrics.continuations.labels(r.team, model).inc()
         log.info("output_continuation", request_id=r.request_id, team=r.team, model=model, n=n)
+        if r.span is not None:
+            r.span.add_event(
+                "output_continuation", {"gen_ai.request.model": model, "llm_gateway.n": n}
+            )
 
     def stream_interrupted(self, r: RequestLog, model: str, f: Failure, action: str) -> None:
         log.warning(
@@ -196,6 +238,12 @@ class Events:
             error=_describe(f),  # never the provider's message: it may quote the prompt
             action=action,
         )
+        if r.span is not None:
+            r.span.add_event(
+                "stream_interrupted",
+                {"error.type": f.category.value, "llm_gateway.action": action,
+                 "gen_ai.request.model": model},
+            )  # fmt: skip
 
     def stream_event_dropped(self, r: RequestLog, model: str) -> None:
         self.metrics.stream_events_dropped.labels(model).inc()

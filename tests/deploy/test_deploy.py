@@ -660,3 +660,19 @@ def test_hadolint() -> None:
         [hadolint, str(DEPLOY / "Dockerfile")], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_tracing_overlay_points_the_replicas_at_jaeger() -> None:
+    """compose.tracing.yaml adds Jaeger and points every gateway replica's OTLP exporter at
+    its OTLP/HTTP port (the image has the otel extra)."""
+    overlay = yaml.safe_load((DEPLOY / "compose.tracing.yaml").read_text())["services"]
+    assert "jaeger" in overlay and "4318" in [str(p) for p in overlay["jaeger"]["expose"]]
+    replicas = set(gateway_services())
+    assert replicas <= overlay.keys()
+    for name in replicas:
+        env = overlay[name]["environment"]
+        endpoint = urlparse(env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+        assert (endpoint.hostname, endpoint.port) == ("jaeger", 4318)
+        assert env["OTEL_SERVICE_NAME"]
+    run = [args for instr, args in dockerfile_instructions() if instr == "RUN"]
+    assert any('"/src[otel]"' in args for args in run)
