@@ -92,6 +92,8 @@ class HttpAttempter:
         data = self.req.encode(body, upstream_model)
         tracing = self.tracing
         if tracing is None or self.log.span is None:
+            if self.log.traceparent is not None:  # traced, not sampled: the context goes on
+                t.headers["traceparent"] = self.log.traceparent
             return await self._exchange(m.provider, model, t, wiring, data, remaining)
         span = tracing.attempt(
             self.log, self.endpoint, m.provider, model, upstream_model, t.headers

@@ -40,7 +40,8 @@ class RequestLog:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
-    span: Any = None  # the request's trace span, when tracing is on
+    span: Any = None  # the request's trace span, when tracing is on and it is sampled
+    traceparent: str | None = None  # sent upstream for a request traced but not sampled
     finish_reasons: tuple[str, ...] = ()  # set when traced
 
     def used(self, what: str) -> None:

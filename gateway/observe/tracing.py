@@ -90,9 +90,15 @@ class Tracing:
         endpoint = ENDPOINT_OF.get(path)
         if endpoint is not None:
             attrs["gen_ai.operation.name"] = _OPERATION[endpoint]
-        log.span = self._tracer.start_span(
+        span = self._tracer.start_span(
             f"{method} {path}", context=parent, kind=self._trace.SpanKind.SERVER, attributes=attrs
         )
+        if span.is_recording():
+            log.span = span
+        else:  # not sampled: no more span work, but the trace context still goes upstream
+            carrier: dict[str, str] = {}
+            self._propagator.inject(carrier, context=self._trace.set_span_in_context(span))
+            log.traceparent = carrier.get("traceparent")
 
     def finish(self, log: RequestLog) -> None:
         """End the SERVER span with what the request came to."""

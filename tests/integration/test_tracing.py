@@ -232,3 +232,25 @@ async def test_a_resumed_stream_shows_the_resume(
 async def test_no_traces_without_an_endpoint(gw: Harness) -> None:
     """Without OTEL_EXPORTER_OTLP_ENDPOINT the gateway makes no spans at all."""
     assert gw.gateway.tracing is None
+
+
+async def test_an_unsampled_request_passes_its_trace_context_on(
+    collector: Collector, fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client's unsampled traceparent: no span is exported, and the provider still gets
+    the trace id (with the sampled flag off) so its own logs line up."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+    h = await start_traced(collector, fake, tmp_path / "policies", monkeypatch, {})
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    try:
+        client = h.async_openai(
+            default_headers={"traceparent": f"00-{trace_id}-b7ad6b7169203331-00"}
+        )
+        await client.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": MARKER}]
+        )
+    finally:
+        await h.stop()
+    assert collector.spans == []
+    version, sent_trace, _, flags = fake.requests[-1].headers["traceparent"].split("-")
+    assert (version, sent_trace, flags) == ("00", trace_id, "00")
