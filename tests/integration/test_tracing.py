@@ -254,3 +254,48 @@ async def test_an_unsampled_request_passes_its_trace_context_on(
     assert collector.spans == []
     version, sent_trace, _, flags = fake.requests[-1].headers["traceparent"].split("-")
     assert (version, sent_trace, flags) == ("00", trace_id, "00")
+
+
+async def test_compaction_and_continuation_are_events(
+    traced: Harness, fake: FakeProvider, collector: Collector
+) -> None:
+    """A prompt compacted to fit and an answer continued past the token limit: both show
+    as events of the request's span, with sizes and counts only (no content)."""
+    tool_result = f"{MARKER} " + "x" * 6000
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing test."}]
+    for i in range(6):
+        call = {"id": f"call_{i}", "type": "function",
+                "function": {"name": "read_file", "arguments": "{}"}}  # fmt: skip
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": tool_result},
+        ]
+    messages.append({"role": "user", "content": "Now summarise what you found."})
+    fake.context_window["fake-model"] = 6000
+    fake.reply["fake-model"] = REPLY * 20  # 100 tokens, cut at 40: three parts
+    fake.cut_at["fake-model"] = 40
+    r = await traced.async_openai().chat.completions.create(model="gpt-test", messages=messages)  # type: ignore[arg-type]
+    assert r.choices[0].message.content == REPLY * 20
+    await traced.stop()
+    (server,) = [s for s in collector.spans if s.kind == 2]
+    names = [name for name, _ in server.events]
+    assert "prompt_too_long_recovery" in names and "output_continuation" in names
+    compaction = dict(server.events)["prompt_too_long_recovery"]
+    assert compaction["llm_gateway.strategy"] == "snip_tool_results"
+    assert compaction["llm_gateway.tokens_after"] < compaction["llm_gateway.tokens_before"]
+    assert set(server.attributes["llm_gateway.recovery"]) >= {"compaction", "continuation"}
+    assert MARKER.encode() not in b"".join(collector.raw)
+    assert REPLY.encode() not in b"".join(collector.raw)
+
+
+def test_tracing_is_off_without_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Configured but not installed: a warning and no tracing (never a crash)."""
+    import sys
+
+    from gateway.observe import tracing
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+    assert tracing.configure(env) is None
+    assert tracing.configure({}) is None  # not configured
+    assert tracing.configure({**env, "OTEL_SDK_DISABLED": "true"}) is None
