@@ -10,22 +10,19 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import replace
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from gateway import streaming
+from gateway.continuing import continue_answer, decoded
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
-from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
 from gateway.relay import STREAM_ERROR_TYPE, end, relay
-from gateway.resilience import continuation
 from gateway.resilience.failure import Failure
 
 _EXHAUSTED = {
@@ -47,9 +44,10 @@ async def answer(
     if isinstance(out.stream, OpenStream):
         return await relay(attempter, out.stream, req, log, env)
     body = out.body
-    data = _decode(body) if attempter.endpoint is not Endpoint.embeddings else None
+    data = decoded(body) if attempter.endpoint is not Endpoint.embeddings else None
     if attempter.endpoint in _CONTINUABLE and data is not None:
-        body, data = await _continue(attempter, req, result, data, log, env)
+        prefill = attempter.policies.models[result.progress.model].prefill
+        body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
     _count_tokens(body, data, log)
     if log.span is not None and data is not None:
         log.finish_reasons = tuple(finish_reasons(data))
@@ -58,47 +56,6 @@ async def answer(
     headers["content-type"] = out.content_type.split(";")[0]
     log.ttfb = time.monotonic() - log.started
     return web.Response(body=body, headers=headers)
-
-
-def _decode(body: bytes) -> dict[str, Any] | None:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-async def _continue(
-    att: HttpAttempter,
-    req: Request,
-    result: Result,
-    first: dict[str, Any],
-    log: RequestLog,
-    env: Env,
-) -> tuple[bytes, dict[str, Any]]:
-    """Ask the model that answered to go on while its answer was cut at the token limit."""
-    policy = req.policy.output_recovery
-    if not continuation.should_continue(req.body, first, req.api, policy, 0):
-        return result.outcome.body, first
-    model = result.progress.model
-    prefill = att.policies.models[model].prefill
-    same_model = req.policy.model_copy(update={"fallback": Fallback()})
-    parts: list[dict[str, Any]] = [first]
-    while continuation.should_continue(req.body, parts[-1], req.api, policy, len(parts) - 1):
-        follow = continuation.continuation_request(req.body, parts, req.api, prefill=prefill)
-        sub = replace(req, body=follow, model=model, policy=same_model)
-        r = await recover(sub, log, env, att)
-        part = _decode(r.outcome.body) if r.outcome.failure is None else None
-        if part is None:
-            break  # keep what we have: the answer stays marked as cut
-        parts.append(part)
-        log.used("continuation")
-        env.events.output_continuation(log, model, len(parts) - 1)
-    log.answered_by = model
-    if len(parts) == 1:
-        return result.outcome.body, first
-    merged = continuation.merge_parts(parts, req.api)
-    return orjson.dumps(merged), merged
 
 
 def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> None:

@@ -12,21 +12,21 @@ back until the gateway knows whether it goes on.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from gateway import streaming
+from gateway.continuing import Segment, follow_stream, same_model
 from gateway.deadlines import Limit
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
-from gateway.policy.schema import Fallback
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
-from gateway.resilience import continuation
+from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
 from gateway.resume import API_OF, Diverged, Splice, Transcript, partial_response
@@ -34,22 +34,11 @@ from gateway.upstream import MAPPED, UpstreamFailure, failure
 
 Kind = streaming.Kind
 READ, WRITE = "read", "write"  # the waits of a stream
-MAX_RESUMES = 2
 STREAM_ERROR_TYPE = {
     Category.rate_limit: "rate_limit_error",
     Category.server_overload: "overloaded_error",
     Category.timeout: "timeout_error",
 }
-
-
-@dataclass(slots=True)
-class Segment:
-    """How one upstream stream ended."""
-
-    complete: bool = False
-    failure: Failure | None = None
-    diverged: bool = False
-    held: list[streaming.Event] = field(default_factory=list)
 
 
 class ClientStalled(ConnectionError):
@@ -83,51 +72,88 @@ async def _relay(
     env: Env,
 ) -> web.StreamResponse:
     ep = att.endpoint
-    tx = Transcript(ep) if ep in API_OF and _may_resume(req) else None
-    splice: Splice | None = None
-    original: Failure | None = None  # the first failure: the one the client is told about
-    resumes = continuations = 0
-    while True:
-        seg = await _pump(att, out, s, tx, splice, log, env)
-        if seg.complete:
-            if (
-                tx is not None
-                and _cut_at_length(seg.held, ep)
-                and _may_continue(req, continuations)
-                and tx.resumable
-                and (nxt := await _continue(att, req, tx, log, env)) is not None
-            ):
-                s, splice = nxt, Splice(tx, ep, regenerate=False)
-                continuations += 1
-                log.used("continuation")
-                env.events.output_continuation(log, log.answered_by, continuations)
-                continue
-            await _flush(out, seg.held, tx, splice)
-            break
-        original = original or seg.failure
-        assert original is not None
-        resuming = (
-            not seg.diverged
-            and tx is not None
-            and resumes < MAX_RESUMES
-            and req.policy.stream.on_midstream_failure == "continue"
-            and tx.resumable
-        )
-        action = "resume" if resuming else "error_event"
-        env.events.stream_interrupted(log, log.answered_by, seg.failure or original, action)
-        if resuming and tx is not None and (nxt2 := await _resume(att, req, tx, log, env)):
-            s, splice = nxt2
-            resumes += 1
-            log.used("retry")
-            continue
-        log.error = f"stream interrupted: {original.category.value}"
-        etype = STREAM_ERROR_TYPE.get(original.category, "api_error")
-        message = f"upstream stream interrupted ({original.category.value}): {original.message}"
-        rid = (tx.id if tx is not None else None) or f"resp_{log.request_id}"
-        await out.write(streaming.error_event(ep, etype, message[:500], original.code, rid))
-        break
+    tracked = ep in API_OF and followup.tracks_answer(
+        req.body, req.api, req.policy.output_recovery, req.policy.stream
+    )
+    side = LiveStream(att, out, s, req, log, env, Transcript(ep) if tracked else None)
+    await follow_stream(side, req, log, env)
     await end(out, att.write_timeout)
     return out
+
+
+class LiveStream:
+    """The relay's side of :func:`gateway.continuing.follow_stream`: real upstream
+    streams, relayed to the client as they arrive."""
+
+    def __init__(
+        self,
+        att: HttpAttempter,
+        out: web.StreamResponse,
+        s: OpenStream,
+        req: Request,
+        log: RequestLog,
+        env: Env,
+        tx: Transcript | None,
+    ) -> None:
+        self.att, self.out, self.s, self.req, self.log, self.env = att, out, s, req, log, env
+        self.tx = tx  # what the client was sent, kept when a decision may need it
+        self.splice: Splice | None = None  # set once a continued / resumed stream is spliced in
+
+    async def pump(self) -> Segment:
+        return await _pump(self.att, self.out, self.s, self.tx, self.splice, self.log, self.env)
+
+    def cut(self, seg: Segment) -> bool:
+        return self.tx is not None and _cut_at_length(seg.held, self.att.endpoint)
+
+    def text(self) -> str:
+        return self.tx.text if self.tx is not None else ""
+
+    def continuable(self) -> bool:
+        return self.tx is not None and self.tx.resumable
+
+    def prefill(self) -> bool:
+        return self.att.policies.models[self.log.answered_by or self.req.model].prefill
+
+    async def open_continuation(self) -> bool:
+        assert self.tx is not None
+        model = self.log.answered_by or self.req.model
+        follow = continuation.continuation_request(
+            self.req.body, [partial_response(self.tx)], self.req.api, prefill=self.prefill()
+        )
+        stream = await _open(self.att, same_model(self.req, model, follow), self.log, self.env)
+        if stream is None:
+            return False
+        self.s, self.splice = stream, Splice(self.tx, self.att.endpoint, regenerate=False)
+        return True
+
+    async def open_resume(self, modes: tuple[str, ...]) -> bool:
+        assert self.tx is not None
+        model = self.log.answered_by or self.req.model
+        for mode in modes:
+            if mode == followup.PREFILL:
+                follow = continuation.continuation_request(
+                    self.req.body, [partial_response(self.tx)], self.req.api, prefill=True
+                )
+                sub = replace(self.req, body=follow, model=model)
+            else:
+                sub = self.req  # regenerate: the original request again
+            stream = await _open(self.att, sub, self.log, self.env)
+            if stream is not None:
+                regenerate = mode == followup.REGENERATE
+                self.s = stream
+                self.splice = Splice(self.tx, self.att.endpoint, regenerate=regenerate)
+                return True
+        return False
+
+    async def finish(self, seg: Segment) -> None:
+        await _flush(self.out, seg.held, self.tx, self.splice)
+
+    async def fail(self, original: Failure) -> None:
+        ep, tx = self.att.endpoint, self.tx
+        etype = STREAM_ERROR_TYPE.get(original.category, "api_error")
+        message = f"upstream stream interrupted ({original.category.value}): {original.message}"
+        rid = (tx.id if tx is not None else None) or f"resp_{self.log.request_id}"
+        await self.out.write(streaming.error_event(ep, etype, message[:500], original.code, rid))
 
 
 async def end(out: web.StreamResponse, write_timeout: float) -> None:
@@ -137,19 +163,6 @@ async def end(out: web.StreamResponse, write_timeout: float) -> None:
             await out.write_eof()
     except TimeoutError:
         raise ClientStalled(f"the client read nothing for {write_timeout:g} s") from None
-
-
-def _may_resume(req: Request) -> bool:
-    return req.policy.stream.on_midstream_failure == "continue" or _may_continue(req, 0)
-
-
-def _may_continue(req: Request, done: int) -> bool:
-    oc = req.policy.output_recovery
-    if done >= oc.max_continuations:
-        return False
-    return not (
-        oc.respect_client_max_tokens and continuation.client_capped_output(req.body, req.api)
-    )
 
 
 async def _pump(
@@ -304,38 +317,3 @@ async def _open(att: HttpAttempter, sub: Request, log: RequestLog, env: Env) -> 
     result = await recover(sub, log, env, att)
     stream = result.outcome.stream
     return stream if result.outcome.failure is None and isinstance(stream, OpenStream) else None
-
-
-async def _continue(
-    att: HttpAttempter, req: Request, tx: Transcript, log: RequestLog, env: Env
-) -> OpenStream | None:
-    """Ask the model that answered to go on after an answer cut at the token limit."""
-    model = log.answered_by or req.model
-    prefill = att.policies.models[model].prefill
-    api = API_OF[att.endpoint]
-    follow = continuation.continuation_request(
-        req.body, [partial_response(tx)], api, prefill=prefill
-    )
-    same_model = req.policy.model_copy(update={"fallback": Fallback()})
-    sub = replace(req, body=follow, model=model, policy=same_model)
-    return await _open(att, sub, log, env)
-
-
-async def _resume(
-    att: HttpAttempter, req: Request, tx: Transcript, log: RequestLog, env: Env
-) -> tuple[OpenStream, Splice] | None:
-    """Resume a broken answer: prefill where the model supports it, else regenerate."""
-    model = log.answered_by or req.model
-    api = API_OF[att.endpoint]
-    if att.policies.models[model].prefill:
-        follow = continuation.continuation_request(
-            req.body, [partial_response(tx)], api, prefill=True
-        )
-        sub = replace(req, body=follow, model=model)
-        stream = await _open(att, sub, log, env)
-        if stream is not None:
-            return stream, Splice(tx, att.endpoint, regenerate=False)
-    stream = await _open(att, req, log, env)  # regenerate: the original request again
-    if stream is not None:
-        return stream, Splice(tx, att.endpoint, regenerate=True)
-    return None

@@ -229,7 +229,10 @@ class Events:
                 "output_continuation", {"gen_ai.request.model": model, "llm_gateway.n": n}
             )
 
-    def stream_interrupted(self, r: RequestLog, model: str, f: Failure, action: str) -> None:
+    def stream_interrupted(
+        self, r: RequestLog, model: str, f: Failure, action: str, *, reason: str = ""
+    ) -> None:
+        """``action``: ``resume`` or ``error_event``; ``reason``: why not resumed."""
         log.warning(
             "stream_interrupted",
             request_id=r.request_id,
@@ -238,6 +241,7 @@ class Events:
             category=f.category.value,
             error=_describe(f),  # never the provider's message: it may quote the prompt
             action=action,
+            reason=reason or None,
         )
         if r.span is not None:
             r.span.add_event(

@@ -262,6 +262,7 @@ class OutputRecovery(Frozen):
 class StreamPolicy(Frozen):
     keepalive: Duration = 15.0
     on_midstream_failure: Literal["error", "continue"] = "error"
+    max_resumes: int = Field(default=2, ge=0)  # resumes of one broken stream, at most
 
 
 class Timeouts(Frozen):

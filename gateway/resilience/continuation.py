@@ -96,29 +96,6 @@ def client_capped_output(request: Mapping[str, Any], api: str) -> bool:
     return any(request.get(name) is not None for name in _CLIENT_CAPS[api])
 
 
-def should_continue(
-    request: Mapping[str, Any],
-    response: Mapping[str, Any],
-    api: str,
-    policy: OutputRecovery,
-    parts_so_far: int,
-) -> bool:
-    """Whether to ask for the rest of ``response``, the ``parts_so_far``-th part received.
-
-    At most ``max_continuations`` follow-ups, so at most ``max_continuations + 1``
-    parts in all.
-    """
-    if parts_so_far > policy.max_continuations or not cut_at_length(response, api):
-        return False
-    if policy.respect_client_max_tokens and client_capped_output(request, api):
-        return False
-    n = request.get("n")
-    if api == "openai" and isinstance(n, int) and n > 1:
-        return False
-    text = answer_text(response, api)
-    return bool(text.strip() if parts_so_far == 1 else text)
-
-
 def continuation_request(
     request: Mapping[str, Any],
     parts: Sequence[Mapping[str, Any]],

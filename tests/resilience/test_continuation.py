@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.policy.schema import OutputRecovery
+from gateway.resilience import followup
 from gateway.resilience.continuation import (
     RESUME_INSTRUCTION,
     answer_text,
@@ -16,11 +17,26 @@ from gateway.resilience.continuation import (
     cut_at_length,
     join_texts,
     merge_parts,
-    should_continue,
 )
 
 POLICY = OutputRecovery()
 FREE = OutputRecovery(respect_client_max_tokens=False)
+
+
+def should_continue(
+    request: dict[str, Any], response: dict[str, Any], api: str, policy: OutputRecovery, part: int
+) -> bool:
+    """Whether the ``part``-th part received (1-based) is followed by a continuation, as
+    the gateway decides it (gateway.resilience.followup)."""
+    d = followup.continuation(
+        request,
+        api,
+        policy,
+        part - 1,
+        cut=cut_at_length(response, api),
+        text=answer_text(response, api),
+    )
+    return isinstance(d, followup.Continue)
 
 
 def openai_answer(text: str, finish: str = "length", n: int = 0, **message: Any) -> dict[str, Any]:
@@ -171,46 +187,6 @@ def test_answer_text_reads_each_shape() -> None:
     )
     assert answer_text(anthropic_answer("hi", thinking=True), "anthropic") == "hi"
     assert answer_text(responses_answer("hi"), "responses") == "hi"
-
-
-# ---- should_continue ------------------------------------------------------------------
-
-
-def test_continues_a_cut_answer_up_to_max_continuations() -> None:
-    """With max_continuations 3, parts 1-3 are continued and the 4th is final."""
-    cut = openai_answer("partial")
-    assert [should_continue(OPENAI_REQUEST, cut, "openai", POLICY, n) for n in (1, 2, 3, 4)] == [
-        True, True, True, False,
-    ]  # fmt: skip
-    assert not should_continue(
-        OPENAI_REQUEST, cut, "openai", OutputRecovery(max_continuations=0), 1
-    )
-
-
-def test_no_continuation_when_the_client_capped_output() -> None:
-    """A client's own max_tokens is respected unless the policy says otherwise."""
-    capped = {**OPENAI_REQUEST, "max_tokens": 100}
-    cut = openai_answer("partial")
-    assert not should_continue(capped, cut, "openai", POLICY, 1)
-    assert should_continue(capped, cut, "openai", FREE, 1)
-    capped_responses = {**RESPONSES_REQUEST, "max_output_tokens": 100}
-    assert not should_continue(capped_responses, responses_answer("p"), "responses", POLICY, 1)
-
-
-def test_anthropic_is_continued_only_when_client_limits_are_not_respected() -> None:
-    """Anthropic max_tokens is mandatory, so it always counts as the client's own cap."""
-    cut = anthropic_answer("partial")
-    assert not should_continue(ANTHROPIC_REQUEST, cut, "anthropic", POLICY, 1)
-    assert should_continue(ANTHROPIC_REQUEST, cut, "anthropic", FREE, 1)
-
-
-def test_tool_call_answers_and_finished_answers_are_not_continued() -> None:
-    """A tool call cut at the limit, or an answer that ended normally, is passed on as is."""
-    tool = openai_answer("", tool_calls=[{"id": "c", "type": "function"}])
-    assert not should_continue(OPENAI_REQUEST, tool, "openai", POLICY, 1)
-    assert not should_continue(OPENAI_REQUEST, openai_answer("done", "stop"), "openai", POLICY, 1)
-    tool_use = {**anthropic_answer("a"), "content": [{"type": "tool_use", "id": "t"}]}
-    assert not should_continue(ANTHROPIC_REQUEST, tool_use, "anthropic", FREE, 1)
 
 
 def test_no_continuation_of_empty_answers_or_several_choices() -> None:

@@ -1,0 +1,176 @@
+"""The loops that carry out the decisions after the first byte (``resilience/followup``).
+
+Like :func:`gateway.engine.recover` before the first byte, these loops only ask and
+act: :func:`continue_answer` asks for the rest of a JSON answer cut at the token limit,
+part after part; :func:`follow_stream` relays a stream segment after segment, continuing
+a cut answer or resuming a broken one in place. The live relay (``gateway/relay.py``)
+and ``llm-gateway simulate`` plug their own side into the same loops, so both make the
+same decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.engine import Attempter, Env, Request, Result, recover
+from gateway.observe.events import RequestLog
+from gateway.policy.schema import Fallback
+from gateway.resilience import continuation, followup
+from gateway.resilience.failure import Failure
+
+
+def same_model(req: Request, model: str, body: dict[str, Any]) -> Request:
+    """A follow-up request for ``model`` only: a continuation never falls back."""
+    return replace(
+        req, body=body, model=model, policy=req.policy.model_copy(update={"fallback": Fallback()})
+    )
+
+
+def decoded(body: bytes) -> dict[str, Any] | None:
+    """A JSON object answer, or None."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def continue_answer(
+    att: Attempter,
+    req: Request,
+    result: Result,
+    first: dict[str, Any],
+    log: RequestLog,
+    env: Env,
+    *,
+    prefill: bool,
+) -> tuple[bytes, dict[str, Any]]:
+    """The whole answer: ``first`` and, while the decision says so, its continuations,
+    merged (text joined, usage summed). A failed follow-up keeps what arrived."""
+    model = result.progress.model
+    parts: list[dict[str, Any]] = [first]
+    policy = req.policy.output_recovery
+    while True:
+        last = parts[-1]
+        d = followup.continuation(
+            req.body,
+            req.api,
+            policy,
+            len(parts) - 1,
+            cut=continuation.cut_at_length(last, req.api),
+            text=continuation.answer_text(last, req.api),
+        )
+        if isinstance(d, followup.Stop):
+            break
+        follow = continuation.continuation_request(req.body, parts, req.api, prefill=prefill)
+        r = await recover(same_model(req, model, follow), log, env, att)
+        part = decoded(r.outcome.body) if r.outcome.failure is None else None
+        if part is None:
+            break  # keep what we have: the answer stays marked as cut
+        parts.append(part)
+        log.used("continuation")
+        env.events.output_continuation(log, model, d.n)
+    log.answered_by = model
+    if len(parts) == 1:
+        return result.outcome.body, first
+    merged = continuation.merge_parts(parts, req.api)
+    return orjson.dumps(merged), merged
+
+
+@dataclass(slots=True)
+class Segment:
+    """How one upstream stream ended."""
+
+    complete: bool = False
+    failure: Failure | None = None
+    diverged: bool = False
+    held: list[Any] = field(default_factory=list)  # closing events held back
+
+
+class StreamSide(Protocol):
+    """What :func:`follow_stream` acts through: the live relay, or simulate's script."""
+
+    async def pump(self) -> Segment:
+        """Relay the current upstream stream until it ends, breaks or diverges."""
+        ...
+
+    def cut(self, seg: Segment) -> bool:
+        """The segment ended at the output token limit (not a tool call)."""
+        ...
+
+    def text(self) -> str:
+        """The answer's text the client was sent so far."""
+        ...
+
+    def continuable(self) -> bool:
+        """What the client was sent can be continued in place."""
+        ...
+
+    def prefill(self) -> bool:
+        """The model that answered continues a final assistant message."""
+        ...
+
+    async def open_continuation(self) -> bool:
+        """Ask for the rest of the cut answer; True when its stream is open."""
+        ...
+
+    async def open_resume(self, modes: tuple[str, ...]) -> bool:
+        """Resume the broken answer (modes in order); True when a stream is open."""
+        ...
+
+    async def finish(self, seg: Segment) -> None:
+        """Send what ends the answer (the held closing events)."""
+        ...
+
+    async def fail(self, original: Failure) -> None:
+        """End the stream with the endpoint's error event for ``original``."""
+        ...
+
+
+async def follow_stream(side: StreamSide, req: Request, log: RequestLog, env: Env) -> None:
+    """Relay a stream to its end: segment after segment, each followed by a decision."""
+    original: Failure | None = None  # the first failure: the one the client is told about
+    continuations = resumes = 0
+    while True:
+        seg = await side.pump()
+        if seg.complete:
+            d = followup.continuation(
+                req.body,
+                req.api,
+                req.policy.output_recovery,
+                continuations,
+                cut=side.cut(seg),
+                text=side.text(),
+                continuable=side.continuable(),
+            )
+            if isinstance(d, followup.Continue) and await side.open_continuation():
+                continuations = d.n
+                log.used("continuation")
+                env.events.output_continuation(log, log.answered_by, d.n)
+                continue
+            await side.finish(seg)
+            return
+        original = original or seg.failure
+        assert original is not None
+        r = followup.after_break(
+            req.policy.stream,
+            resumes,
+            resumable=side.continuable(),
+            diverged=seg.diverged,
+            prefill=side.prefill(),
+        )
+        action = "resume" if isinstance(r, followup.Resume) else "error_event"
+        reason = "" if isinstance(r, followup.Resume) else r.reason
+        env.events.stream_interrupted(
+            log, log.answered_by, seg.failure or original, action, reason=reason
+        )
+        if isinstance(r, followup.Resume) and await side.open_resume(r.modes):
+            resumes = r.n
+            log.used("retry")
+            continue
+        log.error = f"stream interrupted: {original.category.value}"
+        await side.fail(original)
+        return
