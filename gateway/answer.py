@@ -23,6 +23,7 @@ from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
 from gateway.relay import STREAM_ERROR_TYPE, end, relay
+from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 
 _EXHAUSTED = {
@@ -30,7 +31,6 @@ _EXHAUSTED = {
     Category.server_overload: 503,
     Category.timeout: 504,
 }
-_CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
 _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
 
 
@@ -45,7 +45,7 @@ async def answer(
         return await relay(attempter, out.stream, req, log, env)
     body = out.body
     data = decoded(body) if attempter.endpoint is not Endpoint.embeddings else None
-    if attempter.endpoint in _CONTINUABLE and data is not None:
+    if attempter.endpoint.continuable and data is not None:
         prefill = attempter.policies.models[result.progress.model].prefill
         body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
     _count_tokens(body, data, log)
@@ -95,7 +95,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
         log.status = err.status
         headers.update(err.headers)
         headers["content-type"] = "application/json"
-        body = err.body_bytes(att.endpoint.client_format)
+        body = err.body_bytes(att.endpoint.dialect)
         return web.Response(body=body, status=err.status, headers=headers)
     # The provider answered: pass its body on as it said it. A server-side failure that
     # recovery could not get past is the gateway's 502/503/504 (SPEC §9), whatever 5xx
@@ -133,7 +133,7 @@ def _gateway_error(f: Failure, result: Result) -> GatewayError | None:
             param="messages",
         )
     if f.status is None or f.status == 0:
-        if result.reason == "deadline" or "deadline" in f.message:
+        if result.reason == "deadline" or f.code == DEADLINE_PASSED:
             return GatewayError(
                 504,
                 f"no answer from upstream before the request's deadline "

@@ -4,7 +4,8 @@ No request logic lives here. ``serve`` runs the app with graceful drain: on
 SIGTERM/SIGINT ``/readyz`` turns 503 at once, new requests are still served for
 ``min(5, grace/3)`` s (so load balancers can notice), then the listener closes and
 in-flight requests and streams get up to ``GATEWAY_SHUTDOWN_GRACE_S`` to finish;
-streams still running then end with an error event; the process exits 0.
+streams still running then end with an error event; the process exits 0. SIGINT
+(Ctrl-C) with no request in flight skips the accept window and exits at once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from gateway import admin, egress, streaming
+from gateway import egress, reload, routes, streaming
 from gateway.engine import Env
 from gateway.listener import Listener
 from gateway.observe import logs, tracing
@@ -171,8 +172,6 @@ class Gateway:
     # ---- life cycle -------------------------------------------------------------------
     async def start(self, host: str, port: int) -> int:
         """Open the upstream pool, the state backend, the watcher; listen. The port served."""
-        from gateway import routes
-
         logs.quiet_client_protocol_errors()  # a malformed request is the client's fault
         await self.upstream.start()
         self.state = open_state(
@@ -181,7 +180,7 @@ class Gateway:
         self.env.state = self.state
         if self.policies.uses_sim:
             await self.ensure_sim()
-        self._watcher = asyncio.create_task(admin.watch(self))
+        self._watcher = asyncio.create_task(reload.watch(self))
         separate = self.settings.metrics_port is not None
         paths = routes.ROUTES if separate else {**routes.ROUTES, **routes.METRICS}
         try:
@@ -355,13 +354,17 @@ async def _run(gw: Gateway, settings: GatewaySettings) -> int:
         await stop.wait()
         started = loop.time()
         gw.draining = True  # /readyz answers 503 from now on
+        # Ctrl-C with nothing in flight is a person at a terminal: no load balancer needs the
+        # accept window, and nothing needs the grace. SIGTERM (orchestrators) always keeps it.
+        window = 0.0 if received[0] == "SIGINT" and not gw.inflight else accept_s
         log.info(
             "gateway_draining",
             signal=received[0],
             grace_s=settings.shutdown_grace_s,
-            accept_s=accept_s,
+            accept_s=window,
         )
-        await asyncio.sleep(accept_s)  # keep serving while load balancers notice /readyz
+        if window:
+            await asyncio.sleep(window)  # keep serving while load balancers notice /readyz
         await _drain(gw, inflight_s)
         log.info("gateway_stopped", drain_s=round(loop.time() - started, 3))
     finally:

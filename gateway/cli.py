@@ -53,9 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check",
         help="validate a policy directory",
-        description="Validate every policy file; print file:line: message per problem.",
+        description=(
+            "Validate every policy file; print file:line: message per problem (exit 1)."
+            " Provider api_key_env variables that are unset are warnings"
+            " (file:line: warning: message, exit 0)."
+        ),
     )
     check.add_argument("dir", metavar="DIR", type=Path, help="policy directory (or one file)")
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="treat warnings (unset api_key_env variables) as errors: exit 1",
+    )
 
     sub.add_parser(
         "schema",
@@ -92,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--seed", metavar="N", type=int, default=0, help="random seed for jitter (default 0)"
     )
+    simulate.add_argument(
+        "--stream",
+        action="store_true",
+        help="the simulated client asks for a stream (implied by cut@N, stall@N, badchunk@N)",
+    )
+    simulate.add_argument(
+        "--conversation",
+        choices=("short", "agent"),
+        default="short",
+        help=(
+            "the simulated request: one short message (default), or a coding agent's"
+            " transcript with long tool results that compaction can shrink"
+        ),
+    )
 
     sub.add_parser(
         "hash-key",
@@ -108,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "serve":
         return _serve(args)
     if command == "check":
-        return _check(args.dir)
+        return _check(args.dir, strict=args.strict)
     if command == "schema":
         return _schema()
     if command == "simulate":
@@ -139,21 +162,33 @@ def _serve(args: argparse.Namespace) -> int:
     return int(result) if isinstance(result, int) else 0
 
 
-def _check(directory: Path) -> int:
-    from gateway.policy.load import PolicyError, load_policy_dir
+def _check(directory: Path, strict: bool = False) -> int:
+    from gateway.policy.load import PolicyError, check_policy_dir
 
     try:
-        policy_set = load_policy_dir(directory)
+        policy_set, warnings = check_policy_dir(directory)
     except PolicyError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        n = len(exc.problems)
-        print(f"{n} problem{'s' if n != 1 else ''} found", file=sys.stderr)
-        return 1
+        return _problems(exc.problems)
+    if strict and warnings:
+        return _problems(warnings)
+    for w in warnings:
+        print(f"{w.file}:{w.line}: warning: {w.message}", file=sys.stderr)
     counts = policy_set.counts()
-    summary = ", ".join(f"{v} {k if v != 1 else k.removesuffix('s')}" for k, v in counts.items())
+    summary = ", ".join(f"{v} {k if v != 1 else _singular(k)}" for k, v in counts.items())
     print(f"{directory.as_posix()}: OK ({summary})")
     return 0
+
+
+def _singular(noun: str) -> str:
+    return noun.removesuffix("ies") + "y" if noun.endswith("ies") else noun.removesuffix("s")
+
+
+def _problems(problems: Sequence[object]) -> int:
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    n = len(problems)
+    print(f"{n} problem{'s' if n != 1 else ''} found", file=sys.stderr)
+    return 1
 
 
 def _schema() -> int:

@@ -18,6 +18,7 @@ import orjson
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.schema import Policy
 from gateway.resilience import compaction, fallback
+from gateway.resilience.conversation import entries
 from gateway.resilience.decide import (
     GiveUp,
     Progress,
@@ -72,6 +73,17 @@ class Attempter(Protocol):
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome: ...
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...
+
+    # The ``summarize`` compaction step's own call (see :func:`_summarize`).
+    def model_info(self, model: str) -> tuple[str, int | None]:
+        """The wire format ``ask`` speaks to ``model`` (``openai`` or ``anthropic``), and
+        the model's context window when known."""
+        ...
+
+    async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
+        """One JSON request the gateway makes itself: never streamed (whatever the client
+        asked), bounded by ``within`` seconds, not one of the request's attempts."""
+        ...
 
 
 @dataclass(slots=True)
@@ -158,7 +170,10 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
                 if d.original_body:
                     body, on_chain = req.body, False
                 break
-            compacted = _compact(req, body, d.strategy, f, p, log, env.events)
+            if d.strategy == "summarize":
+                compacted = await _summarize(req, body, f, p, log, env, attempter)
+            else:
+                compacted = _compact(req, body, d.strategy, f, p, log, env.events)
             if compacted is not body:
                 body = compacted
                 break
@@ -202,14 +217,102 @@ def _compact(
 
 
 def _applied(
-    c: compaction.Compacted, outcome: str, model: str, log: RequestLog, events: Events
+    c: compaction.Compacted,
+    outcome: str,
+    model: str,
+    log: RequestLog,
+    events: Events,
+    **extra: Any,
 ) -> None:
     log.used("compaction")
     events.prompt_too_long_recovery(
         log, model, c.strategy, outcome,
         messages_before=c.messages_before, messages_after=c.messages_after,
-        tokens_before=c.tokens_before, tokens_after=c.tokens_after,
+        tokens_before=c.tokens_before, tokens_after=c.tokens_after, **extra,
     )  # fmt: skip
+
+
+# ---- summarize: the one strategy that calls a model ------------------------------------
+
+SUMMARY_TRIES = 2  # the summary call and at most one retry
+
+
+async def _summarize(
+    req: Request,
+    body: dict[str, Any],
+    f: Failure,
+    p: Progress,
+    log: RequestLog,
+    env: Env,
+    attempter: Attempter,
+) -> dict[str, Any]:
+    """The ``summarize`` step: the middle replaced by a summary that a model wrote.
+
+    The model is ``compaction.summarize_model``, else the request's current model.
+    Its call goes through ``attempter.ask``: JSON even for a streaming client, its
+    own deadline (``compaction.summarize_timeout`` for both tries, never past the
+    request's), one retry after a failure that a retry can help; it is an upstream
+    attempt in the metrics but not one of the request's attempts. The body comes
+    back unchanged, and the next strategy runs, when the step is skipped (no middle,
+    or the summary would not make the prompt smaller) or failed.
+    """
+    comp, events, api = req.policy.compaction, env.events, req.api
+    if compaction.apply_summary(body, api, comp, ".") is None:  # nothing a summary can replace
+        events.prompt_too_long_recovery(log, p.model, "summarize", "skipped")
+        return body
+    model = comp.summarize_model or p.model
+    wire, window = attempter.model_info(model)
+    scale = 1.0
+    if model == p.model:  # the model that just said how much fits
+        window = f.context_limit or window
+        if f.prompt_tokens:
+            scale = compaction.estimate_tokens(body, api) / f.prompt_tokens
+    ask = compaction.summary_request(
+        body, api, comp, model, wire=wire,
+        max_input_chars=compaction.summary_input_chars(window, scale),
+    )  # fmt: skip
+    assert ask is not None  # apply_summary found a middle
+    deadline = min(env.monotonic() + comp.summarize_timeout, req.deadline)
+    error = "timeout"
+    for _ in range(SUMMARY_TRIES):
+        left = deadline - env.monotonic()
+        if left <= 0:
+            error = "timeout"
+            break
+        out = await attempter.ask(model, wire, ask, left)
+        if out.failure is not None:
+            error = out.failure.category.value
+            if out.failure.category.never_retried:
+                break
+            continue
+        text = compaction.summary_text(_decoded(out), wire)
+        if not text:
+            error = "empty_summary"
+            break
+        c = compaction.apply_summary(body, api, comp, text)
+        if c is None:
+            events.prompt_too_long_recovery(
+                log, p.model, "summarize", "skipped", summary_model=model
+            )
+            return body
+        p.tried.append("summarize")
+        _applied(c, "applied", p.model, log, events, summary_model=model)
+        return c.body
+    events.prompt_too_long_recovery(
+        log, p.model, "summarize", "failed", summary_model=model, error=error,
+        messages_before=len(entries(body, api)),
+        tokens_before=compaction.estimate_tokens(body, api),
+    )  # fmt: skip
+    return body
+
+
+def _decoded(out: Outcome) -> Any:
+    if out.data is not None:
+        return out.data
+    try:
+        return orjson.loads(out.body)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:

@@ -15,19 +15,13 @@ from gateway.deadlines import Limit
 from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
-from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint, speaks
+from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, speaks
 from gateway.proxy import HttpAttempter
+from gateway.shapes import check_shape
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
-_SHAPES = {
-    Endpoint.chat: "openai",
-    Endpoint.completions: "openai",
-    Endpoint.embeddings: "openai",
-    Endpoint.responses: "responses",
-    Endpoint.messages: "anthropic",
-}
 _CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
 
 
@@ -161,6 +155,7 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
     settings = gw.settings
     raw = await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s)
     body = parse_body(raw)
+    check_shape(endpoint, body)  # 400 naming a field of the wrong type: nothing goes upstream
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("the request has no 'model': name one of GET /v1/models", "model")
@@ -203,7 +198,7 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
         )
     policy = route.policy
     req = Request(
-        api=_SHAPES[endpoint],
+        api=endpoint.shape,
         body=body,
         model=model,
         route_id=route.id,

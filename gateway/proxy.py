@@ -25,7 +25,7 @@ from gateway.observe.tracing import Tracing
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
-from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
+from gateway.resilience.decide import DEADLINE_PASSED, FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.upstream import MAPPED, Response, Upstream, UpstreamFailure, failure
 
@@ -84,7 +84,8 @@ class HttpAttempter:
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
         remaining = self.req.deadline - time.monotonic()
         if remaining <= 0:
-            return Outcome(transport_failure(Category.timeout, "the request's deadline passed"))
+            passed = "the request's deadline passed"
+            return Outcome(Failure(Category.timeout, None, passed, code=DEADLINE_PASSED))
         query = self.request.rel_url.raw_query_string  # as the client wrote it
         t = target(base, self.request.headers, query)
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
@@ -94,13 +95,13 @@ class HttpAttempter:
         if tracing is None or self.log.span is None:
             if self.log.traceparent is not None:  # traced, not sampled: the context goes on
                 t.headers["traceparent"] = self.log.traceparent
-            return await self._exchange(m.provider, model, t, wiring, data, remaining)
+            return await self._exchange(m.provider, model, t, wiring, data, remaining, self.stream)
         span = tracing.attempt(
             self.log, self.endpoint, m.provider, model, upstream_model, t.headers
         )
         out: Outcome | None = None
         try:
-            out = await self._exchange(m.provider, model, t, wiring, data, remaining)
+            out = await self._exchange(m.provider, model, t, wiring, data, remaining, self.stream)
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
@@ -111,7 +112,14 @@ class HttpAttempter:
         return out
 
     async def _exchange(
-        self, provider: str, model: str, t: Target, wiring: Wiring, data: bytes, remaining: float
+        self,
+        provider: str,
+        model: str,
+        t: Target,
+        wiring: Wiring,
+        data: bytes,
+        remaining: float,
+        stream: bool,
     ) -> Outcome:
         """One request to the provider and its answer (or the head of its stream)."""
         timeouts = self.req.policy.timeouts
@@ -134,7 +142,7 @@ class HttpAttempter:
                 self._count(provider, model, f)
                 ctype = resp.headers.get("content-type", "application/json")
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
-            if self.stream:
+            if stream:
                 return await self._open_stream(resp, provider, model, first_byte)
             raw = await self.upstream.read(resp, timeouts.stream_idle)
         except UpstreamFailure as e:
@@ -193,6 +201,52 @@ class HttpAttempter:
             return Outcome(f, status=0, body=first.raw)
         self._count(provider, model, None)
         return Outcome(stream=OpenStream(resp, splitter, head))
+
+    # ---- the summarize compaction step's call (gateway/engine.py _summarize) -----------
+    def model_info(self, model: str) -> tuple[str, int | None]:
+        m = self.policies.models[model]
+        api = self.policies.providers[m.provider].api
+        return ("anthropic" if api == "anthropic" else "openai"), m.context_window
+
+    async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
+        """A JSON request of the gateway's own (the compaction summary) to ``model``.
+
+        Never streamed, whatever the client asked; ``wire`` picks chat completions or
+        Messages, whatever the client's endpoint; none of the client's headers or
+        query go along. The whole exchange is bounded by ``within`` seconds. It counts in
+        ``upstream_attempts_total`` but not in the request's attempts. A streaming
+        client gets keepalive comments while it runs longer than ``stream.keepalive``.
+        """
+        m = self.policies.models[model]
+        wiring = self.wiring(m.provider)
+        base = wiring.targets.get(Endpoint.messages if wire == "anthropic" else Endpoint.chat)
+        if base is None:
+            msg = f"model {model!r} cannot answer a {wire!r}-format request"
+            return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
+        t = target(base, {}, "")
+        t.headers["x-request-id"] = self.log.request_id
+        data = self.req.encode(body, m.upstream_model or model)
+        task = asyncio.ensure_future(self._ask(m.provider, model, t, wiring, data, within))
+        try:
+            if self.stream:
+                keepalive = self.req.policy.stream.keepalive
+                while not (await asyncio.wait({task}, timeout=keepalive))[0]:
+                    out = await self.commit()
+                    await out.write(streaming.KEEPALIVE)
+            return await task
+        finally:
+            task.cancel()  # a no-op when done; else the client left, and so does the call
+
+    async def _ask(
+        self, provider: str, model: str, t: Target, wiring: Wiring, data: bytes, within: float
+    ) -> Outcome:
+        try:
+            with Limit(within):
+                return await self._exchange(provider, model, t, wiring, data, within, False)
+        except TimeoutError:
+            f = transport_failure(Category.timeout, f"no answer within {within:.1f}s")
+            self._count(provider, model, f)
+            return Outcome(f, status=0)
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None:
         keepalive = self.req.policy.stream.keepalive

@@ -29,7 +29,7 @@ from gateway.proxy import HttpAttempter, OpenStream
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
-from gateway.resume import API_OF, Diverged, Splice, Transcript, partial_response
+from gateway.resume import Diverged, Splice, Transcript, partial_response
 from gateway.upstream import MAPPED, UpstreamFailure, failure
 
 Kind = streaming.Kind
@@ -72,7 +72,7 @@ async def _relay(
     env: Env,
 ) -> web.StreamResponse:
     ep = att.endpoint
-    tracked = ep in API_OF and followup.tracks_answer(
+    tracked = ep.continuable and followup.tracks_answer(
         req.body, req.api, req.policy.output_recovery, req.policy.stream
     )
     side = LiveStream(att, out, s, req, log, env, Transcript(ep) if tracked else None)

@@ -59,9 +59,9 @@ from typing import Any
 
 from gateway.providers import Endpoint
 from gateway.streaming import Event, Kind
-from gateway.transcript import API_OF, Transcript, partial_response, sse_event
+from gateway.transcript import Transcript, partial_response, sse_event
 
-__all__ = ["API_OF", "Diverged", "Splice", "Transcript", "partial_response"]
+__all__ = ["Diverged", "Splice", "Transcript", "partial_response"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from gateway.deadlines import Limit
 from gateway.errors import GatewayError
 from gateway.listener import GUARDS
 from gateway.observe.events import RequestLog
-from gateway.providers import Endpoint
+from gateway.providers import Endpoint, dialect_of
 from gateway.relay import ClientStalled
 
 if TYPE_CHECKING:
@@ -55,10 +55,6 @@ METRICS: dict[str, dict[str, Handler]] = {"/metrics": {"GET": handlers.metrics}}
 _ENDPOINTS = ", ".join(f"POST {ep.value}" for ep in Endpoint) + ", GET /v1/models"
 
 
-def _format_of(path: str) -> str:
-    return "anthropic" if path.startswith("/v1/messages") else "openai"
-
-
 def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.Response:
     headers = dict(err.headers)
     if log is not None:
@@ -66,7 +62,7 @@ def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.
         log.error = err.code or err.type or str(err.status)
         headers.update(log.headers())
     headers["content-type"] = "application/json"
-    resp = web.Response(body=err.body_bytes(_format_of(path)), status=err.status, headers=headers)
+    resp = web.Response(body=err.body_bytes(dialect_of(path)), status=err.status, headers=headers)
     if err.close:
         resp.force_close()  # the rest of the body was not read: no keep-alive
     return resp

@@ -18,8 +18,6 @@ import orjson
 from gateway.providers import Endpoint
 from gateway.streaming import Event, Kind
 
-API_OF = {Endpoint.chat: "openai", Endpoint.messages: "anthropic", Endpoint.responses: "responses"}
-
 _TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
 
 
@@ -258,7 +256,7 @@ def partial_response(transcript: Transcript) -> dict[str, Any]:
     """A minimal non-streaming answer of the endpoint's shape holding the text sent so far.
 
     It is what :func:`~gateway.resilience.continuation.continuation_request` needs as the
-    earlier part (api ``API_OF[endpoint]``).
+    earlier part (api ``endpoint.shape``).
     """
     t = transcript
     text = t.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import aiohttp
 import openai
 
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, PROVIDER_KEY_ENV
+from tests.waiting import eventually
 
 
 def free_port() -> int:
@@ -37,18 +39,20 @@ class GatewayProcess:
              "--port", str(self.port)],
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+        proc = self.proc
         async with aiohttp.ClientSession() as s:
-            for _ in range(600):
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"gateway exited with {self.proc.returncode}")
+
+            async def ready() -> bool:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"gateway exited with {proc.returncode}")
                 try:
                     async with s.get(self.url + "/readyz") as r:
-                        if r.status == 200:
-                            return self
+                        return r.status == 200
                 except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise RuntimeError("gateway did not become ready")
+                    return False
+
+            await eventually(ready, within=30, step=0.02, what="the gateway's /readyz")
+        return self
 
     def openai(self) -> openai.AsyncOpenAI:
         client = openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=CLIENT_KEY, max_retries=0)
@@ -59,5 +63,7 @@ class GatewayProcess:
         for c in self._clients:
             await c.close()
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+            # Ctrl-C: with nothing in flight the gateway exits at once (SIGTERM would keep
+            # its accept window for load balancers, 5 s with the default grace).
+            self.proc.send_signal(signal.SIGINT)
             await asyncio.to_thread(self.proc.wait, 30)

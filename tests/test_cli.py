@@ -19,8 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = ROOT / "policies"
 
 
-def run(*args: str, stdin: str = "", cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """Run `python -m gateway ARGS` as a user would (this checkout first on the path)."""
+def run(
+    *args: str, stdin: str = "", cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m gateway ARGS` as a user would (this checkout first on the path);
+    ``env`` adds to the environment."""
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "gateway", *args],
@@ -28,7 +31,7 @@ def run(*args: str, stdin: str = "", cwd: Path = ROOT) -> subprocess.CompletedPr
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": pythonpath},
+        env={**os.environ, "PYTHONPATH": pythonpath, **(env or {})},
         timeout=60,
         check=False,
     )
@@ -62,13 +65,95 @@ def test_check_broken_dir_fails_with_file_line(tmp_path: Path) -> None:
     ]
 
 
-def test_check_does_not_need_provider_keys(tmp_path: Path) -> None:
-    """Provider api_key_env variables need not be set for `check` (CI has no secrets)."""
-    (tmp_path / "p.yaml").write_text(
-        "providers:\n  oa: {api: openai, base_url: https://x/v1, api_key_env: CLI_TEST_NO_KEY}\n"
-        "models:\n  gpt: {provider: oa}\n"
+PROVIDERS = """\
+providers:
+  oa:
+    api: openai
+    base_url: https://x/v1
+    api_key_env: CLI_TEST_NO_KEY
+  an: {api: anthropic, base_url: https://y, api_key_env: CLI_TEST_EMPTY_KEY}
+  spare: {api: openai, base_url: https://z/v1, api_key_env: CLI_TEST_UNUSED_KEY}
+models:
+  gpt: {provider: oa}
+  claude: {provider: an}
+"""
+WARNINGS = [
+    "p/providers.yaml:5: warning: providers.oa.api_key_env: environment variable"
+    " CLI_TEST_NO_KEY is not set or empty: requests to provider 'oa' would go upstream"
+    " without a key",
+    "p/providers.yaml:6: warning: providers.an.api_key_env: environment variable"
+    " CLI_TEST_EMPTY_KEY is not set or empty: requests to provider 'an' would go upstream"
+    " without a key",
+]
+NO_KEYS = {"CLI_TEST_EMPTY_KEY": ""}  # CLI_TEST_NO_KEY and CLI_TEST_UNUSED_KEY are unset
+
+
+@pytest.fixture
+def keyless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path/p``: providers whose api_key_env variables are unset (one empty)."""
+    for var in ("CLI_TEST_NO_KEY", "CLI_TEST_UNUSED_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "providers.yaml").write_text(PROVIDERS)
+    return tmp_path
+
+
+def test_check_warns_about_unset_provider_keys(keyless: Path) -> None:
+    """Unset (or empty) api_key_env variables of the providers models use are warnings,
+    file:line: warning: message on stderr, and `check` still exits 0 (CI has no secrets).
+    A provider no model uses is not reported (serve does not need its key either)."""
+    result = run("check", "p", cwd=keyless, env=NO_KEYS)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == WARNINGS
+    assert result.stdout == "p: OK (1 file, 3 providers, 2 models, 1 policy, 0 teams, 0 routes)\n"
+
+
+def test_check_strict_makes_warnings_errors(keyless: Path) -> None:
+    """`check --strict` reports the same lines as problems and exits 1."""
+    result = run("check", "--strict", "p", cwd=keyless, env=NO_KEYS)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        *(w.replace(" warning: ", " ", 1) for w in WARNINGS),
+        "2 problems found",
+    ]
+
+
+def test_check_strict_passes_with_the_keys_set(keyless: Path) -> None:
+    """With every used provider's key set, `check --strict` exits 0 and warns about nothing."""
+    keys = {"CLI_TEST_NO_KEY": "k1", "CLI_TEST_EMPTY_KEY": "k2"}
+    result = run("check", "--strict", "p", cwd=keyless, env=keys)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith("p: OK (")
+
+
+def test_check_strict_still_reports_errors_first(keyless: Path) -> None:
+    """A set with errors fails with its errors alone, strict or not (warnings are about a
+    set that loads); an unset team env: key is an error either way."""
+    (keyless / "p" / "t.yaml").write_text("teams:\n  t:\n    keys: [env:CLI_TEST_UNSET_KEY]\n")
+    for args in (("check", "p"), ("check", "--strict", "p")):
+        result = run(*args, cwd=keyless, env=NO_KEYS)
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [
+            "p/t.yaml:3: teams.t.keys[0]: environment variable CLI_TEST_UNSET_KEY"
+            " is not set or empty",
+            "1 problem found",
+        ]
+
+
+def test_check_warnings_match_what_serve_reports(keyless: Path) -> None:
+    """The warnings name exactly the variables serve logs as provider_key_missing."""
+    from gateway.policy.load import check_policy_dir
+
+    env = {"CLI_TEST_EMPTY_KEY": ""}
+    policy_set, warnings = check_policy_dir(keyless / "p", env=env)
+    assert [w.message.split()[3] for w in warnings] == ["CLI_TEST_NO_KEY", "CLI_TEST_EMPTY_KEY"]
+    assert sorted(w.message.split()[3] for w in warnings) == policy_set.missing_provider_env(env)
+    assert [w.line for w in warnings] == [5, 6]
+    assert (
+        check_policy_dir(keyless / "p", env={"CLI_TEST_NO_KEY": "a", "CLI_TEST_EMPTY_KEY": "b"})[1]
+        == []
     )
-    assert run("check", str(tmp_path)).returncode == 0
 
 
 def test_check_missing_dir(tmp_path: Path) -> None:

@@ -273,3 +273,42 @@ def test_every_setting_is_in_the_operations_table() -> None:
     fields.discard("GATEWAY_DEMO")  # the --demo flag, documented in the README
     assert fields - rows == set(), "settings without a row in docs/operations.md"
     assert rows - fields == set(), "rows in docs/operations.md that are not settings"
+
+
+def _named_paths(text: str) -> set[str]:
+    """Backticked file paths (``a/b.py``, ``deploy/x.yaml``) and ``gateway.x.y`` modules."""
+    names = set()
+    for token in re.findall(r"`([^`\s]+)`", text):
+        token = token.split("::")[0].split(":")[0].rstrip(".,")
+        is_file = re.fullmatch(r"[\w./-]+\.(py|md|yaml|yml|json|toml|conf)", token) and "/" in token
+        if is_file or re.fullmatch(r"gateway(\.\w+)+", token):
+            names.add(token)
+    return names
+
+
+def _exists(name: str, here: Path) -> bool:
+    if name.startswith("gateway.") and "/" not in name:
+        parts = name.split(".")
+        # a module, or an attribute of one (gateway.app.create_app)
+        for cut in range(len(parts), 1, -1):
+            base = ROOT.joinpath(*parts[:cut])
+            if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+                return True
+        return False
+    if name.startswith(("../", "/", "~")) or "shared/" in name:
+        return True  # outside the repository
+    bases = (here, ROOT, ROOT / "gateway", ROOT / "policies")
+    return any((base / name).exists() for base in bases)
+
+
+def test_every_path_and_module_a_doc_names_exists() -> None:
+    """A doc that names a file or module (`gateway/x.py`, `policy/load.py`,
+    `gateway.engine`) names one that exists."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+    missing = {
+        f"{doc.relative_to(ROOT)}: {name}"
+        for doc in docs
+        for name in _named_paths(doc.read_text(encoding="utf-8"))
+        if not _exists(name, doc.parent)
+    }
+    assert not missing, sorted(missing)

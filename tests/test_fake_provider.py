@@ -40,6 +40,7 @@ from gateway.testing import (
     Success,
     tokens_of,
 )
+from tests.waiting import eventually
 
 MODEL = "fake-model"
 REPLY = DEFAULT_REPLY.format(model=MODEL)
@@ -565,8 +566,7 @@ async def test_stop_ends_hanging_requests() -> None:
     fp.push(Hang())
     async with openai.AsyncOpenAI(base_url=fp.url + "/v1", api_key="k", max_retries=0) as c:
         call = asyncio.create_task(c.chat.completions.create(model=MODEL, messages=HELLO))
-        while not fp.requests:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+        await eventually(lambda: fp.requests)  # the request is hanging at the provider
         start = time.monotonic()
         await fp.stop()
         assert time.monotonic() - start < 1

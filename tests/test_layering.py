@@ -58,3 +58,47 @@ def test_only_upstream_uses_the_http_client() -> None:
         if "testing" not in p.parts and opens_client(p.read_text())
     }
     assert users == {"upstream.py"}
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The gateway modules a file imports when it runs (not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    deps: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gateway"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                as_file = GATEWAY.parent / (full.replace(".", "/") + ".py")
+                deps.add(full if as_file.exists() else node.module)
+        elif isinstance(node, ast.Import):
+            deps |= {a.name for a in node.names if a.name.startswith("gateway")}
+    return deps
+
+
+def test_no_import_cycles() -> None:
+    """The modules' runtime imports form no cycle (the package reads top-down)."""
+    modules = {}
+    for p in GATEWAY.rglob("*.py"):
+        parts = p.relative_to(GATEWAY.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = _runtime_imports(p)
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        path.append(m)
+        for d in sorted(modules.get(m, ())):
+            if d not in modules:
+                continue
+            assert state.get(d) != 1, " -> ".join([*path[path.index(d) :], d])
+            if d not in state:
+                visit(d)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m)

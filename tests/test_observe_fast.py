@@ -1,6 +1,7 @@
 """The observability hot path (gateway/observe): the access log's fast JSON line and the
-folded per-request metrics say exactly what structlog's chain and plain Prometheus calls
-said, and redaction, level filtering, capture_logs and the console format still work."""
+per-request metrics counted in plain Python and exposed by custom collectors say exactly
+what structlog's chain and plain Prometheus calls said, and redaction, level filtering,
+capture_logs and the console format still work."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from structlog.testing import capture_logs
 
 from gateway.observe import logs
@@ -255,22 +256,41 @@ def test_json_lines_without_a_descriptor() -> None:
 
 
 class Reference:
-    """The per-request series fed the way events.py fed them before: public Prometheus calls."""
+    """The per-request series fed the way events.py fed them before: public Prometheus calls
+    on plain ``Counter`` / ``Histogram`` objects, with the help texts they had."""
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.requests = Counter(P + "requests_total", "", ["team", "model", "status"], registry=r)
+        self.requests = Counter(
+            P + "requests_total", "Requests answered", ["team", "model", "status"], registry=r
+        )
         buckets = _LATENCY_BUCKETS
         self.duration = Histogram(
-            P + "request_duration_seconds", "", ["team", "model"], buckets=buckets, registry=r
+            P + "request_duration_seconds",
+            "Time from request to the last byte of the answer",
+            ["team", "model"],
+            buckets=buckets,
+            registry=r,
         )
         self.ttfb = Histogram(
-            P + "time_to_first_byte_seconds", "", ["team", "model"], buckets=buckets, registry=r
+            P + "time_to_first_byte_seconds",
+            "Time from request to the first byte sent to the client",
+            ["team", "model"],
+            buckets=buckets,
+            registry=r,
         )
         self.attempts = Counter(
-            P + "upstream_attempts_total", "", ["provider", "model", "category"], registry=r
+            P + "upstream_attempts_total",
+            "Upstream attempts by outcome category (ok for success)",
+            ["provider", "model", "category"],
+            registry=r,
         )
-        self.tokens = Counter(P + "tokens_total", "", ["team", "model", "kind"], registry=r)
+        self.tokens = Counter(
+            P + "tokens_total",
+            "Tokens reported by upstream usage",
+            ["team", "model", "kind"],
+            registry=r,
+        )
 
     def request_completed(self, r: RequestLog, now: float) -> None:
         model = r.answered_by or r.model
@@ -310,7 +330,7 @@ def assert_same(got: CollectorRegistry, want: CollectorRegistry) -> None:
         assert g[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
 
 
-def test_folded_metrics_equal_direct_prometheus_calls() -> None:
+def test_collected_metrics_equal_direct_prometheus_calls() -> None:
     """Same series, same values (bucket edges, zero, negative, inf), at every scrape."""
     rng = random.Random(11)
     m, ref = Metrics(), Reference()
@@ -336,7 +356,7 @@ def test_folded_metrics_equal_direct_prometheus_calls() -> None:
             ev.upstream_attempt(provider, "gpt-test", category)
             ref.attempts.labels(provider, "gpt-test", category).inc()
         assert_same(m.registry, ref.registry)
-        assert_same(m.registry, ref.registry)  # folding twice adds nothing
+        assert_same(m.registry, ref.registry)  # collecting twice adds nothing
         if round_ == 1:
             body, _ = m.render()
             assert b"llm_gateway_requests_total{" in body
@@ -375,18 +395,103 @@ def test_negative_tokens_raise_as_before() -> None:
         Events(Metrics()).request_completed(request(prompt_tokens=-1), 10.1)
 
 
-def test_multiprocess_mode_folds_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the children's values are read without this registry, nothing waits."""
+def feed(ev: Events, ref: Reference, n: int, seed: int = 5) -> None:
+    """The same requests and upstream attempts to ``ev`` and ``ref``."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        r = request(
+            team=rng.choice(["team-a", "team-b"]),
+            status=rng.choice([200, 429]),
+            ttfb=rng.choice([None, rng.random()]),
+            prompt_tokens=rng.choice([0, 7]),
+            completion_tokens=rng.choice([0, 9]),
+        )
+        now = 10.0 + rng.expovariate(1.0)
+        ev.request_completed(r, now)
+        ref.request_completed(r, now)
+        category = "ok" if r.status == 200 else "rate_limit"
+        ev.upstream_attempt("fake", "gpt-test", category)
+        ref.attempts.labels("fake", "gpt-test", category).inc()
+
+
+def exposition(body: bytes) -> tuple[list[str], dict[tuple[str, str], float]]:
+    """The HELP and TYPE lines of the per-request metrics, and their samples by (name,
+    labels) with the ``_created`` timestamps."""
+    meta, values = [], {}
+    for line in body.decode().splitlines():
+        if line.startswith("#"):
+            if any(f" {name.removesuffix('_total')}" in line for name in NAMES):
+                meta.append(line)
+            continue
+        series, _, value = line.rpartition(" ")
+        if any(series.startswith(name.removesuffix("_total")) for name in NAMES):
+            values[series.partition("{")[0], series] = float(value)
+    return meta, values
+
+
+def test_exposition_is_that_of_plain_metrics() -> None:
+    """/metrics shows the per-request series as the plain Counter / Histogram objects did:
+    HELP and TYPE lines, every sample, the _created series; each metric once."""
+    m, ref = Metrics(), Reference()
+    feed(Events(m), ref, 200)
+    (meta, got), (ref_meta, want) = (
+        exposition(m.render()[0]),
+        exposition(generate_latest(ref.registry)),
+    )
+    assert sorted(meta) == sorted(ref_meta) and len(meta) == 2 * 5 + 2 * 5  # + _created
+    assert got.keys() == want.keys()
+    created = [k for k in want if k[0].endswith("_created")]
+    assert len(created) == 4 + 2 + 2 + 2 + 4  # one per child, as before
+    for key, value in want.items():
+        if key[0].endswith("_created"):
+            assert abs(got[key] - value) < 60, key
+        else:
+            assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+    types = re.findall(r"^# TYPE (\S+) ", m.render()[0].decode(), flags=re.MULTILINE)
+    assert len(types) == len(set(types))
+    # the registry knows the collectors' names: the same metric cannot be registered twice
+    with pytest.raises(ValueError, match="Duplicated"):
+        Counter(P + "requests_total", "again", ["team"], registry=m.registry)
+    with pytest.raises(ValueError, match="Duplicated"):
+        Histogram(P + "time_to_first_byte_seconds", "again", registry=m.registry)
+
+
+def test_multiprocess_mode_uses_plain_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In prometheus_client's multiprocess mode values are read from every process's files,
+    not from collectors: the per-request series are plain Prometheus objects, fed at once."""
     from gateway.observe import metrics
 
-    monkeypatch.setattr(metrics, "_FOLD_AT_ONCE", True)
-    m = Metrics()
-    ev = Events(m)
-    ev.request_completed(request(), 10.3)
-    ev.upstream_attempt("fake", "gpt-test", "ok")
-    assert m.requests.labels("team-a", "gpt-test", "200")._value.get() == 1
-    assert m.duration.labels("team-a", "gpt-test")._sum.get() == pytest.approx(0.3)
-    assert m.upstream_attempts.labels("fake", "gpt-test", "ok")._value.get() == 1
+    monkeypatch.setattr(metrics, "_MULTIPROCESS", True)
+    m, ref = Metrics(), Reference()
+    assert isinstance(m.requests, Counter) and isinstance(m.duration, Histogram)
+    assert isinstance(m.ttfb, Histogram) and isinstance(m.upstream_attempts, Counter)
+    assert isinstance(m.tokens, Counter)
+    feed(Events(m), ref, 100)
+    assert_same(m.registry, ref.registry)
+    with pytest.raises(ValueError, match="non-negative"):
+        Events(m).request_completed(request(completion_tokens=-1), 10.1)
+
+
+def test_only_public_library_api() -> None:
+    """gateway/observe uses prometheus_client and structlog through their public API: no
+    private module or name is imported, no private attribute of theirs is touched."""
+    import ast
+
+    root = Path(__file__).parents[1] / "gateway" / "observe"
+    libraries = ("prometheus_client", "structlog")
+    private_attrs = {"_sum", "_buckets", "_upper_bounds", "_value", "_metrics", "_CONFIG",
+                     "_created", "_multiprocess", "_use_created"}  # fmt: skip
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(libraries):
+                parts = [*(node.module or "").split("."), *(a.name for a in node.names)]
+                assert not any(p.startswith("_") for p in parts), (path.name, ast.dump(node))
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith(libraries):
+                        assert not any(p.startswith("_") for p in a.name.split(".")), path.name
+            elif isinstance(node, ast.Attribute):
+                assert node.attr not in private_attrs, (path.name, node.lineno, node.attr)
 
 
 async def test_access_lines_of_one_loop_pass_are_written_together() -> None:
@@ -413,10 +518,10 @@ async def test_access_lines_of_one_loop_pass_are_written_together() -> None:
     out.batch(b"a\n")
     out.batch(b"b\n")
     assert f.writes == []  # not yet: the loop pass has not ended
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # the scenario: one loop pass ends
     assert f.writes == [b"a\nb\n"]
     out.batch(b"c\n")
     out.write(b"d\n")  # another event: what is gathered goes first
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # another loop pass
     assert f.writes == [b"a\nb\n", b"c\n", b"d\n"]
     assert f.getvalue() == b"a\nb\nc\nd\n"

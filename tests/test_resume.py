@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gateway.providers import Endpoint
 from gateway.resilience.continuation import answer_text, continuation_request, join_texts
-from gateway.resume import API_OF, Diverged, Splice, Transcript, partial_response
+from gateway.resume import Diverged, Splice, Transcript, partial_response
 from gateway.streaming import Event, Kind, Splitter, classify_event
 from gateway.testing import shapes
 
@@ -588,7 +588,7 @@ REQUESTS = {
 def test_partial_response_feeds_continuation_request(endpoint: Endpoint) -> None:
     """partial_response holds the text sent, as continuation_request reads it."""
     t, _ = cut(endpoint, "Partial answer, then ", 8, chunks=4)
-    api = API_OF[endpoint]
+    api = endpoint.shape
     part = partial_response(t)
     assert answer_text(part, api) == "Partial answer, then "
     follow = continuation_request(REQUESTS[endpoint], [part], api, prefill=True)

@@ -17,6 +17,7 @@ import pytest
 
 from gateway.errors import Category
 from gateway.upstream import Limits, Upstream, UpstreamFailure
+from tests.waiting import eventually
 
 Script = Callable[[int, asyncio.StreamWriter], Awaitable[None]]
 
@@ -82,8 +83,16 @@ async def forge_while_idle(n: int, writer: asyncio.StreamWriter) -> None:
     """Answer, then (on the first request only) push a second, forged answer 50 ms later."""
     writer.write(response(b'{"n":%d}' % n))
     if n == 1:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the scenario: the connection is idle in the pool by then
         writer.write(response(b'{"forged":true}'))
+
+
+def idle_connection_spoke(connector: aiohttp.BaseConnector) -> bool:
+    """Whether a connection idle in the pool has received bytes: the very test aiohttp applies
+    on release and ``upstream._Pool`` on reuse (``protocol.should_close``). The pool is
+    aiohttp's private ``_conns``; these tests are about aiohttp's internals anyway."""
+    pooled = connector._conns.values()  # type: ignore[attr-defined]
+    return any(proto.should_close for conns in pooled for proto, _ in conns)
 
 
 async def test_aiohttp_alone_hands_a_forged_idle_answer_to_the_next_request(
@@ -96,7 +105,8 @@ async def test_aiohttp_alone_hands_a_forged_idle_answer_to_the_next_request(
     async with aiohttp.ClientSession() as s:
         async with s.post(url, data=b"{}") as r:
             assert await r.read() == b'{"n":1}'
-        await asyncio.sleep(0.2)
+        assert s.connector is not None
+        await eventually(lambda: idle_connection_spoke(s.connector), what="the forged answer")
         async with s.post(url, data=b"{}") as r:
             assert await r.read() == b'{"forged":true}'
 
@@ -107,7 +117,9 @@ async def test_a_connection_that_spoke_while_idle_is_never_reused(
     """Bytes a provider sends on an idle pooled connection never answer a later request."""
     url = await server(forge_while_idle)
     assert await post(upstream, url) == b'{"n":1}'
-    await asyncio.sleep(0.2)
+    connector = upstream._session.connector  # type: ignore[union-attr]
+    assert connector is not None
+    await eventually(lambda: idle_connection_spoke(connector), what="the forged answer")
     assert await post(upstream, url) == b'{"n":2}'  # a fresh connection, a real answer
     assert await post(upstream, url) == b'{"n":3}'
 
@@ -173,7 +185,7 @@ async def test_silence_is_a_first_byte_timeout(server: Any, upstream: Upstream) 
     """No status line in time: a timeout whose stage says the first byte never came."""
 
     async def silent(n: int, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(5)
+        await asyncio.sleep(5)  # the scenario: a provider that never answers
 
     url = await server(silent)
     with pytest.raises(UpstreamFailure) as info:

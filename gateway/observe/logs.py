@@ -4,8 +4,9 @@ The access log (``request_completed``, one per request) has a fast path for the 
 format: :class:`FastJson` writes the line that structlog's chain would write (same fields
 in the same order, then ``event``, ``level``, ``timestamp``; same sink) without the chain,
 at a fraction of its cost. It is used only while the chain :func:`configure` installed is
-still structlog's configuration: under ``structlog.testing.capture_logs`` or after another
-``structlog.configure`` the event goes through structlog as before.
+still structlog's configuration (what it passed to ``structlog.configure``, compared with
+structlog's public ``structlog.get_config()``): under ``structlog.testing.capture_logs`` or
+after another ``structlog.configure`` the event goes through structlog as before.
 """
 
 from __future__ import annotations
@@ -21,12 +22,6 @@ from typing import IO, Any
 
 import orjson
 import structlog
-
-_STRUCTLOG: Any
-try:  # the live configuration, to notice capture_logs or another configure() (see FastJson)
-    from structlog._config import _CONFIG as _STRUCTLOG
-except ImportError:  # pragma: no cover - structlog moved its internals: always take the chain
-    _STRUCTLOG = None
 
 # Field names whose values must never reach a log line, whatever the caller passed.
 _SECRET_FIELDS = frozenset(
@@ -197,14 +192,18 @@ class FastJson:
         self._write = out.batch
 
     def current(self) -> bool:
-        """Whether the chain :func:`configure` installed is still structlog's."""
-        c = _STRUCTLOG
+        """Whether the chain :func:`configure` installed is still structlog's: the
+        processors, wrapper class and logger factory it passed to ``structlog.configure``
+        are those ``structlog.get_config()`` returns (the same objects), and the renderer
+        is still last in that processor list (``capture_logs`` swaps its processors in place,
+        in the same list)."""
+        c = _get_config()
+        processors = self._processors
         return (
-            c is not None
-            and c.default_processors is self._processors
-            and self._processors[-1] is self._renderer  # capture_logs swaps it in place
-            and c.default_wrapper_class is self._wrapper
-            and c.logger_factory is self._factory
+            c["processors"] is processors
+            and processors[-1] is self._renderer
+            and c["wrapper_class"] is self._wrapper
+            and c["logger_factory"] is self._factory
         )
 
     def write(self, line: dict[str, Any]) -> bool:
@@ -220,6 +219,8 @@ class FastJson:
         self._write(data)
         return True
 
+
+_get_config = structlog.get_config  # public; a fresh dict of the live configuration per call
 
 #: Set by :func:`configure` for the JSON format, else None.
 fast_json: FastJson | None = None

@@ -4,19 +4,28 @@ Label values come from policy files (team, model, provider, strategy) or fixed s
 (category, status code), never raw from requests, so cardinality stays bounded.
 
 The per-request series (requests, duration, time to first byte, tokens, upstream attempts)
-are counted in plain Python under one lock and folded into the Prometheus children when the
-registry collects (every scrape, ``render()``, ``get_sample_value``): a Prometheus ``inc()``
-or ``observe()`` takes its own lock and walks the buckets in Python, about a microsecond
-each, five of them per request. What a scrape sees is the same: children are created when
-the request is counted, as before, and every count is folded in before any sample is read.
+are counted in plain Python under one lock and exposed by custom collectors
+(prometheus_client's ``Collector`` interface: ``collect()`` builds a
+``CounterMetricFamily`` / ``HistogramMetricFamily`` from the counts at every scrape,
+``render()``, ``get_sample_value``): a Prometheus ``inc()`` or ``observe()`` takes its own
+lock and walks the buckets in Python, about a microsecond each, five of them per request.
+A scrape sees what the plain ``Counter`` / ``Histogram`` objects showed: the same names,
+types, help, labels, buckets and ``_created`` series, a series from the request that first
+counted it (tests/test_observe_fast.py compares every sample with plain ``inc()`` /
+``observe()`` calls). In prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``
+set) the values are read from every process's files, never from collectors: there the
+per-request series are plain Prometheus objects fed directly.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import threading
+import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,79 +34,68 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
-    values,
 )
-from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 P = "llm_gateway_"
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
-# Multiprocess mode collects the children's mmap files, never this registry: fold at once there.
-_FOLD_AT_ONCE = bool(getattr(values.ValueClass, "_multiprocess", True))
+#: The histograms' upper bounds, +Inf last, as ``Histogram`` keeps them; an observation ``v``
+#: is counted at ``bisect_left(_BOUNDS, v)``, the first bound ``>= v`` as ``observe()``'s
+#: walk finds it; NaN at ``_NAN``, a spare slot: summed, in no bucket, as ``observe()`` does.
+_BOUNDS = [*(float(b) for b in _LATENCY_BUCKETS), math.inf]
+_NAN = len(_BOUNDS)
+#: The ``le`` label of each bound, as prometheus_client writes it (Go's float format; the
+#: bounds are plain decimals below 1e6, where that is Python's ``repr``).
+_LE = [("+Inf" if b == math.inf else repr(b)) for b in _BOUNDS]
+# As prometheus_client decides them, from the environment when it is imported (documented:
+# multiprocess mode, and PROMETHEUS_DISABLE_CREATED_SERIES to drop the _created series).
+_MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
+_CREATED = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() not in (
+    "true",
+    "1",
+    "t",
+)
 
-
-class _Folding(MetricWrapperBase):
-    """A metric that folds the pending per-request counts in before it is collected."""
-
-    _fold: Callable[[], None] | None = None
-
-    def collect(self) -> Iterable[Metric]:
-        if self._fold is not None:
-            self._fold()
-        return super().collect()
-
-
-class _Counter(_Folding, Counter):
-    pass
-
-
-class _Histogram(_Folding, Histogram):
-    pass
+_REQUESTS = (P + "requests_total", "Requests answered", ("team", "model", "status"))
+_DURATION = (
+    P + "request_duration_seconds",
+    "Time from request to the last byte of the answer",
+    ("team", "model"),
+)
+_TTFB = (
+    P + "time_to_first_byte_seconds",
+    "Time from request to the first byte sent to the client",
+    ("team", "model"),
+)
+_ATTEMPTS = (
+    P + "upstream_attempts_total",
+    "Upstream attempts by outcome category (ok for success)",
+    ("provider", "model", "category"),
+)
+_TOKENS = (P + "tokens_total", "Tokens reported by upstream usage", ("team", "model", "kind"))
 
 
 class _Count:
-    """A counter child and what is counted for it but not yet folded in."""
+    """One counter series: its value and when it was created."""
 
-    __slots__ = ("child", "value")
+    __slots__ = ("created", "value")
 
-    def __init__(self, child: Any) -> None:
-        self.child = child
+    def __init__(self) -> None:
         self.value: float = 0
-
-    def fold(self) -> None:
-        if self.value:
-            self.child.inc(self.value)
-            self.value = 0
+        self.created = time.time()
 
 
 class _Observed:
-    """A histogram child and its observations not yet folded in: their sum and, per bucket,
-    how many fell in it. :meth:`Metrics.request_done` adds ``v`` at the index
-    ``bisect_left(bounds, v)``, the first bound ``>= v`` as ``observe()``'s walk finds it;
-    NaN goes to the spare last slot: summed, in no bucket, as ``observe()`` does.
-    Folding adds to the child's ``_sum`` and ``_buckets`` values (prometheus_client has no
-    public call to add n observations at once); tests/test_observe_fast.py checks the
-    result against plain ``observe()`` calls, sample for sample."""
+    """One histogram series: the sum of its observations and, per bound of ``_BOUNDS``
+    (then NaN), how many fell at it (not cumulative)."""
 
-    __slots__ = ("bounds", "child", "counts", "nan", "sum")
+    __slots__ = ("counts", "created", "sum")
 
-    def __init__(self, child: Any) -> None:
-        self.child = child
-        self.bounds: list[float] = list(child._upper_bounds)
-        self.nan = len(self.bounds)
-        self.counts = [0] * (self.nan + 1)
+    def __init__(self) -> None:
+        self.counts = [0] * (_NAN + 1)
         self.sum = 0.0
-
-    def fold(self) -> None:
-        counts, child = self.counts, self.child
-        if self.sum or any(counts):
-            child._sum.inc(self.sum)
-            buckets = child._buckets
-            for i in range(self.nan):
-                if counts[i]:
-                    buckets[i].inc(counts[i])
-            self.counts = [0] * (self.nan + 1)
-            self.sum = 0.0
+        self.created = time.time()
 
 
 class _Series:
@@ -105,40 +103,80 @@ class _Series:
 
     __slots__ = ("by_status", "completion", "duration", "prompt", "ttfb")
 
-    def __init__(self, duration: _Observed) -> None:
+    def __init__(self) -> None:
         self.by_status: dict[int, _Count] = {}
-        self.duration = duration
+        self.duration = _Observed()
         self.ttfb: _Observed | None = None
         self.prompt: _Count | None = None
         self.completion: _Count | None = None
+
+
+class _Family:
+    """A custom collector (prometheus_client's ``Collector`` interface) for one metric:
+    ``collect()`` builds it from the plain counts; ``describe()`` names it without samples,
+    so that registering it fails as a plain metric's would if the name were taken."""
+
+    __slots__ = ("_build", "_empty")
+
+    def __init__(self, empty: Callable[[], Metric], build: Callable[[], Metric]) -> None:
+        self._empty, self._build = empty, build
+
+    def describe(self) -> list[Metric]:
+        return [self._empty()]
+
+    def collect(self) -> list[Metric]:
+        return [self._build()]
+
+
+class _Plain:
+    """Multiprocess mode: the per-request series as plain Prometheus objects, fed directly."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.requests = Counter(*_REQUESTS, registry=r)
+        self.duration = Histogram(*_DURATION, buckets=_LATENCY_BUCKETS, registry=r)
+        self.ttfb = Histogram(*_TTFB, buckets=_LATENCY_BUCKETS, registry=r)
+        self.upstream_attempts = Counter(*_ATTEMPTS, registry=r)
+        self.tokens = Counter(*_TOKENS, registry=r)
+
+    def request_done(
+        self,
+        team: str,
+        model: str,
+        status: int,
+        duration: float,
+        ttfb: float | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+    ) -> None:
+        self.requests.labels(team, model, str(status)).inc()
+        self.duration.labels(team, model).observe(duration)
+        if ttfb is not None:
+            self.ttfb.labels(team, model).observe(ttfb)
+        if prompt_tokens:
+            self.tokens.labels(team, model, "prompt").inc(prompt_tokens)
+        if completion_tokens:
+            self.tokens.labels(team, model, "completion").inc(completion_tokens)
 
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = _Counter(
-            P + "requests_total", "Requests answered", ["team", "model", "status"], registry=r
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], _Series] = {}
+        self._attempts: dict[tuple[str, str, str], _Count] = {}
+        # Registered in this order, as /metrics lists them; the per-request ones as
+        # collectors of the counts above, or plain objects in multiprocess mode.
+        p = self._plain = _Plain(r) if _MULTIPROCESS else None
+        self.requests: Collector = (
+            p.requests if p else self._family(_REQUESTS, False, self._collect_requests)
         )
-        self.duration = _Histogram(
-            P + "request_duration_seconds",
-            "Time from request to the last byte of the answer",
-            ["team", "model"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+        self.duration: Collector = (
+            p.duration if p else self._family(_DURATION, True, self._collect_duration)
         )
-        self.ttfb = _Histogram(
-            P + "time_to_first_byte_seconds",
-            "Time from request to the first byte sent to the client",
-            ["team", "model"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.upstream_attempts = _Counter(
-            P + "upstream_attempts_total",
-            "Upstream attempts by outcome category (ok for success)",
-            ["provider", "model", "category"],
-            registry=r,
+        self.ttfb: Collector = p.ttfb if p else self._family(_TTFB, True, self._collect_ttfb)
+        self.upstream_attempts: Collector = (
+            p.upstream_attempts if p else self._family(_ATTEMPTS, False, self._collect_attempts)
         )
         self.retries = Counter(
             P + "retries_total", "Retries scheduled", ["team", "model", "category"], registry=r
@@ -173,11 +211,8 @@ class Metrics:
             ["team", "model"],
             registry=r,
         )
-        self.tokens = _Counter(
-            P + "tokens_total",
-            "Tokens reported by upstream usage",
-            ["team", "model", "kind"],
-            registry=r,
+        self.tokens: Collector = (
+            p.tokens if p else self._family(_TOKENS, False, self._collect_tokens)
         )
         self.inflight = Gauge(P + "inflight_requests", "Requests in flight", registry=r)
         self.client_disconnects = Counter(
@@ -206,11 +241,20 @@ class Metrics:
             registry=r,
         )
 
-        self._lock = threading.Lock()
-        self._series: dict[tuple[str, str], _Series] = {}
-        self._attempts: dict[tuple[str, str, str], _Count] = {}
-        for m in (self.requests, self.duration, self.ttfb, self.upstream_attempts, self.tokens):
-            m._fold = self.fold
+    def _family(
+        self, spec: tuple[str, str, tuple[str, ...]], histogram: bool, build: Callable[[], Metric]
+    ) -> Collector:
+        """A collector for ``spec`` (name, help, label names), registered."""
+        name, doc, labels = spec
+
+        def empty() -> Metric:
+            if histogram:
+                return HistogramMetricFamily(name, doc, labels=labels)
+            return CounterMetricFamily(name, doc, labels=labels)
+
+        family = _Family(empty, build)
+        self.registry.register(family)
+        return family
 
     # ---- the per-request hot path ------------------------------------------------------
     def request_done(
@@ -226,75 +270,123 @@ class Metrics:
         """Count one answered request: ``requests_total``, ``request_duration_seconds``,
         ``time_to_first_byte_seconds`` (when there was a first byte) and ``tokens_total``
         (the kinds that are non-zero)."""
+        if self._plain is not None:
+            self._plain.request_done(
+                team, model, status, duration, ttfb, prompt_tokens, completion_tokens
+            )
+            return
         lock = self._lock
         lock.acquire()  # not ``with``: the same, cheaper by a third on this path
         try:
             s = self._series.get((team, model))
             if s is None:
-                s = self._series[team, model] = _Series(
-                    _Observed(self.duration.labels(team, model))
-                )
+                s = self._series[team, model] = _Series()
             c = s.by_status.get(status)
             if c is None:
-                c = s.by_status[status] = _Count(self.requests.labels(team, model, str(status)))
+                c = s.by_status[status] = _Count()
             c.value += 1
-            h = s.duration  # counted as _Observed says
+            h = s.duration  # counted as _BOUNDS says
             h.sum += duration
-            h.counts[bisect_left(h.bounds, duration) if duration == duration else h.nan] += 1
+            h.counts[bisect_left(_BOUNDS, duration) if duration == duration else _NAN] += 1
             if ttfb is not None:
                 t = s.ttfb
                 if t is None:
-                    t = s.ttfb = _Observed(self.ttfb.labels(team, model))
+                    t = s.ttfb = _Observed()
                 t.sum += ttfb
-                t.counts[bisect_left(t.bounds, ttfb) if ttfb == ttfb else t.nan] += 1
+                t.counts[bisect_left(_BOUNDS, ttfb) if ttfb == ttfb else _NAN] += 1
             if prompt_tokens:
                 if prompt_tokens < 0:
                     _negative()
                 if s.prompt is None:
-                    s.prompt = _Count(self.tokens.labels(team, model, "prompt"))
+                    s.prompt = _Count()
                 s.prompt.value += prompt_tokens
             if completion_tokens:
                 if completion_tokens < 0:
                     _negative()
                 if s.completion is None:
-                    s.completion = _Count(self.tokens.labels(team, model, "completion"))
+                    s.completion = _Count()
                 s.completion.value += completion_tokens
         finally:
             lock.release()
-        if _FOLD_AT_ONCE:
-            self.fold()
 
     def upstream_attempt(self, provider: str, model: str, category: str) -> None:
         """Count one upstream attempt in ``upstream_attempts_total``."""
+        if self._plain is not None:
+            self._plain.upstream_attempts.labels(provider, model, category).inc()
+            return
         key = (provider, model, category)
         lock = self._lock
         lock.acquire()
         try:
             c = self._attempts.get(key)
             if c is None:
-                c = self._attempts[key] = _Count(self.upstream_attempts.labels(*key))
+                c = self._attempts[key] = _Count()
             c.value += 1
         finally:
             lock.release()
-        if _FOLD_AT_ONCE:
-            self.fold()
 
-    def fold(self) -> None:
-        """Fold the pending per-request counts into the Prometheus children (idempotent)."""
+    # ---- the collectors (every scrape) -------------------------------------------------
+    def _collect_requests(self) -> Metric:
+        name, doc, labels = _REQUESTS
+        family = CounterMetricFamily(name, doc, labels=labels)
         with self._lock:
-            for s in self._series.values():
-                for c in s.by_status.values():
-                    c.fold()
-                s.duration.fold()
-                for part in (s.ttfb, s.prompt, s.completion):
-                    if part is not None:
-                        part.fold()
-            for c in self._attempts.values():
-                c.fold()
+            for (team, model), s in self._series.items():
+                for status, c in s.by_status.items():
+                    _add_count(family, [team, model, str(status)], c)
+        return family
+
+    def _collect_duration(self) -> Metric:
+        return self._collect_histogram(_DURATION, lambda s: s.duration)
+
+    def _collect_ttfb(self) -> Metric:
+        return self._collect_histogram(_TTFB, lambda s: s.ttfb)
+
+    def _collect_histogram(
+        self, spec: tuple[str, str, tuple[str, ...]], part: Callable[[_Series], _Observed | None]
+    ) -> Metric:
+        name, doc, labels = spec
+        family = HistogramMetricFamily(name, doc, labels=labels)
+        with self._lock:
+            for (team, model), s in self._series.items():
+                h = part(s)
+                if h is None:
+                    continue
+                buckets: list[tuple[str, float]] = []
+                acc = 0.0
+                for le, n in zip(_LE, h.counts, strict=False):  # NaN's slot is in no bucket
+                    acc += n
+                    buckets.append((le, acc))
+                family.add_metric([team, model], buckets, h.sum)
+                if _CREATED:
+                    family.add_sample(name + "_created", {"team": team, "model": model}, h.created)
+        return family
+
+    def _collect_attempts(self) -> Metric:
+        name, doc, labels = _ATTEMPTS
+        family = CounterMetricFamily(name, doc, labels=labels)
+        with self._lock:
+            for key, c in self._attempts.items():
+                _add_count(family, key, c)
+        return family
+
+    def _collect_tokens(self) -> Metric:
+        name, doc, labels = _TOKENS
+        family = CounterMetricFamily(name, doc, labels=labels)
+        with self._lock:
+            for (team, model), s in self._series.items():
+                if s.prompt is not None:
+                    _add_count(family, [team, model, "prompt"], s.prompt)
+                if s.completion is not None:
+                    _add_count(family, [team, model, "completion"], s.completion)
+        return family
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _add_count(family: CounterMetricFamily, labels: list[str] | tuple[str, ...], c: _Count) -> None:
+    family.add_metric(labels, float(c.value), created=c.created if _CREATED else None)
 
 
 def _negative() -> NoReturn:

@@ -27,6 +27,9 @@ update); the loaded :class:`Provider` holds the absolute path.
 
 Provider ``api_key_env`` variables are *not* required here: they are read when
 a request goes upstream, so CI can ``check`` files without the secrets.
+:func:`check_policy_dir` loads the same way and also returns, as warnings, the
+``api_key_env`` variables of the providers models use that are unset or empty
+(``llm-gateway check`` prints them; ``--strict`` makes them errors).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ __all__ = [
     "PolicyError",
     "Problem",
     "bundled_policy_dir",
+    "check_policy_dir",
     "load_policy_dir",
     "load_policy_texts",
     "parse_yaml",
@@ -146,6 +150,25 @@ def load_policy_dir(path: Path | str, env: Mapping[str, str] | None = None) -> P
     ``path`` may also be a single file. ``env`` (default ``os.environ``) resolves
     ``env:NAME`` team keys. Raises :class:`PolicyError` listing every problem.
     """
+    return _load_dir(path, env, None)
+
+
+def check_policy_dir(
+    path: Path | str, env: Mapping[str, str] | None = None
+) -> tuple[PolicySet, list[Problem]]:
+    """:func:`load_policy_dir`, and the warnings of the loaded set (``llm-gateway check``).
+
+    A warning is a provider that a model uses whose ``api_key_env`` variable is unset or
+    empty in ``env`` (the providers ``PolicySet.missing_provider_env`` names), located at
+    its ``api_key_env`` line. Requests to it would go upstream without a key.
+    """
+    warnings: list[Problem] = []
+    return _load_dir(path, env, warnings), warnings
+
+
+def _load_dir(
+    path: Path | str, env: Mapping[str, str] | None, warnings: list[Problem] | None
+) -> PolicySet:
     root = Path(path)
     shown = root.as_posix()
     if root.is_file():
@@ -167,7 +190,7 @@ def load_policy_dir(path: Path | str, env: Mapping[str, str] | None = None) -> P
             texts.append((rel_of[p], display_of[p], p.read_bytes(), os.path.abspath(p.parent)))
         except OSError as exc:
             problems.append(Problem(display_of[p], 0, f"cannot read: {exc.strerror or exc}"))
-    return _build(texts, os.environ if env is None else env, problems)
+    return _build(texts, os.environ if env is None else env, problems, warnings)
 
 
 def load_policy_texts(
@@ -484,7 +507,10 @@ def _in_override(override: Mapping[str, Any], loc: Loc) -> bool:
 
 
 def _build(
-    texts: list[tuple[str, str, bytes, str]], env: Mapping[str, str], problems: list[Problem]
+    texts: list[tuple[str, str, bytes, str]],
+    env: Mapping[str, str],
+    problems: list[Problem],
+    warnings: list[Problem] | None = None,
 ) -> PolicySet:
     unreadable = bool(problems)  # files that could not even be read
     sources: list[_Source] = []
@@ -619,7 +645,7 @@ def _build(
 
     if problems:
         raise PolicyError(sorted(problems, key=lambda p: (p.file, p.line)))
-    return PolicySet(
+    policy_set = PolicySet(
         providers=providers,
         models=models,
         policies=policies,
@@ -628,6 +654,29 @@ def _build(
         key_hashes=key_hashes,
         files=files,
     )
+    if warnings is not None:
+        warnings.extend(_missing_key_warnings(policy_set, defined["providers"], env))
+    return policy_set
+
+
+def _missing_key_warnings(
+    policy_set: PolicySet, providers: Mapping[str, _Entry], env: Mapping[str, str]
+) -> list[Problem]:
+    """One warning per provider whose key variable ``serve`` would report missing."""
+    missing = set(policy_set.missing_provider_env(env))
+    used = {m.provider for m in policy_set.models.values()}
+    found: list[Problem] = []
+    for name, entry in providers.items():
+        var = entry.value.api_key_env
+        if var in missing and name in used:
+            found.append(
+                entry.src.problem(
+                    (*entry.loc, "api_key_env"),
+                    f"environment variable {var} is not set or empty: requests to provider"
+                    f" '{name}' would go upstream without a key",
+                )
+            )
+    return sorted(found, key=lambda p: (p.file, p.line))
 
 
 # Keep the declared file format and the sections checked here in step.

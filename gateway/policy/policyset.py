@@ -4,6 +4,13 @@ A :class:`PolicySet` is built once per (re)load by :mod:`gateway.policy.load` an
 then only read: key -> team, (team, model, path) -> route, team -> allowed models.
 Reloading builds a new set and swaps it in whole, so a request sees one
 consistent set from start to end.
+
+Client keys: team files give their SHA-256 digests (``sha256:<hex>``; ``env:NAME`` keys
+are hashed at load). A set holds neither keys nor those digests: only keyed BLAKE2s
+digests under a random key made once per process (:data:`_PROCESS_KEY`), of each
+team key's SHA-256 digest, and of the keys already found (a bounded cache, so that a
+known key costs one keyed hash instead of two hashes). Without the process key nothing
+held can be matched to a key or to a digest in a team file, nor computed in advance.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import re
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -21,12 +29,27 @@ from gateway.policy.schema import Model, Policy, Provider, Team
 #: Bound on the per-set memo of (team, model, path) -> route. Model names come
 #: from requests, so the memo must not grow without limit.
 ROUTE_MEMO_SIZE = 4096
-_KNOWN_KEYS_MAX = 4096  # client keys remembered after their hash matched a team
+_KNOWN_KEYS_MAX = 4096  # client keys remembered (keyed digests) after they matched a team
+
+#: The per-process random key of the digests a set holds; never written anywhere.
+_PROCESS_KEY = secrets.token_bytes(32)
+# Keyed BLAKE2s states, copied per digest (cheaper than keying a new one): one for the
+# SHA-256 digests of team keys, one for the keys themselves (the cache).
+_OF_SHA256 = hashlib.blake2s(key=_PROCESS_KEY, digest_size=16, person=b"sha256")
+_OF_KEY = hashlib.blake2s(key=_PROCESS_KEY, digest_size=16, person=b"key")
+#: What a set's ``teams`` list for a ``sha256:`` key instead of the digest.
+HELD_KEY = "sha256:<held as a keyed digest>"
 
 
 def hash_key(key: str) -> str:
     """The ``sha256:<hex>`` form of a client key, as written in team files."""
     return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _keyed(state: hashlib.blake2s, data: bytes) -> bytes:
+    h = state.copy()
+    h.update(data)
+    return h.digest()
 
 
 def _glob(patterns: Iterable[str]) -> re.Pattern[str]:
@@ -91,20 +114,30 @@ class PolicySet:
         key_hashes: Mapping[str, str],
         files: Mapping[str, str] | None = None,
     ) -> None:
-        """Build from already-validated parts; ``key_hashes`` maps sha256 hex -> team."""
+        """Build from already-validated parts; ``key_hashes`` maps sha256 hex -> team.
+
+        Neither is kept as given: the digests are held keyed (see the module), and each
+        team's ``keys`` lists :data:`HELD_KEY` for a ``sha256:`` entry (``env:`` names are
+        not secret and stay)."""
         self.providers = MappingProxyType(dict(providers))
         #: Whether a provider is the built-in sim (started on first use, also after a reload).
         self.uses_sim = any(p.api == "sim" for p in self.providers.values())
         self.models = MappingProxyType(dict(models))
         self.policies = MappingProxyType(dict(policies))
-        self.teams = MappingProxyType(dict(sorted(teams.items())))
+        self.teams = MappingProxyType(
+            {name: _without_digests(team) for name, team in sorted(teams.items())}
+        )
         self.files = MappingProxyType(dict(files or {}))
         digest = hashlib.sha256()
         for rel, sha in sorted(self.files.items()):
             digest.update(f"{rel}\0{sha}\n".encode())
         self.version = digest.hexdigest()[:12]
-        self._key_to_team = dict(key_hashes)
-        self._known: dict[str, str] = {}  # keys already hashed and found (sha256 per request)
+        # keyed digest of a team key's SHA-256 digest -> team
+        self._key_to_team = {
+            _keyed(_OF_SHA256, bytes.fromhex(hexdigest)): team
+            for hexdigest, team in key_hashes.items()
+        }
+        self._known: dict[bytes, str] = {}  # keyed digest of a key found -> its team
         self._model_globs = {name: _glob(team.models) for name, team in self.teams.items()}
         self._routes: dict[str, tuple[_CompiledRoute, ...]] = {
             team: tuple(
@@ -130,16 +163,23 @@ class PolicySet:
     # ---- the request path ----------------------------------------------------
 
     def team_for_key(self, key: str) -> str | None:
-        """The team a client key belongs to, or ``None`` (keys are held hashed only)."""
+        """The team a client key belongs to, or ``None`` (keys are held as keyed digests
+        only: one keyed hash for a key found before, else its SHA-256 and a keyed hash)."""
         if not key:
             return None
-        team = self._known.get(key)
+        data = key.encode("utf-8")
+        h = _OF_KEY.copy()  # _keyed(), inline: this is once per request
+        h.update(data)
+        known = h.digest()
+        team = self._known.get(known)
         if team is None:
-            team = self._key_to_team.get(hashlib.sha256(key.encode("utf-8")).hexdigest())
+            h = _OF_SHA256.copy()
+            h.update(hashlib.sha256(data).digest())
+            team = self._key_to_team.get(h.digest())
             if team is not None:  # only keys that are ours: a flood of bad keys stays uncached
                 if len(self._known) >= _KNOWN_KEYS_MAX:
                     self._known.clear()
-                self._known[key] = team
+                self._known[known] = team
         return team
 
     def route(self, team: str, model: str, path: str) -> ResolvedRoute | None:
@@ -233,3 +273,12 @@ class PolicySet:
     def __repr__(self) -> str:
         c = self.counts()
         return f"<PolicySet {self.version} " + " ".join(f"{k}={v}" for k, v in c.items()) + ">"
+
+
+def _without_digests(team: Team) -> Team:
+    """``team`` with :data:`HELD_KEY` in place of each ``sha256:`` key (a copy: the model
+    is frozen, and not validated again)."""
+    if not any(k.startswith("sha256:") for k in team.keys):
+        return team
+    held = tuple(HELD_KEY if k.startswith("sha256:") else k for k in team.keys)
+    return team.model_copy(update={"keys": held})

@@ -251,6 +251,8 @@ class Compaction(Frozen):
     keep_recent: int = Field(default=6, ge=1)
     tool_result_max_chars: int = Field(default=4000, ge=100)
     summarize_model: str | None = None
+    # the summarize strategy's call, both tries, never past the request's deadline
+    summarize_timeout: Duration = 30.0
     proactive: bool = False
 
 

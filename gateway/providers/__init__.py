@@ -26,14 +26,30 @@ class Endpoint(enum.StrEnum):
     messages = "/v1/messages"
 
     @property
-    def client_format(self) -> str:
-        """The error and stream dialect of this endpoint: ``openai`` or ``anthropic``."""
+    def dialect(self) -> str:
+        """``openai`` or ``anthropic``: the format of this endpoint's errors and stream
+        events, and the format a provider must speak to serve it (SPEC §5)."""
         return "anthropic" if self is Endpoint.messages else "openai"
 
     @property
-    def wire(self) -> str:
-        """Which upstream API format this endpoint needs."""
-        return "anthropic" if self is Endpoint.messages else "openai"
+    def shape(self) -> str:
+        """How its bodies hold a conversation: ``openai`` (chat messages, also legacy
+        completions and embeddings), ``anthropic`` (Messages) or ``responses`` (items);
+        what compaction, continuation and the stream transcript read."""
+        return _SHAPE.get(self, "openai")
+
+    @property
+    def continuable(self) -> bool:
+        """An answer of this endpoint can be continued or resumed (chat, Messages, Responses)."""
+        return self in _SHAPE or self is Endpoint.chat
+
+
+_SHAPE = {Endpoint.messages: "anthropic", Endpoint.responses: "responses"}
+
+
+def dialect_of(path: str) -> str:
+    """The error format for any path under ``/v1`` (``/v1/messages...`` is Anthropic's)."""
+    return "anthropic" if path.startswith("/v1/messages") else "openai"
 
 
 #: The endpoint of each path (a dict lookup: ``Endpoint(path)`` is slow).
@@ -57,7 +73,7 @@ class Target:
 
 
 def speaks(provider: Provider, endpoint: Endpoint) -> bool:
-    return provider.api == "sim" or provider.api == endpoint.wire
+    return provider.api == "sim" or provider.api == endpoint.dialect
 
 
 @dataclass(frozen=True, slots=True)

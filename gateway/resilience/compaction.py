@@ -24,8 +24,10 @@ smaller, so the same prompt is never sent twice at the same size.
     groups until the estimate fits, otherwise the whole middle.
 ``summarize``
     Like ``drop_middle`` with the whole middle, but the note carries a summary
-    written by a model. The engine makes that call: :func:`summary_request`
-    builds it, :func:`apply_summary` puts the answer in place.
+    written by a model. That needs a model call, so :func:`compact` does not do
+    it (it returns None); the engine does: :func:`summary_request` builds the
+    call (OpenAI chat or Anthropic Messages), :func:`summary_text` reads the
+    answer, :func:`apply_summary` puts it in place.
 
 Sizes are :func:`estimate_tokens` (see :mod:`gateway.resilience.conversation`).
 Nothing here mutates its input: every result is a new body.
@@ -68,7 +70,9 @@ __all__ = [
     "estimate_tokens",
     "is_valid_conversation",
     "snip_text",
+    "summary_input_chars",
     "summary_request",
+    "summary_text",
     "target_tokens_for",
 ]
 
@@ -86,9 +90,10 @@ SUMMARY_NOTE = (
 )
 SUMMARY_MAX_TOKENS = 2048
 SUMMARY_INPUT_MAX_CHARS = 200_000
+SUMMARY_OVERHEAD_CHARS = 2_000  # instructions, task and framing beside the transcript
 SUMMARY_INSTRUCTIONS = (
     "You compress the middle part of a long conversation between a user and an AI agent "
-    "so that the agent can carry on without it. Write a concise summary, in the "
+    "so that the agent can carry on without it. Write a faithful, compact summary, in the "
     "conversation's language, of what was asked, what was done (files read or changed, "
     "commands run, tools called and what they returned), decisions taken, facts learned, "
     "errors met and how they were fixed, and what is still open. Keep exact identifiers, "
@@ -118,8 +123,9 @@ def compact(
 ) -> Compacted | None:
     """Apply one strategy; None when it would not make the request smaller.
 
-    ``summarize`` needs a model call, so it is not done here and returns None
-    (skipped): the engine uses :func:`summary_request` and :func:`apply_summary`.
+    ``summarize`` needs a model call, so it is not done here and returns None:
+    the engine makes the call with :func:`summary_request`, :func:`summary_text`
+    and :func:`apply_summary` (proactive compaction, which makes no calls, skips it).
     An unknown strategy or API raises ValueError.
     """
     check_api(api)
@@ -326,17 +332,44 @@ def _result(
     return Compacted(new_body, strategy, count_before, len(entries(new_body, api)), before, after)
 
 
+def summary_input_chars(context_window: int | None, scale: float = 1.0) -> int:
+    """How much transcript a summary request may carry for a model with ``context_window``.
+
+    The window less the summary's own ``max_tokens``, 10 % margin, in characters
+    (4 per estimated token; ``scale`` converts provider tokens into estimate units,
+    as in :func:`target_tokens_for`), less room for the instructions and the task;
+    at most 200,000 characters, at least 1,000. No window: 200,000.
+    """
+    if context_window is None:
+        return SUMMARY_INPUT_MAX_CHARS
+    room = (context_window - SUMMARY_MAX_TOKENS) * (1 - TARGET_MARGIN) * scale * 4
+    return max(1_000, min(SUMMARY_INPUT_MAX_CHARS, math.floor(room) - SUMMARY_OVERHEAD_CHARS))
+
+
 def summary_request(
-    body: Mapping[str, Any], api: str, policy: Compaction, model: str
+    body: Mapping[str, Any],
+    api: str,
+    policy: Compaction,
+    model: str,
+    *,
+    wire: str = "openai",
+    max_input_chars: int = SUMMARY_INPUT_MAX_CHARS,
 ) -> dict[str, Any] | None:
-    """An OpenAI chat request asking ``model`` to summarise the middle; None if there is none.
+    """A request asking ``model`` to summarise the middle of ``body``; None if there is none.
 
     The middle is what ``drop_middle`` would drop without a target. Each entry is
-    rendered as a line of transcript, long texts snipped to
-    ``tool_result_max_chars``, the whole transcript to 200,000 characters; the
-    first user message goes along as context.
+    rendered as lines of transcript (``user: ...``, ``assistant called
+    grep({...})``, ``tool result: ...``), each line snipped to
+    ``tool_result_max_chars``, the whole transcript to ``max_input_chars``; the
+    first user message goes along as context. ``wire`` is the API format of the
+    summarize model's provider: ``"openai"`` gives a chat completions body (the
+    instructions as a system message), ``"anthropic"`` a Messages body (the
+    instructions as ``system``). Never streamed, ``temperature: 0``, at most
+    2,048 output tokens.
     """
     check_api(api)
+    if wire not in ("openai", "anthropic"):
+        raise ValueError(f"unknown summary wire format {wire!r}")
     items = entries(body, api)
     middle = _middle(items, api, policy.keep_recent)
     if not middle.groups:
@@ -348,13 +381,22 @@ def summary_request(
         for entry in items[s:e]
         for line in transcript_lines(entry, api)
     ]
-    transcript = snip_text("\n".join(lines), SUMMARY_INPUT_MAX_CHARS)
+    transcript = snip_text("\n".join(lines), max_input_chars)
     task = next((plain_text(e.get("content")) for e in items if role(e) == "user"), "")
     prompt = (
         f"The task the user gave at the start (context only):\n<task>\n{snip_text(task, limit)}"
         f"\n</task>\n\nThe part of the conversation to summarise:\n<transcript>\n{transcript}"
         "\n</transcript>"
     )
+    if wire == "anthropic":
+        return {
+            "model": model,
+            "system": SUMMARY_INSTRUCTIONS,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": SUMMARY_MAX_TOKENS,
+            "stream": False,
+        }
     return {
         "model": model,
         "messages": [
@@ -365,6 +407,31 @@ def summary_request(
         "max_tokens": SUMMARY_MAX_TOKENS,
         "stream": False,
     }
+
+
+def summary_text(answer: Any, wire: str) -> str:
+    """The text of a summary answer (decoded JSON in the ``wire`` format); "" if it has none.
+
+    OpenAI chat: the first choice's message content (a string or text parts);
+    Anthropic: the text blocks joined. Reasoning and tool calls are ignored.
+    """
+    if not isinstance(answer, Mapping):
+        return ""
+    if wire == "anthropic":
+        return plain_text(
+            [
+                b
+                for b in answer.get("content") or ()
+                if isinstance(b, Mapping) and b.get("type") == "text"
+            ]
+        ).strip()
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return ""
+    message = choices[0].get("message")
+    if not isinstance(message, Mapping):
+        return ""
+    return plain_text(message.get("content")).strip()
 
 
 def apply_summary(

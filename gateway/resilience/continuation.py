@@ -34,7 +34,6 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.policy.schema import OutputRecovery
 from gateway.resilience.conversation import check_api, plain_text
 
 RESUME_INSTRUCTION = (

@@ -55,6 +55,7 @@ class GiveUp:
 Decision = Retry | Reroute | Compact | GiveUp
 
 FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # Failure.code of a model that stayed silent
+DEADLINE_PASSED = "deadline_passed"  # Failure.code of an attempt not made: no time was left
 _MOVE_ON = frozenset({Category.quota_exhausted, Category.auth})
 
 

@@ -98,7 +98,7 @@ def after_break(
     continues a final assistant message.
     """
     if policy.on_midstream_failure != "continue":
-        return Stop("error_event")
+        return Stop("policy_error")
     if diverged:
         return Stop("resume_diverged")
     if done >= policy.max_resumes:

@@ -248,7 +248,7 @@ class FaultProxy:
                     if not state.hit:
                         self.counts["latency"] += 1
                         state.hit = True
-                    await asyncio.sleep(f.latency_s)
+                    await asyncio.sleep(f.latency_s)  # the fault itself: a slow network
                 writer.write(data)
                 await writer.drain()
             state.sent += len(data)

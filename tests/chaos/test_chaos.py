@@ -30,6 +30,7 @@ import pytest
 from gateway.testing import Error, FakeProvider
 from tests.chaos.faultproxy import FaultProxy
 from tests.harness import CLIENT_KEY, Harness, policy_files, write_policies
+from tests.waiting import eventually
 
 REPLY_PREFIX = "Hello! This is the fake provider answering model "
 TOTAL_S = 4.0  # the policy's timeouts.total: no request may take (much) longer
@@ -59,6 +60,19 @@ KINDS: list[tuple[str, str, bool]] = [
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+async def settled(fds0: int, tasks0: int) -> tuple[int, int]:
+    """(open fds, tasks) once the rig's cleanup callbacks have run: back to the baseline,
+    or what is left after 5 s (the caller's asserts then say what leaked)."""
+
+    def counts() -> tuple[int, int]:
+        return open_fds(), len(asyncio.all_tasks())
+
+    await eventually(
+        lambda: counts()[0] <= fds0 + 2 and counts()[1] <= tasks0, within=5, fail=False
+    )
+    return counts()
 
 
 class ErrorRecords(logging.Handler):
@@ -315,6 +329,16 @@ async def start_rig(tmp: Path, seed: int, fault_rate: float, **proxy_kw: Any) ->
     return Rig(fake, proxy, gw)
 
 
+def upstream_settled(rig: Rig) -> bool:
+    """No request in flight and every upstream connection back in the pool: the upstream
+    calls of requests whose clients left may still be unwinding after the handler ended
+    (aiohttp's connector keeps the ones in use in its private ``_acquired``)."""
+    upstream = rig.gw.gateway.upstream
+    connector = upstream._session.connector if upstream._session is not None else None
+    busy = len(connector._acquired) if connector is not None else 0  # type: ignore[attr-defined]
+    return rig.gw.metric("llm_gateway_inflight_requests") == 0 and busy == 0
+
+
 async def stop_rig(rig: Rig) -> None:
     await rig.gw.stop()
     await rig.proxy.stop()
@@ -352,7 +376,8 @@ def errors() -> Iterator[ErrorRecords]:
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_chaos_scenario(seed: int, tmp_path: Path, errors: ErrorRecords) -> None:
     """Seeded mixed traffic through random transport faults: every request ends properly."""
-    await asyncio.sleep(0.05)  # let the previous test's cleanup settle
+    # No settling first: the test before ended with its fds and tasks back to its baseline
+    # (settled()), and anything of it still closing could only lower fds1 below fds0.
     fds0, tasks0 = open_fds(), len(asyncio.all_tasks())
     rng = random.Random(seed)
     rig = await start_rig(tmp_path, seed, fault_rate=0.35)
@@ -362,8 +387,7 @@ async def test_chaos_scenario(seed: int, tmp_path: Path, errors: ErrorRecords) -
         inflight = rig.gw.metric("llm_gateway_inflight_requests")
     finally:
         await stop_rig(rig)
-    await asyncio.sleep(0.2)  # cleanup callbacks run
-    fds1, tasks1 = open_fds(), len(asyncio.all_tasks())
+    fds1, tasks1 = await settled(fds0, tasks0)  # cleanup callbacks run
     SUMMARY[seed] = {
         "faults": dict(rig.proxy.counts),
         "outcomes": dict(tally.outcomes),
@@ -396,10 +420,10 @@ async def test_chaos_every_fault_kind_alone(tmp_path: Path, errors: ErrorRecords
         assert tally.lost == [], f"{kind}:\n" + "\n".join(tally.lost)
         if kind in ("garbage", "refuse"):
             assert tally.outcomes["failed_properly"] == 16  # no healthy connection at all
-    await asyncio.sleep(0.2)
+    fds1, tasks1 = await settled(fds0, tasks0)
     assert errors.messages() == []
-    assert len(asyncio.all_tasks()) <= tasks0
-    assert open_fds() <= fds0 + 2
+    assert tasks1 <= tasks0, asyncio.all_tasks()
+    assert fds1 <= fds0 + 2, (fds0, fds1)
 
 
 async def test_chaos_official_sdks(tmp_path: Path, errors: ErrorRecords) -> None:
@@ -465,7 +489,8 @@ async def test_client_disconnects_under_chaos(tmp_path: Path, errors: ErrorRecor
                             await r.read()
 
             await asyncio.gather(*(leave_early(i) for i in range(24)))
-        await asyncio.sleep(0.3)  # the gateway notices the disconnects and cancels upstream
+        # the gateway notices the disconnects and cancels upstream (asserted below)
+        await eventually(lambda: upstream_settled(rig), fail=False)
         inflight = rig.gw.metric("llm_gateway_inflight_requests")
         # and it still serves
         tally = Tally()
@@ -475,8 +500,8 @@ async def test_client_disconnects_under_chaos(tmp_path: Path, errors: ErrorRecor
         assert tally.outcomes["ok"] + tally.outcomes["recovered"] == 1, tally
     finally:
         await stop_rig(rig)
-    await asyncio.sleep(0.2)
+    fds1, tasks1 = await settled(fds0, tasks0)
     assert inflight == 0
     assert errors.messages() == []
-    assert len(asyncio.all_tasks()) <= tasks0
-    assert open_fds() <= fds0 + 2
+    assert tasks1 <= tasks0, asyncio.all_tasks()
+    assert fds1 <= fds0 + 2, (fds0, fds1)

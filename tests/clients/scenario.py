@@ -62,6 +62,7 @@ from tests.harness import (  # noqa: E402
     policy_files,
     write_policies,
 )
+from tests.waiting import eventually  # noqa: E402
 
 #: Models the client scenarios add to the harness's (all served by the fake).
 EXTRA_MODELS = {
@@ -133,13 +134,18 @@ class RecordingHarness(Harness):
 
     async def start(self) -> RecordingHarness:
         self.seen: list[GatewayRequest] = []
+        self.handling = 0  # requests being handled (recorded in ``seen`` when answered)
         make_handler = routes.make_handler
 
         def recording_handler(gw: Any, paths: Any) -> Any:
             handle = make_handler(gw, paths)
 
             async def recording(request: web.BaseRequest) -> web.StreamResponse:
-                response = await handle(request)
+                self.handling += 1
+                try:
+                    response = await handle(request)
+                finally:
+                    self.handling -= 1
                 self.seen.append(
                     GatewayRequest(
                         method=request.method,
@@ -244,7 +250,9 @@ async def run(sc: Scenario, work: Path) -> Outcome:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(_fill(content, values))
                 results = [await _run_command(c, values, work) for c in sc.commands]
-                await asyncio.sleep(0.2)  # let the gateway finish its last log line
+                # the gateway has answered every request (the clients have exited) ...
+                await eventually(lambda: gw.handling == 0, what="the gateway's last answer")
+                await asyncio.sleep(0)  # ... and one loop pass runs its queued access logs
                 from prometheus_client import generate_latest
 
                 return Outcome(

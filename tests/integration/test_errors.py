@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import anthropic
+import openai
 import pytest
 
 from tests.harness import CLIENT_KEY, Harness
@@ -88,3 +90,73 @@ async def test_anthropic_format_errors(gw: Harness, case: str, status: int, etyp
     assert got == status
     assert err["type"] == "error" and err["error"]["type"] == etype
     assert err["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param", "words"),
+    [
+        ("/v1/chat/completions", {"messages": "hi"}, "messages", "'messages' must be an array"),
+        ("/v1/chat/completions", {"messages": ["hi"]}, "messages", "'messages[0]' must be"),
+        ("/v1/chat/completions", {"messages": CHAT, "stream": "true"}, "stream", "true or false"),
+        ("/v1/chat/completions", {"messages": CHAT, "max_tokens": "9"}, "max_tokens", "positive"),
+        ("/v1/chat/completions", {"messages": CHAT, "max_completion_tokens": 0},
+         "max_completion_tokens", "got the number 0"),
+        ("/v1/responses", {"input": {"role": "user"}}, "input", "a string or an array"),
+        ("/v1/responses", {"input": "hi", "max_output_tokens": True}, "max_output_tokens",
+         "got true"),
+        ("/v1/completions", {"prompt": 3}, "prompt", "a string or an array"),
+        ("/v1/embeddings", {"input": None}, "input", "got null"),
+    ],
+)  # fmt: skip
+async def test_wrong_field_types_are_openai_400s(
+    gw: Harness, path: str, body: dict[str, Any], param: str, words: str
+) -> None:
+    """A field the gateway reads, of the wrong JSON type, is a 400 naming it (``param``)
+    before anything goes upstream, not a provider's 400 after a round trip."""
+    got, err, headers = await post(gw, path, {"model": "gpt-test", **body})
+    assert got == 400, err
+    assert err["error"]["type"] == "invalid_request_error"
+    assert err["error"]["param"] == param and err["error"]["code"] == "invalid_request"
+    assert words in err["error"]["message"]
+    assert headers["x-request-id"]
+    assert gw.fake.requests == []
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"messages": "hi"}, "'messages' must be an array of message objects, got a string"),
+        ({"messages": [*CHAT, 5]}, "'messages[1]' must be a message object, got the number 5"),
+        (
+            {"system": {"text": "x"}},
+            "'system' must be a string or an array of content blocks, got an object",
+        ),
+        ({"max_tokens": "1024"}, "'max_tokens' must be a positive integer, got a string"),
+        ({"stream": "yes"}, "'stream' must be true or false, got a string"),
+    ],
+)
+async def test_wrong_field_types_are_anthropic_400s(
+    gw: Harness, body: dict[str, Any], words: str
+) -> None:
+    """On /v1/messages the same refusals are Anthropic-shaped, the message naming the field."""
+    full = {"model": "claude-test", "max_tokens": 10, "messages": CHAT, **body}
+    got, err, _ = await post(gw, "/v1/messages", full, {"x-api-key": CLIENT_KEY})
+    assert got == 400
+    assert err == {"type": "error", "error": {"type": "invalid_request_error", "message": words}}
+    assert gw.fake.requests == []
+
+
+async def test_sdks_see_the_field_named(gw: Harness) -> None:
+    """The official SDKs raise their BadRequestError with the field: OpenAI in ``param``,
+    Anthropic in the message; neither retries it."""
+    with pytest.raises(openai.BadRequestError) as oa:
+        await gw.async_openai().chat.completions.create(
+            model="gpt-test", messages=CHAT, max_tokens="many"
+        )
+    assert oa.value.param == "max_tokens"
+    with pytest.raises(anthropic.BadRequestError) as an:
+        await gw.async_anthropic().messages.create(  # type: ignore[call-overload]
+            model="claude-test", max_tokens=10, messages=CHAT, system=7
+        )
+    assert "'system' must be a string or an array" in an.value.message
+    assert gw.fake.requests == []

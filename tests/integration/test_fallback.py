@@ -52,7 +52,7 @@ async def test_sticky_then_probe_restores_primary(make_gateway, fake: FakeProvid
     _, headers = await ask(gw)
     assert [r.model for r in fake.requests] == ["gpt-backup"]
     assert headers["x-gateway-model"] == "gpt-backup"
-    await asyncio.sleep(0.35)  # the cooldown
+    await asyncio.sleep(0.35)  # the scenario: the 300 ms cooldown passes
     fake.requests.clear()
     with capture_logs() as events:
         _, headers = await ask(gw)
@@ -67,7 +67,7 @@ async def test_failed_probe_restarts_cooldown(make_gateway, fake: FakeProvider) 
     gw: Harness = await make_gateway(policy=FALLBACK)
     fake.script("fake-model", [Error.openai_server(500)] * 3)
     await ask(gw)
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(0.35)  # the scenario: the 300 ms cooldown passes
     fake.requests.clear()
     _, headers = await ask(gw)  # the probe fails: no retries on a primary known to be down
     assert [r.model for r in fake.requests] == ["fake-model", "gpt-backup"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from gateway.testing import FakeProvider
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, PROVIDER_KEY_ENV, policy_files, write_policies
+from tests.waiting import eventually
 
 STREAMS = 500
 
@@ -47,17 +49,19 @@ async def gateway_process(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[t
     url = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession() as s:
-            for _ in range(300):
+
+            async def ready() -> bool:
                 try:
                     async with s.get(url + "/readyz") as r:
-                        if r.status == 200:
-                            break
+                        return r.status == 200
                 except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
+                    return False
+
+            await eventually(ready, within=15, step=0.02, what="the gateway's /readyz")
         yield url, proc.pid
     finally:
-        proc.terminate()
+        # Ctrl-C: nothing is in flight, so it exits at once (SIGTERM keeps a 5 s accept window)
+        proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
 
 
@@ -80,14 +84,15 @@ async def test_500_concurrent_streams(gateway_process: tuple[str, int], fake: Fa
         task = asyncio.gather(*(one(s) for _ in range(STREAMS)))
         while not task.done():
             peak = max(peak, rss_mb(pid))
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the sampling period of the peak, not a wait
         results = await task
     assert len(results) == STREAMS
     for raw in results:
         assert raw.rstrip().endswith(b"data: [DONE]")
         assert raw.count(b'"finish_reason":"stop"') == 1
         assert b"error" not in raw
-    await asyncio.sleep(0.2)
+    # the answers' buffers are freed once the streams are done
+    await eventually(lambda: rss_mb(pid) < start_rss + 40, within=2, fail=False)
     end_rss = rss_mb(pid)
     assert peak < 150, f"peak RSS {peak:.0f} MB"
     assert end_rss < start_rss + 40, f"RSS {start_rss:.0f} -> {end_rss:.0f} MB"
@@ -119,7 +124,7 @@ async def test_slow_client_backpressure(
         await r.content.readexactly(100_000)  # the stream is flowing ...
         grown = 0.0
         for _ in range(4):  # ... then the client stops reading for 2 s
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the scenario: a client not reading, sampled
             grown = max(grown, rss_mb(pid) - start)
         rest = await r.read()  # and then reads everything
     assert rest.rstrip().endswith(b"data: [DONE]")

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from tests.harness import (
     policy_files,
     write_policies,
 )
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "Say hello"}]
@@ -186,6 +188,40 @@ async def test_drain_finishes_streams_and_exits_0(
     assert len(done) == 2, gw.events
 
 
+async def test_ctrl_c_when_idle_exits_at_once(
+    serve: Callable[..., Any], fake: FakeProvider, tmp_path: Path
+) -> None:
+    """SIGINT (Ctrl-C) with nothing in flight, an idle keep-alive connection open: exit 0
+    within a second, no accept window. SIGTERM on an idle gateway keeps its accept window
+    (load balancers still need it): /readyz 503 and requests served until it ends."""
+    root = write_policies(tmp_path / "policies", policy_files(fake.url))
+    gw = await serve(root)  # grace 3 s: a SIGTERM would keep accepting for 1 s
+    async with aiohttp.ClientSession() as s:
+        assert await chat(s, gw.url) == 200  # its connection stays open, idle
+        t0 = time.monotonic()
+        gw.proc.send_signal(signal.SIGINT)
+        rc = await gw.wait_exit(within=5)
+    assert rc == 0
+    assert time.monotonic() - t0 < 1.0
+    assert gw.named("gateway_draining")[0]["accept_s"] == 0
+    assert gw.named("gateway_stopped")[0]["drain_s"] < 0.5
+
+    term = await serve(root, shutdown_grace_s="1.5")  # accept window 0.5 s
+    async with aiohttp.ClientSession() as s:
+        assert await chat(s, term.url) == 200
+        t0 = time.monotonic()
+        term.proc.send_signal(signal.SIGTERM)
+        assert (await term.wait_event("gateway_draining", within=2))["accept_s"] == 0.5
+        async with aiohttp.ClientSession() as fresh:  # a new connection, as a load balancer's
+            async with fresh.get(term.url + "/readyz") as r:
+                assert r.status == 503
+            assert await chat(fresh, term.url) == 200  # still accepting
+        rc = await term.wait_exit(within=5)
+    assert rc == 0
+    assert time.monotonic() - t0 >= 0.5
+    assert 0.5 <= term.named("gateway_stopped")[0]["drain_s"] < 1.0
+
+
 async def test_drain_ends_what_outlives_the_grace(
     serve: Callable[..., Any], fake: FakeProvider, tmp_path: Path
 ) -> None:
@@ -246,18 +282,22 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-async def until(check: Callable[[], Any], within: float = 5.0, step: float = 0.05) -> None:
-    """Poll ``check`` (sync or async) until it is true."""
-    deadline = time.monotonic() + within
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(step)
+@pytest.fixture
+def watcher_polls(monkeypatch: pytest.MonkeyPatch) -> Counter[Path]:
+    """How many times the file watcher has looked at each policy dir so far (it calls
+    ``gateway.reload.fingerprint`` once per poll and decides in the same step), so a test
+    waits for the polls it needs instead of guessing how long they take."""
+    from gateway import reload
+
+    polls: Counter[Path] = Counter()
+    real = reload.fingerprint
+
+    def counting(root: Path) -> Any:
+        polls[Path(root)] += 1
+        return real(root)
+
+    monkeypatch.setattr(reload, "fingerprint", counting)
+    return polls
 
 
 ADMIN_KEY = "admin-secret-key"
@@ -287,7 +327,7 @@ async def test_file_change_reloads_debounced(make_gateway: Callable[..., Any]) -
     assert await status_of(h, "forbidden-model") == 403
     with capture_logs() as logs:
         edit_team(h.policy_dir, models=["gpt-*", "claude-*", "forbidden-model"])
-        await until(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
+        await eventually(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
         assert await status_of(h, "forbidden-model") == 200
     reloaded = [e for e in logs if e["event"] == "policy_reloaded"]
     assert len(reloaded) == 1 and reloaded[0]["trigger"] == "file_change"
@@ -392,12 +432,14 @@ async def test_broken_file_keeps_old_set_and_reports(make_gateway: Callable[...,
     assert sha256_of(team_file) != before["files"]["teams/team-a.yaml"]
     # the watcher sees the same broken content: it reports it again, still keeps the old set
     with capture_logs() as logs:
-        await until(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="rejected") == 2)
+        await eventually(
+            lambda: h.metric("llm_gateway_policy_reloads_total", outcome="rejected") == 2
+        )
     assert [e["trigger"] for e in logs if e["event"] == "policy_rejected"] == ["file_change"]
     # fixing the file reloads it (the watcher), and clears the error
     with capture_logs() as logs:
         edit_team(h.policy_dir, colour=None)
-        await until(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
+        await eventually(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
     assert [e["trigger"] for e in logs if e["event"] == "policy_reloaded"] == ["file_change"]
     assert await status_of(h, "forbidden-model") == 200
     assert await status_of(h, "gpt-test") == 403
@@ -432,7 +474,7 @@ async def test_inflight_stream_keeps_its_policy(
     h: Harness = await make_gateway(admin_key=ADMIN_KEY)
     fake.push(Delay(0.1))  # 8 chunks, 0.1 s apart
     slow = asyncio.create_task(stream_chat(h.url))
-    await until(lambda: len(fake.requests) == 1)
+    await eventually(lambda: len(fake.requests) == 1)
     edit_team(h.policy_dir, models=["claude-*"])
     edit_policy(h.policy_dir, timeouts={"stream_idle": "20ms", "first_byte": "20ms"})
     status, body = await admin_reload(h)
@@ -461,7 +503,7 @@ async def test_reloads_never_break_requests_in_flight(
             else:
                 edit_team(h.policy_dir, colour=None, limits={"requests_per_minute": 1000 + i})
             statuses.append((await admin_reload(h))[0])
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the scenario: reloads spread over the streams' life
         return statuses
 
     async def plain() -> list[int]:
@@ -480,7 +522,9 @@ async def test_reloads_never_break_requests_in_flight(
     assert h.metric("llm_gateway_policy_reloads_total", outcome="rejected") == 4
 
 
-async def test_write_storm_reloads_once(make_gateway: Callable[..., Any]) -> None:
+async def test_write_storm_reloads_once(
+    make_gateway: Callable[..., Any], watcher_polls: Counter[Path]
+) -> None:
     """Many writes in a row are loaded once, after they settle, with the last content."""
     h: Harness = await make_gateway(admin_key=ADMIN_KEY, reload_watch_s=0.25)
     path = h.policy_dir / "teams" / "team-a.yaml"
@@ -490,19 +534,23 @@ async def test_write_storm_reloads_once(make_gateway: Callable[..., Any]) -> Non
             data["teams"]["team-a"]["limits"] = {"requests_per_minute": 100 + i}
             text = yaml.safe_dump(data, sort_keys=False)
             path.write_text(text[: len(text) // 2] if i % 3 == 0 else text)
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the scenario: an editor writing every 20 ms
         data["teams"]["team-a"]["limits"] = {"requests_per_minute": 999}
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         assert not [e for e in logs if e["event"].startswith("policy_")]  # nothing mid-storm
-        await until(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
-        await asyncio.sleep(0.5)  # two more polls: nothing else happens
+        await eventually(lambda: h.metric("llm_gateway_policy_reloads_total", outcome="ok") == 1)
+        polled = watcher_polls[h.gateway.policy_dir]
+        # two more polls: nothing else happens
+        await eventually(lambda: watcher_polls[h.gateway.policy_dir] >= polled + 2)
     events = [e for e in logs if e["event"].startswith("policy_")]
     assert [e["event"] for e in events] == ["policy_reloaded"]
     assert h.gateway.policies.teams["team-a"].limits.requests_per_minute == 999
     assert (await admin_policies(h))["files"]["teams/team-a.yaml"] == sha256_of(path)
 
 
-async def test_watcher_skips_what_is_already_loaded(make_gateway: Callable[..., Any]) -> None:
+async def test_watcher_skips_what_is_already_loaded(
+    make_gateway: Callable[..., Any], watcher_polls: Counter[Path]
+) -> None:
     """A change loaded by /admin/reload (or SIGHUP) is not loaded a second time by the watcher;
     GATEWAY_RELOAD_WATCH_S=0 turns the watcher off."""
     h: Harness = await make_gateway(admin_key=ADMIN_KEY, reload_watch_s=0.25)
@@ -510,10 +558,13 @@ async def test_watcher_skips_what_is_already_loaded(make_gateway: Callable[..., 
     with capture_logs() as logs:
         for g in (h, off):
             edit_team(g.policy_dir, models=["gpt-*", "claude-*", "forbidden-model"])
+        polled = watcher_polls[h.gateway.policy_dir]
         assert (await admin_reload(h))[0] == 200
-        await asyncio.sleep(0.5)  # two polls of h's watcher: it sees the change settle
-        await asyncio.sleep(0.3)
+        # two polls of h's watcher see the change settle (already active: skipped), a third
+        # changes nothing either
+        await eventually(lambda: watcher_polls[h.gateway.policy_dir] >= polled + 3)
     assert [e["trigger"] for e in logs if e["event"] == "policy_reloaded"] == ["admin"]
+    assert watcher_polls[off.gateway.policy_dir] == 0
     assert await status_of(off, "forbidden-model") == 403  # no watcher: not loaded
     assert off.metric("llm_gateway_policy_reloads_total", outcome="ok") == 0
 

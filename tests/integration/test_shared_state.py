@@ -3,7 +3,6 @@ its outage."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from gateway.testing import Error, FakeProvider
 from tests.harness import policy_files, write_policies
 from tests.process import GatewayProcess
 from tests.redis_server import RedisServer
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.redis
 MESSAGES = [{"role": "user", "content": "Say hello"}]
@@ -91,9 +91,14 @@ async def test_redis_outage_loses_no_request(
         assert await model_of(gw) == "gpt-test"  # served on local state
     assert "llm_gateway_state_backend_degraded 1.0" in await metrics_of(a)
     redis_server.start()
-    await asyncio.sleep(0.25)  # sharing is back after each replica's reconnect interval
-    await model_of(a)
-    await model_of(b)
+
+    async def shares_again(gw: GatewayProcess) -> bool:
+        # a replica tries Redis again on a request once its reconnect interval has passed
+        await model_of(gw)
+        return "llm_gateway_state_backend_degraded 0.0" in await metrics_of(gw)
+
+    await eventually(lambda: shares_again(a), step=0.02)
+    await eventually(lambda: shares_again(b), step=0.02)
     fake.script("fake-model", [Error.openai_server(500)] * 2)
     assert await model_of(a) == "gpt-backup"
     fake.requests.clear()

@@ -8,6 +8,7 @@ import sys
 
 from structlog.testing import capture_logs
 
+from gateway.policy.schema import Policy
 from gateway.simulate import run
 from gateway.testing import Error, FakeProvider
 from tests.harness import Harness
@@ -64,3 +65,39 @@ def test_simulate_rejects_bad_script() -> None:
     )  # fmt: skip
     assert out.returncode == 2
     assert "'banana'" in out.stderr
+
+
+PTL = "400:code=context_length_exceeded"
+SUMMARIZE = Policy.model_validate(
+    {"compaction": {"strategies": ["summarize", "drop_middle"], "summarize_model": "small"},
+     "timeouts": {"total": "10s"}}
+)  # fmt: skip
+
+
+async def test_simulate_shows_the_summary_call() -> None:
+    """The summary call takes a script item and shows as a '-' row under its attempt."""
+    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent")
+    lines = timeline.splitlines()
+    assert "big" in lines[1] and "summarize (19->10 messages" in lines[1]
+    assert lines[2].split()[:4] == ["-", "0.00", "small", "summary"]
+    assert lines[3].split()[:3] == ["2", "0.00", "big"] and lines[3].endswith("answered")
+    assert lines[-1].startswith("answered after 2 attempt(s)")
+
+
+async def test_simulate_summary_failures() -> None:
+    """Two 500s fail the step (drop_middle next); an auth error is not retried; a timeout
+    uses the summary's deadline, never past the request's (timeouts.total 10s < 30s)."""
+    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},500,500", 0, "agent")
+    assert "summarize failed (server_error); drop_middle (19->10" in timeline
+    assert timeline.count("summary 500 server_error") == 2
+    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},401", 0, "agent")
+    assert timeline.count("summary 401") == 1 and "summarize failed (auth)" in timeline
+    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},timeout", 0, "agent")
+    assert "summarize failed (timeout)" in timeline
+    assert timeline.splitlines()[-2].split()[:2] == ["2", "10.00"]
+
+
+async def test_simulate_short_conversation_skips_summarize() -> None:
+    """One short message has no middle: no summary call, nothing shown."""
+    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},200", 0)
+    assert "summary" not in timeline and "give up (prompt_too_long)" in timeline

@@ -66,6 +66,54 @@ def test_team_for_key(ps: PolicySet) -> None:
     assert ps.team_for_key(hash_key("search-key")) is None  # the hash is not the key
 
 
+def test_keys_are_held_as_keyed_digests(ps: PolicySet) -> None:
+    """The set keeps no key and no SHA-256 digest of one: the team table holds keyed digests
+    of the files' digests, the teams a placeholder for them, ``env:`` names as written."""
+    assert ps.team_for_key("search-key") == "search"
+    sha = hashlib.sha256(b"search-key")
+    held = [*ps._key_to_team, *ps._known]
+    assert len(ps._key_to_team) == 2 and len(ps._known) == 1
+    assert all(isinstance(k, bytes) and len(k) == 16 for k in held)
+    assert sha.digest()[:16] not in held and sha.hexdigest() not in repr(held)
+    assert ps.teams["search"].keys == (policyset.HELD_KEY, "env:SEARCH_KEY")
+    assert "search-key" not in repr(dict(ps.teams)) + repr(ps.describe())
+
+
+def test_key_digests_depend_on_the_process_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process key (another process) gives other digests for the same team files
+    and keys: nothing held can be computed in advance."""
+    text = {"a.yaml": SET % hash_key("search-key")}
+    first = load_policy_texts(text, env={"SEARCH_KEY": "from-env"})
+    assert first.team_for_key("search-key") == "search"
+    key = b"another-process-key-of-32-bytes!"
+    for name, person in (("_OF_SHA256", b"sha256"), ("_OF_KEY", b"key")):
+        state = hashlib.blake2s(key=key, digest_size=16, person=person)
+        monkeypatch.setattr(policyset, name, state)
+    second = load_policy_texts(text, env={"SEARCH_KEY": "from-env"})
+    assert second.team_for_key("search-key") == "search"
+    assert len(first._key_to_team) == len(second._key_to_team) == 2
+    assert not set(first._key_to_team) & set(second._key_to_team)
+    assert len(first._known) == len(second._known) == 1
+    assert not set(first._known) & set(second._known)
+
+
+def test_known_keys_cache_is_bounded_and_only_holds_found_keys(
+    ps: PolicySet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only keys that matched a team are cached, and never more than the bound."""
+    monkeypatch.setattr(policyset, "_KNOWN_KEYS_MAX", 1)
+    for i in range(50):
+        assert ps.team_for_key(f"unknown-{i}") is None
+    assert ps._known == {}
+    assert ps.team_for_key("search-key") == "search"
+    assert ps.team_for_key("from-env") == "search"
+    assert len(ps._known) == 1
+    for _ in range(3):  # cached or not, the answer is the same
+        assert ps.team_for_key("search-key") == ps.team_for_key("from-env") == "search"
+        assert ps.team_for_key("search-keY") is None
+    assert len(ps._known) == 1
+
+
 def test_first_matching_route_wins(ps: PolicySet) -> None:
     """Routes are tried in order; path-specific routes only match their path."""
     chat = ps.route("search", "glm-4.7", "/v1/chat/completions")

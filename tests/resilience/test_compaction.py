@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from gateway.policy.schema import Compaction
 from gateway.resilience.compaction import (
     DROP_NOTE,
+    SUMMARY_INPUT_MAX_CHARS,
     SUMMARY_INSTRUCTIONS,
+    SUMMARY_MAX_TOKENS,
     Compacted,
     apply_summary,
     compact,
@@ -21,7 +23,9 @@ from gateway.resilience.compaction import (
     estimate_tokens,
     is_valid_conversation,
     snip_text,
+    summary_input_chars,
     summary_request,
+    summary_text,
     target_tokens_for,
 )
 from gateway.resilience.conversation import (
@@ -429,6 +433,129 @@ def test_summary_parts_are_none_without_a_middle_or_summary(api: str) -> None:
     assert summary_request(short, api, POLICY, "m") is None
     assert apply_summary(short, api, POLICY, "summary") is None
     assert apply_summary(render(coding_session(), api), api, POLICY, "   ") is None
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_summarize_replaces_exactly_the_middle_drop_middle_drops(api: str) -> None:
+    """The summary request covers, and the splice removes, what drop_middle removes."""
+    body = render(coding_session(), api)
+    drop = compact(body, api, "drop_middle", POLICY)
+    summary = apply_summary(body, api, POLICY, "S.")
+    assert drop is not None and summary is not None
+    assert summary.messages_after == drop.messages_after
+    kept = [e for e in entries(drop.body, api) if NOTE_MARK not in plain_text(e.get("content"))]
+    assert [
+        e for e in entries(summary.body, api) if SUMMARY_MARK not in plain_text(e.get("content"))
+    ] == kept
+    request = summary_request(body, api, POLICY, "m")
+    assert request is not None
+    transcript = request["messages"][1]["content"]
+    dropped = [e for e in entries(body, api) if e not in kept]
+    assert result_texts(dropped, api)  # the tool results of the middle ...
+    for text in result_texts(dropped, api):
+        assert text[:40] in transcript  # ... are all in the transcript (snipped)
+    for text in result_texts(kept, api):
+        assert text[:40] not in transcript  # the kept window is not summarised
+
+
+def test_summarize_splice_shape_per_api() -> None:
+    """OpenAI and Responses: a user message after the task; Anthropic: joined to the task."""
+    for api in ("openai", "responses"):
+        body = render(coding_session(), api)
+        c = apply_summary(body, api, POLICY, "The summary.")
+        assert c is not None
+        items = entries(c.body, api)
+        task = first_user_index(items)
+        note = items[task + 1]
+        assert note["role"] == "user" and SUMMARY_MARK in note["content"]
+        assert note["content"].endswith("\nThe summary.")
+        assert items[task] == entries(body, api)[task]
+    body = render(coding_session(), "anthropic")
+    c = apply_summary(body, "anthropic", POLICY, "The summary.")
+    assert c is not None
+    first = c.body["messages"][0]
+    assert first["content"].startswith(body["messages"][0]["content"] + "\n\n[llm-gateway replaced")
+    assert first["content"].endswith("\nThe summary.")
+    assert c.body["messages"][1]["role"] == "assistant"
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("keep", [1, 2, 3, 4, 5])
+def test_summarize_keeps_tool_pairs_valid(api: str, keep: int) -> None:
+    """Parallel tool rounds: the summary never leaves a call without its results or back."""
+    body = render(Transcript(task="Go.", steps=[tool_round(i, [3000] * 3) for i in range(6)]), api)
+    policy = Compaction(keep_recent=keep)
+    c = apply_summary(body, api, policy, "Rounds 0 to 4 read the modules.")
+    assert c is not None
+    check_compacted(body, c, api, policy, "summarize")
+    assert is_valid_conversation(c.body, api)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_summarize_is_skipped_when_the_summary_is_not_smaller(api: str) -> None:
+    """A summary longer than the middle it replaces is not used (None, like any strategy)."""
+    t = Transcript(task="Go.", steps=[Step("assistant", "a"), Step("user", "u")] * 4)
+    body = render(t, api)
+    assert summary_request(body, api, Compaction(keep_recent=2), "m") is not None
+    assert apply_summary(body, api, Compaction(keep_recent=2), "x" * 5000) is None
+
+
+def test_summary_request_in_the_anthropic_format() -> None:
+    """wire='anthropic': the instructions as system, one user message, max_tokens set."""
+    body = render(coding_session(), "openai")
+    request = summary_request(body, "openai", POLICY, "claude-haiku", wire="anthropic")
+    assert request is not None
+    assert request["system"] == SUMMARY_INSTRUCTIONS
+    assert request["model"] == "claude-haiku" and request["stream"] is False
+    assert request["max_tokens"] == SUMMARY_MAX_TOKENS and request["temperature"] == 0
+    (user,) = request["messages"]
+    assert user["role"] == "user" and "<transcript>" in user["content"]
+    with pytest.raises(ValueError, match="wire format"):
+        summary_request(body, "openai", POLICY, "m", wire="gemini")
+
+
+def test_summary_request_transcript_fits_max_input_chars() -> None:
+    """The transcript is snipped (head and tail) to max_input_chars."""
+    body = render(coding_session(), "openai")
+    full = summary_request(body, "openai", POLICY, "m")
+    small = summary_request(body, "openai", POLICY, "m", max_input_chars=3000)
+    assert full is not None and small is not None
+    assert len(small["messages"][1]["content"]) < 3000 + 600 < len(full["messages"][1]["content"])
+    assert "characters cut by llm-gateway" in small["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("window", "scale", "expected"),
+    [
+        (None, 1.0, SUMMARY_INPUT_MAX_CHARS),
+        (1_000_000, 1.0, SUMMARY_INPUT_MAX_CHARS),
+        (8192, 1.0, int((8192 - 2048) * 0.9 * 4) - 2000),
+        (8192, 0.5, int((8192 - 2048) * 0.9 * 2) - 2000),
+        (2048, 1.0, 1000),  # no room: the floor
+    ],
+)
+def test_summary_input_chars(window: int | None, scale: float, expected: int) -> None:
+    """The transcript's share of the summarize model's window, in characters."""
+    assert summary_input_chars(window, scale) == expected
+
+
+@pytest.mark.parametrize(
+    ("wire", "answer", "text"),
+    [
+        ("openai", {"choices": [{"message": {"content": "  Did X.  "}}]}, "Did X."),
+        ("openai", {"choices": [{"message": {"content": [{"type": "text", "text": "A"}]}}]}, "A"),
+        ("openai", {"choices": [{"message": {"content": None, "tool_calls": []}}]}, ""),
+        ("openai", {"choices": []}, ""),
+        ("openai", None, ""),
+        ("anthropic", {"content": [{"type": "thinking", "thinking": "hm"},
+                                   {"type": "text", "text": "Did "}, {"type": "text", "text": "Y"}]},
+         "Did \nY"),
+        ("anthropic", {"content": []}, ""),
+    ],
+)  # fmt: skip
+def test_summary_text(wire: str, answer: Any, text: str) -> None:
+    """The summary is the answer's text; reasoning, tool calls and odd shapes give nothing."""
+    assert summary_text(answer, wire) == text
 
 
 # ---- cumulative sequence ------------------------------------------------------------------

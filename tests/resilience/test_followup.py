@@ -100,7 +100,7 @@ RESUMING = StreamPolicy(on_midstream_failure="continue")
 @pytest.mark.parametrize(
     ("policy", "done", "resumable", "diverged", "expected"),
     [
-        (StreamPolicy(), 0, True, False, Stop("error_event")),
+        (StreamPolicy(), 0, True, False, Stop("policy_error")),
         (RESUMING, 0, True, True, Stop("resume_diverged")),
         (RESUMING, 2, True, False, Stop("max_resumes")),
         (StreamPolicy(on_midstream_failure="continue", max_resumes=0), 0, True, False,

@@ -24,6 +24,7 @@ import pytest
 
 from gateway.testing import CutAfter, Error, ErrorEventAfter, FakeProvider
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, PROVIDER_KEY_ENV, policy_files, write_policies
+from tests.waiting import eventually
 
 ADMIN_KEY = "admin-" + uuid.uuid4().hex
 UNKNOWN_KEY = "unknown-" + uuid.uuid4().hex
@@ -42,17 +43,17 @@ def free_port() -> int:
 
 async def wait_healthy(url: str, proc: asyncio.subprocess.Process) -> None:
     async with aiohttp.ClientSession() as s:
-        for _ in range(300):
+
+        async def healthy() -> bool:
             if proc.returncode is not None:
                 raise AssertionError(f"gateway exited with {proc.returncode}")
             try:
                 async with s.get(url + "/healthz") as r:
-                    if r.status == 200:
-                        return
+                    return r.status == 200
             except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise AssertionError("gateway did not start")
+                return False
+
+        await eventually(healthy, within=30, step=0.02, what="the gateway's /healthz")
 
 
 async def traffic(url: str, fake: FakeProvider) -> None:

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import hashlib
 import hmac
+import sys
 import time
-from collections.abc import Callable
+import tracemalloc
+import types
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
+import gateway
 from gateway import admin
 from gateway.policy.load import load_policy_texts
+from gateway.policy.policyset import HELD_KEY
 from gateway.testing import FakeProvider
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness
 
@@ -47,27 +56,44 @@ def body_of(reply: bytes) -> Any:
 # ---- keys -------------------------------------------------------------------------------
 
 
-async def test_client_keys_are_held_hashed_only(gw: Harness) -> None:
-    """The loaded policy set holds only sha256 digests of client keys, never the keys."""
+async def test_client_keys_are_held_as_keyed_digests_only(gw: Harness) -> None:
+    """The loaded policy set holds neither client keys nor their SHA-256 digests: only
+    keyed digests (16 bytes, under the per-process key) of the team keys' digests and of
+    the keys already found; its teams list a placeholder where the file had the digest."""
     ps = gw.gateway.policies
-    digest = hashlib.sha256(CLIENT_KEY.encode()).hexdigest()
+    digest = hashlib.sha256(CLIENT_KEY.encode())
     assert ps.team_for_key(CLIENT_KEY) == "team-a"
-    assert list(ps._key_to_team) == [digest]
+    assert list(ps._key_to_team.values()) == list(ps._known.values()) == ["team-a"]
+    held = [*ps._key_to_team, *ps._known]
+    assert all(isinstance(k, bytes) and len(k) == 16 for k in held)
+    # nothing one could compute without the process key: plain hashes of the key or its
+    # digest, with or without the personalisations the set uses
+    forms = (CLIENT_KEY.encode(), digest.digest(), digest.hexdigest().encode())
+    plain = {hashlib.sha256(f).digest()[:16] for f in forms} | {
+        hashlib.blake2s(f, digest_size=16, person=person).digest()
+        for f in forms
+        for person in (b"", b"sha256", b"key")
+    }
+    assert not plain & set(held)
     for team in ps.teams.values():
-        assert all(k.startswith("sha256:") for k in team.keys)
+        assert all(k == HELD_KEY for k in team.keys)
     dumped = repr(ps.describe()) + repr([t.model_dump() for t in ps.teams.values()])
-    assert CLIENT_KEY not in dumped
+    assert CLIENT_KEY not in dumped and digest.hexdigest() not in dumped
+    assert ps.describe()["teams"]["team-a"]["keys"] == 1
 
 
 def test_env_keys_are_hashed_at_load() -> None:
-    """An ``env:NAME`` key is read once at load and kept only as its digest."""
+    """An ``env:NAME`` key is read once at load and kept only as a keyed digest."""
     files = {
         "a.yaml": "teams:\n  t:\n    keys: ['env:TEAM_KEY']\n    models: ['*']\n"
         "    routes: [{match: {model: '*'}, policy: default}]\n"
     }
     ps = load_policy_texts(files, env={"TEAM_KEY": "s3cret-from-env"})
     assert ps.team_for_key("s3cret-from-env") == "t"
-    assert "s3cret-from-env" not in repr(ps._key_to_team) + repr(ps.describe())
+    hexdigest = hashlib.sha256(b"s3cret-from-env").hexdigest()
+    text = repr(ps._key_to_team) + repr(ps._known) + repr(ps.describe()) + repr(dict(ps.teams))
+    assert "s3cret-from-env" not in text and hexdigest not in text
+    assert ps.teams["t"].keys == ("env:TEAM_KEY",)  # the variable's name, not its value
 
 
 @pytest.mark.parametrize(
@@ -131,6 +157,209 @@ async def test_client_key_never_sent_upstream(gw: Harness, fake: FakeProvider) -
         assert CLIENT_KEY not in flat
         assert PROVIDER_KEY in flat
         assert "cookie" not in req.headers and "proxy-authorization" not in req.headers
+
+
+# ---- what the process holds -------------------------------------------------------------
+
+_GATEWAY_DIR = str(Path(gateway.__file__).resolve().parent) + "/"
+_WALK_LIMIT = 3_000_000  # objects; the walk fails rather than stop short of it
+_RUNNER = ("_pytest.", "pytest.", "pluggy.", "pytest_asyncio.")  # the test runner's objects
+
+
+class Residue:
+    """The forms of a client key that no object of the gateway may hold: the key, its UTF-8
+    bytes and its plain SHA-256 digest (hex, as in team files, and raw), also inside longer
+    strings and buffers (a header block, ``sha256:<hex>``)."""
+
+    def __init__(self, key: str) -> None:
+        digest = hashlib.sha256(key.encode())
+        self.texts = (key, digest.hexdigest())
+        self.blobs = (key.encode(), digest.hexdigest().encode(), digest.digest())
+
+    def held_by(self, obj: Any) -> bool:
+        kind = type(obj)
+        if issubclass(kind, str):
+            return any(t in obj for t in self.texts)
+        if issubclass(kind, bytes | bytearray):
+            return any(b in obj for b in self.blobs)
+        if issubclass(kind, memoryview):
+            return any(b in obj.tobytes() for b in self.blobs)
+        return False
+
+
+_MODULE_OF: dict[type, str] = {}
+
+
+def _module(obj: object) -> str:
+    """The module that defines the class of ``obj`` ("" when it does not say)."""
+    kind = type(obj)
+    name = _MODULE_OF.get(kind)
+    if name is None:
+        given = vars(kind).get("__module__", "")
+        name = _MODULE_OF[kind] = given if isinstance(given, str) else ""
+    return name
+
+
+def _code(obj: Any) -> types.CodeType | None:
+    """The code a frame, coroutine, generator or function runs.
+
+    The helpers here look at ``type(obj)``, never ``isinstance``: that asks the object for
+    its ``__class__``, and a lazy proxy (the anthropic SDK has some) imports on that."""
+    kind = type(obj)
+    code: types.CodeType | None = None
+    if kind is types.FrameType:
+        code = obj.f_code
+    elif kind is types.CoroutineType:
+        code = obj.cr_code
+    elif kind is types.GeneratorType:
+        code = obj.gi_code
+    elif kind is types.AsyncGeneratorType:
+        code = obj.ag_code
+    elif kind is types.FunctionType:
+        code = obj.__code__
+    return code
+
+
+def _own(obj: object) -> bool:
+    """The test's own references: this file's frames and coroutines, the runner's objects
+    (pytest keeps the parameters of the key tests above)."""
+    if type(obj) in (types.FrameType, types.CoroutineType):
+        code = _code(obj)
+        return code is not None and code.co_filename == __file__
+    return _module(obj).startswith(_RUNNER)
+
+
+def gateway_objects(objects: list[object]) -> list[object]:
+    """The objects that are the gateway's: instances of a class of a gateway module,
+    functions, closures, coroutines, generators and frames of gateway code, and the dicts,
+    sets and other objects that gateway code allocated, as far as tracemalloc can tell (on
+    Python 3.11 it cannot for an object with a managed ``__dict__``, nor for a dict or list
+    taken from a free list; what such an object holds is still walked when it is reachable
+    from the others). Call while tracemalloc traces; this stops it (an allocation costs
+    much while it traces, so the rest runs after)."""
+    traced = []
+    for obj in objects:
+        tb = tracemalloc.get_object_traceback(obj)
+        if tb is not None:
+            traced.append((obj, tb))
+    tracemalloc.stop()
+    allocated = {
+        id(obj) for obj, tb in traced if any(f.filename.startswith(_GATEWAY_DIR) for f in tb)
+    }
+    owned = []
+    for obj in objects:
+        code = _code(obj)
+        if (
+            id(obj) in allocated
+            or _module(obj).startswith("gateway.")
+            or (code is not None and code.co_filename.startswith(_GATEWAY_DIR))
+        ):
+            owned.append(obj)
+    return owned
+
+
+def referents(obj: Any) -> list[Any]:
+    """What ``obj`` refers to: ``gc.get_referents`` (slots, closures, frames, C-level
+    containers) plus what it does not visit: the keys of a dict whose keys are all
+    strings, and the items of other mappings (multidicts of headers)."""
+    refs = gc.get_referents(obj)
+    kind = type(obj)
+    if issubclass(kind, dict):
+        refs.extend(obj)
+    elif issubclass(kind, Mapping):
+        with contextlib.suppress(Exception):  # a mapping that cannot be listed: referents only
+            refs.extend(x for item in list(obj.items()) for x in item)
+    return refs
+
+
+def _describe(obj: object) -> str:
+    text = repr(obj) if issubclass(type(obj), str | bytes | bytearray) else type(obj).__qualname__
+    return text[:100]
+
+
+def holders(roots: list[object], residue: Residue, skip: set[int]) -> tuple[list[str], int]:
+    """Walk every object reachable from ``roots``, but not into modules' globals (other
+    than a root's), the test's own references or the ids in ``skip``; the path to each
+    object that holds a form of the key, and how many objects were walked."""
+    root_ids = {id(r) for r in roots}
+    modules = {id(vars(m)) for m in list(sys.modules.values()) if m is not None}
+    seen = (skip | modules) - root_ids
+    queue: deque[object] = deque()
+    for root in roots:
+        if id(root) not in seen:
+            seen.add(id(root))
+            queue.append(root)
+    parent: dict[int, object] = {}
+    found: list[str] = []
+    walked = 0
+    while queue:
+        obj = queue.popleft()
+        walked += 1
+        assert walked <= _WALK_LIMIT, "too many objects to walk: raise _WALK_LIMIT"
+        if residue.held_by(obj):
+            path, at = [_describe(obj)], parent.get(id(obj))
+            while at is not None and len(path) < 40:
+                path.append(_describe(at))
+                at = parent.get(id(at))
+            found.append(" <- ".join(path))
+            continue
+        if issubclass(type(obj), types.ModuleType | str | bytes | int | float) or _own(obj):
+            continue
+        for ref in referents(obj):
+            if id(ref) not in seen:
+                seen.add(id(ref))
+                parent[id(ref)] = obj
+                queue.append(ref)
+    return found, walked
+
+
+async def test_no_object_holds_a_client_key(make_gateway: Callable[..., Any]) -> None:
+    """After a real gateway has served a client key in both header styles (chat, messages,
+    streams, a model list, a refused model), no object it keeps holds the key, its UTF-8
+    bytes or its plain SHA-256 digest, even inside a longer string or buffer. Walked: all
+    that is reachable from the Gateway object and the gateway modules' globals, and from
+    every object of the process that is the gateway's (:func:`gateway_objects`): so also what
+    it handed to aiohttp, asyncio or another library and is still alive there."""
+    tracemalloc.start(16)  # frames per allocation: enough to see the gateway's, and quick
+    try:
+        gw: Harness = await make_gateway()
+        key = "".join(CLIENT_KEY)  # not the harness's constant object
+        async with aiohttp.ClientSession() as s:
+            for headers in ({"authorization": f"Bearer {key}"}, {"x-api-key": key}):
+                for path, body in (
+                    ("/v1/chat/completions", {"model": "gpt-test", "messages": MESSAGES}),
+                    ("/v1/chat/completions",
+                     {"model": "gpt-test", "messages": MESSAGES, "stream": True}),
+                    ("/v1/messages",
+                     {"model": "claude-test", "max_tokens": 10, "messages": MESSAGES}),
+                    ("/v1/messages", {"model": "claude-test", "max_tokens": 10,
+                                      "messages": MESSAGES, "stream": True}),
+                    ("/v1/chat/completions", {"model": "not-allowed", "messages": MESSAGES}),
+                ):  # fmt: skip
+                    async with s.post(gw.url + path, json=body, headers=headers) as r:
+                        await r.read()
+                        assert r.status in (200, 404), (path, r.status)
+                async with s.get(gw.url + "/v1/models", headers=headers) as r:
+                    assert r.status == 200
+            del headers, r
+        del s
+        await asyncio.sleep(0.2)  # the server side of the closed connections goes
+        gc.collect()
+        owned = gateway_objects(gc.get_objects())
+    finally:
+        tracemalloc.stop()
+    residue = Residue(key)
+    mine = {id(x) for x in (residue, residue.texts, residue.blobs, *residue.texts, *residue.blobs)}
+    mine |= {id(key), id(CLIENT_KEY), id(owned)}
+    gateway_modules = [
+        vars(m) for name, m in list(sys.modules.items())
+        if m is not None and (name == "gateway" or name.startswith("gateway."))
+    ]  # fmt: skip
+    found, walked = holders([gw.gateway, *gateway_modules, *owned], residue, mine)
+    assert found == [], "\n".join(found)
+    # it did look: at the gateway's objects, made while it started and served
+    assert any(o is gw.gateway.policies for o in owned) and len(owned) > 1_000, len(owned)
+    assert walked > 50_000, walked
 
 
 # ---- admin --------------------------------------------------------------------------------
@@ -366,7 +595,7 @@ async def test_slow_body_times_out_with_408(
 
     async def trickle() -> None:
         for _ in range(20):  # one byte every 0.1 s: never idle long, never done
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # the scenario: a slowloris client
             if writer.is_closing():
                 return
             writer.write(b" ")

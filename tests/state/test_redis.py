@@ -160,7 +160,8 @@ async def test_outage_answers_locally_and_recovers(
     replicas: Callable[..., RedisState], redis_server: RedisServer
 ) -> None:
     """With redis-server killed calls answer from local state; a restart restores sharing."""
-    a, b = replicas(), replicas()
+    clock = Clock()  # the reconnect interval's clock: moved on by the test, not waited for
+    a, b = replicas(clock=clock), replicas(clock=clock)
     for t in (1.0, 2.0):
         await a.record(KEY, FB, 0, "server_error", t, probe=False)
     assert await b.choose(KEY, FB, 3.0) == Choice(1)
@@ -183,9 +184,8 @@ async def test_outage_answers_locally_and_recovers(
         assert all(e["log_level"] == "warning" for e in degraded)
 
         redis_server.start()  # same port, empty: Redis is the truth again
-        await asyncio.sleep(0.06)  # past the 0.05 s reconnect interval
+        clock.t += 0.06  # past the 0.05 s reconnect interval
         assert await a.choose(KEY, FB, 10.0) == Choice(0)
-        await asyncio.sleep(0.06)
         assert await b.choose(KEY, FB, 10.0) == Choice(0)
         assert len(events(logs, "state_backend_recovered")) == 2
         assert len(events(logs, "state_backend_degraded")) == 2

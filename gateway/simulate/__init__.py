@@ -1,0 +1,213 @@
+"""``llm-gateway simulate``: replay scripted upstream outcomes through the real engine.
+
+The script is a comma list of outcomes, one per upstream attempt, in order::
+
+    200                  success
+    429 | 500 | 529 ...  an error with that status (a realistic body for the status)
+    429:ra=3             ... with Retry-After: 3 (seconds)
+    429:ms=250           ... with retry-after-ms: 250
+    429:code=insufficient_quota   ... with that error code in the body
+    timeout | reset      no response: a first-byte timeout, a reset connection
+    200:length           an answer cut at the output token limit (continued by policy)
+    200:cut@N, 200:stall@N, 200:badchunk@N
+                         a stream that resets or goes quiet after N characters, or
+                         carries an undecodable event at chunk N (``--stream``; any of
+                         these implies it): see :mod:`gateway.simulate.stream`
+
+Each upstream call takes the next item, the summary call of the ``summarize``
+compaction strategy included (it is shown as a ``-`` row under the attempt it
+helps; a successful one answers with a canned summary). When the script runs
+out, further calls succeed. The engine, the decision function, backoff, budgets,
+fallback state and compaction are the ones the proxy runs; only the clock is
+virtual (waits advance it instantly) and the upstream is the script.
+
+The simulated request is one short user message, or with ``--conversation agent``
+a coding agent's transcript (a system prompt, a task, eight tool calls with
+6,000-character results, a last question) that compaction can shrink.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gateway.continuing import continue_answer, decoded, follow_stream
+from gateway.engine import Env, Request, recover
+from gateway.observe.events import RequestLog
+from gateway.policy.load import PolicyError, load_policy_dir
+from gateway.policy.schema import Policy
+from gateway.simulate.attempter import (
+    Row,
+    ScriptedAttempter,
+    TimelineEvents,
+    VirtualClock,
+    agent_conversation,
+)
+from gateway.simulate.script import STREAM_FAULTS, Step, parse_script
+from gateway.simulate.stream import ScriptedStream
+from gateway.state.memory import MemoryState
+
+__all__ = [
+    "Row",
+    "ScriptedAttempter",
+    "Step",
+    "VirtualClock",
+    "main",
+    "parse_script",
+    "run",
+    "simulate",
+]
+
+
+@dataclass(slots=True)
+class Simulation:
+    timeline: str
+    decisions: list[tuple[str, str]]  # after the first byte (see TimelineEvents)
+    attempts: int
+    recovery: list[str]
+
+
+async def run(
+    policy: Policy,
+    route_id: str,
+    team: str,
+    model: str,
+    script: str,
+    seed: int,
+    conversation: str = "short",
+    *,
+    stream: bool = False,
+    prefill_of: Callable[[str], bool] = lambda model: False,
+) -> str:
+    """The timeline of one simulated request (see :func:`simulate`)."""
+    sim = await simulate(
+        policy,
+        route_id,
+        team,
+        model,
+        script,
+        seed,
+        conversation,
+        stream=stream,
+        prefill_of=prefill_of,
+    )
+    return sim.timeline
+
+
+async def simulate(
+    policy: Policy,
+    route_id: str,
+    team: str,
+    model: str,
+    script: str,
+    seed: int,
+    conversation: str = "short",
+    *,
+    stream: bool = False,
+    prefill_of: Callable[[str], bool] = lambda model: False,
+) -> Simulation:
+    """Run the script through the real loops: ``recover`` before the first byte, then
+    ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it."""
+    steps = parse_script(script)
+    clock = VirtualClock()
+    attempter = ScriptedAttempter(steps, policy, clock)
+    attempter.stream = stream or any(s.fault in STREAM_FAULTS for s in steps)
+    events = TimelineEvents(attempter)
+    env = Env(MemoryState(), events, clock.monotonic, clock.wall, random.Random(seed))
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "simulated"}]}
+    if conversation == "agent":
+        body = agent_conversation(model)
+    if attempter.stream:
+        body["stream"] = True
+    req = Request("openai", body, model, route_id, team, policy, policy.timeouts.total)
+    log = RequestLog("simulated", 0.0)
+    result = await recover(req, log, env, attempter)
+    out = result.outcome
+    if out.failure is None and attempter.stream:
+        side = ScriptedStream(attempter, req, log, env, out.stream, prefill_of)
+        await follow_stream(side, req, log, env)
+    elif out.failure is None:
+        first = decoded(out.body)
+        if first is not None:
+            prefill = prefill_of(result.progress.model)
+            await continue_answer(attempter, req, result, first, log, env, prefill=prefill)
+    elif attempter.last is not None:
+        last = attempter.last
+        last.action = (
+            f"{last.action}; give up ({result.reason})"
+            if last.action
+            else (f"give up ({result.reason})")
+        )
+    ok = out.failure is None and log.error is None
+    timeline = render(attempter.rows, clock.now, ok)
+    return Simulation(timeline, events.decisions, log.attempts, list(log.recovery))
+
+
+def render(rows: Sequence[Row], total: float, ok: bool) -> str:
+    lines = [f"{'attempt':>7}  {'t(s)':>8}  {'model':<20} {'outcome':<28} action"]
+    for r in rows:
+        n = "-" if r.attempt is None else r.attempt
+        line = f"{n:>7}  {r.at:>8.2f}  {r.model:<20} {r.outcome:<28} {r.action}"
+        lines.append(line.rstrip())
+    verdict = "answered" if ok else "failed"
+    attempts = sum(r.attempt is not None for r in rows)
+    lines.append(f"{verdict} after {attempts} attempt(s) in {total:.2f}s (virtual time)")
+    return "\n".join(lines)
+
+
+def _drop(_: Any, __: str, ___: Any) -> Any:
+    raise structlog.DropEvent  # the timeline is the output; events would repeat it
+
+
+def main(args: argparse.Namespace) -> int:
+    import asyncio
+
+    structlog.configure(processors=[_drop], logger_factory=structlog.ReturnLoggerFactory())
+    try:
+        policies = load_policy_dir(Path(args.policies))
+    except PolicyError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    if args.team not in policies.teams:
+        print(f"unknown team {args.team!r}; teams: {', '.join(policies.teams)}", file=sys.stderr)
+        return 1
+    if args.model not in policies.models or not policies.model_allowed(args.team, args.model):
+        print(
+            f"team {args.team!r} may not use model {args.model!r}; its models: "
+            f"{', '.join(policies.team_models(args.team))}",
+            file=sys.stderr,
+        )
+        return 1
+    route = policies.route(args.team, args.model, args.path)
+    if route is None:
+        print(
+            f"no route of team {args.team!r} matches {args.model!r} on {args.path}", file=sys.stderr
+        )
+        return 1
+    try:
+        text = asyncio.run(
+            run(
+                route.policy,
+                route.id,
+                args.team,
+                args.model,
+                args.script,
+                args.seed,
+                args.conversation,
+                stream=args.stream,
+                prefill_of=lambda m: policies.models[m].prefill,
+            )
+        )
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    print(f"team={args.team} route={route.id} policy={route.policy_name} model={args.model}")
+    print(text)
+    return 0

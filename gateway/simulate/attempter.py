@@ -1,0 +1,188 @@
+"""``simulate``'s upstream: the script played as answers on a virtual clock, and the
+timeline of what the real loops did with them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.engine import Outcome
+from gateway.errors import Category
+from gateway.observe.events import Events, RequestLog
+from gateway.observe.metrics import Metrics
+from gateway.policy.schema import Policy
+from gateway.resilience.classify import classify_response, transport_failure
+from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
+from gateway.resilience.failure import Failure
+from gateway.simulate.script import Step, json_answer
+
+
+@dataclass(slots=True)
+class Row:
+    attempt: int | None  # None: the summary call of the summarize strategy
+    at: float
+    model: str
+    outcome: str
+    action: str = ""
+
+
+class VirtualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+
+SUMMARY = (
+    "(simulated summary) Read f0.py to f7.py; the retry test waits on the real clock "
+    "in client.py:88. Open: make the backoff use the injected clock."
+)
+
+
+class ScriptedAttempter:
+    """Plays the script as the upstream; waits advance the virtual clock."""
+
+    def __init__(self, steps: list[Step], policy: Policy, clock: VirtualClock) -> None:
+        self.steps = list(steps)
+        self.policy = policy
+        self.clock = clock
+        self.rows: list[Row] = []
+        self.last: Row | None = None  # the last attempt's row (not a summary call's)
+        self.answered: list[Row] = []  # rows of attempts that answered (parts, streams)
+        self.stream = False  # the simulated client asked for a stream
+        self.attempts = 0
+
+    def note(self, strategy: str, outcome: str, sizes: dict[str, Any]) -> None:
+        """A compaction step, on the row of the attempt that asked for it."""
+        if self.last is None or outcome not in ("applied", "failed"):
+            return  # a skipped step changes nothing and is not shown
+        if outcome == "failed":
+            what = f"{strategy} failed ({sizes.get('error')})"
+        else:
+            what = (
+                f"{strategy} ({sizes['messages_before']}->{sizes['messages_after']} messages,"
+                f" {sizes['tokens_before']}->{sizes['tokens_after']} tokens)"
+            )
+        self.last.action = f"{self.last.action}; {what}" if self.last.action else what
+
+    async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
+        last = self.last
+        if last is not None and not last.action:
+            last.action = f"fallback -> {model}"
+        elif last is not None and last.model != model:  # after a compaction step
+            last.action += f"; fallback -> {model}"
+        step = self.steps.pop(0) if self.steps else Step(200, {}, b"{}", label="200")
+        self.attempts += 1  # across the request: follow-ups too (progress counts per recover)
+        row = Row(self.attempts, self.clock.now, model, step.label)
+        self.rows.append(row)
+        self.last = row
+        if step.transport is not None:
+            f = transport_failure(step.transport, step.label)
+            if step.label == "timeout":
+                self.clock.now += self.policy.timeouts.first_byte
+                f = Failure(Category.timeout, None, "first-byte timeout", code=FIRST_BYTE_TIMEOUT)
+            row.outcome = f.category.value
+            return Outcome(f, status=0)
+        if step.status < 300:
+            self.answered.append(row)
+            if self.stream:
+                row.outcome = "stream opened"
+                return Outcome(stream=step)
+            row.outcome = "ok, cut at the limit" if step.fault == "length" else "ok"
+            row.action = "answered"
+            return Outcome(body=json_answer(step, len(self.answered)))
+        f = classify_response(
+            step.status, step.headers, step.body, rules=self.policy.classify, now=self.clock.wall()
+        )
+        row.outcome = f"{step.label} {f.category.value}"
+        return Outcome(f, step.status, step.body)
+
+    async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None:
+        kind = "turn retry" if decision.turn else "retry"
+        if self.last is not None:
+            self.last.action = f"{kind} in {seconds:.2f}s"
+        self.clock.now += seconds
+
+    def model_info(self, model: str) -> tuple[str, int | None]:
+        return "openai", None
+
+    async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
+        step = self.steps.pop(0) if self.steps else Step(200, {}, b"{}", label="200")
+        row = Row(None, self.clock.now, model, f"summary {step.label}")
+        self.rows.append(row)
+        if step.transport is not None:
+            if step.label == "timeout":
+                self.clock.now += within
+            f = transport_failure(step.transport, step.label)
+            row.outcome = f"summary {f.category.value}"
+            return Outcome(f, status=0)
+        if step.status < 300:
+            row.outcome, row.action = "summary ok", f"summary of {len(SUMMARY)} characters"
+            answer = {
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": SUMMARY}}]
+            }
+            return Outcome(body=orjson.dumps(answer))
+        f = classify_response(
+            step.status, step.headers, step.body, rules=self.policy.classify, now=self.clock.wall()
+        )
+        row.outcome = f"summary {step.label} {f.category.value}"
+        return Outcome(f, step.status, step.body)
+
+
+class TimelineEvents(Events):
+    """The real events, and each compaction step noted on the timeline."""
+
+    def __init__(self, attempter: ScriptedAttempter) -> None:
+        super().__init__(Metrics())
+        self.attempter = attempter
+        #: What was decided after the first byte, in order: (continue, n), (resume, ""),
+        #: (error_event, reason); a test compares it with the live path's events.
+        self.decisions: list[tuple[str, str]] = []
+
+    def prompt_too_long_recovery(
+        self, r: RequestLog, model: str, strategy: str, outcome: str, **sizes: Any
+    ) -> None:
+        super().prompt_too_long_recovery(r, model, strategy, outcome, **sizes)
+        self.attempter.note(strategy, outcome, sizes)
+
+    def output_continuation(self, r: RequestLog, model: str, n: int) -> None:
+        """Noted on the part that was cut (the answer before the continuation's)."""
+        super().output_continuation(r, model, n)
+        self.decisions.append(("continue", str(n)))
+        rows = self.attempter.answered
+        if len(rows) >= 2:
+            rows[-2].action = f"continue (#{n})"
+
+    def stream_interrupted(
+        self, r: RequestLog, model: str, f: Failure, action: str, *, reason: str = ""
+    ) -> None:
+        super().stream_interrupted(r, model, f, action, reason=reason)
+        self.decisions.append((action, reason))
+        row = self.attempter.last
+        if row is not None:
+            row.action = "resume" if action == "resume" else f"stop ({reason})"
+
+
+def agent_conversation(model: str) -> dict[str, Any]:
+    """A coding agent's request: system, task, eight tool rounds with long results, a question."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the flaky retry test."},
+    ]
+    for i in range(8):
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": f'{{"path": "f{i}.py"}}'},
+        }
+        lines = "".join(f"{i}.{n:03d}: x = compute({n})\n" for n in range(300))[:6000]
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": lines})
+    messages.append({"role": "user", "content": "What makes it flaky?"})
+    return {"model": model, "messages": messages}

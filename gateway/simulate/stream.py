@@ -1,0 +1,134 @@
+"""``simulate``'s side of the stream loop (:func:`gateway.continuing.follow_stream`).
+
+A scripted stream relays the simulated answer (:data:`ANSWER_CHARS` characters) up to
+its fault, the decisions of the real loop then say what follows:
+
+    200              the whole answer (the rest of it, for a continuation or resume)
+    200:length       40 characters more, then the final event says "cut at the limit"
+    200:cut@N        N characters, then the connection resets
+    200:stall@N      N characters, then silence for ``timeouts.stream_idle``
+    200:badchunk@N   the whole answer, with one undecodable event at chunk N (dropped)
+
+Positions count from the start of that stream: a continuation or a prefill resume
+starts where the client's text stands, a regeneration starts again at 0 and the
+characters the client already has are not sent twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from gateway.continuing import Segment, same_model
+from gateway.engine import Env, Request, recover
+from gateway.errors import Category
+from gateway.observe.events import RequestLog
+from gateway.resilience import followup
+from gateway.resilience.classify import transport_failure
+from gateway.resilience.failure import Failure
+
+if TYPE_CHECKING:
+    from gateway.simulate.attempter import Row, ScriptedAttempter
+    from gateway.simulate.script import Step
+
+ANSWER_CHARS = 120
+LENGTH_CHARS = 40
+
+
+class ScriptedStream:
+    """Relays scripted streams; opens continuations and resumes through the scripted
+    attempter, so every one of them is an attempt on the timeline."""
+
+    def __init__(
+        self,
+        att: ScriptedAttempter,
+        req: Request,
+        log: RequestLog,
+        env: Env,
+        first: Step,
+        prefill_of: Callable[[str], bool],
+    ) -> None:
+        self.att, self.req, self.log, self.env = att, req, log, env
+        self.step = first
+        self.row: Row | None = att.last
+        self.sent = 0  # characters of the answer the client has
+        self.base = 0  # where the current stream starts in the answer
+        self.prefill_of = prefill_of
+        self._cut = False
+
+    def _model(self) -> str:
+        return self.log.answered_by or self.req.model
+
+    async def pump(self) -> Segment:
+        step, row = self.step, self.row
+        fault, at = step.fault, step.at
+        end = ANSWER_CHARS
+        if fault == "length":
+            end = min(ANSWER_CHARS, self.base + LENGTH_CHARS)
+        elif fault in ("cut", "stall"):
+            end = min(ANSWER_CHARS, self.base + at)
+        new = max(0, end - self.sent)
+        self.sent = max(self.sent, end)
+        self._cut = fault == "length" and end < ANSWER_CHARS
+        if fault == "cut":
+            what = f"stream: {new} chars, then reset"
+            seg = Segment(failure=transport_failure(Category.connection, "reset mid-stream"))
+        elif fault == "stall":
+            self.att.clock.now += self.req.policy.timeouts.stream_idle
+            what = f"stream: {new} chars, then silence"
+            seg = Segment(failure=transport_failure(Category.timeout, "stream_idle timeout"))
+        else:
+            what = f"stream: {new} chars" + (", cut at the limit" if self._cut else ", complete")
+            if fault == "badchunk":
+                what += f" (bad event at chunk {at} dropped)"
+            seg = Segment(complete=True)
+        if row is not None:
+            row.outcome = what
+        return seg
+
+    def cut(self, seg: Segment) -> bool:
+        return self._cut
+
+    def text(self) -> str:
+        return "x" * self.sent
+
+    def continuable(self) -> bool:
+        return True
+
+    def prefill(self) -> bool:
+        return self.prefill_of(self._model())
+
+    async def _open(self, sub: Request, base: int) -> bool:
+        result = await recover(sub, self.log, self.env, self.att)
+        step = result.outcome.stream
+        if result.outcome.failure is not None or step is None:
+            return False
+        self.step, self.row, self.base = step, self.att.last, base
+        return True
+
+    async def open_continuation(self) -> bool:
+        follow: dict[str, Any] = {**self.req.body, "continue_after_chars": self.sent}
+        return await self._open(same_model(self.req, self._model(), follow), self.sent)
+
+    async def open_resume(self, modes: tuple[str, ...]) -> bool:
+        for mode in modes:
+            if mode == followup.PREFILL:  # as the relay does: the same request, the text as prefill
+                body = {**self.req.body, "prefill_chars": self.sent}
+                if await self._open(replace(self.req, body=body, model=self._model()), self.sent):
+                    return True
+            elif await self._open(self.req, 0):
+                return True
+        return False
+
+    async def finish(self, seg: Segment) -> None:
+        if self.row is not None:
+            self.row.action = _join(self.row.action, f"answered ({self.sent} chars sent)")
+
+    async def fail(self, original: Failure) -> None:
+        if self.row is not None:
+            self.row.action = _join(self.row.action, f"error event ({original.category.value})")
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b

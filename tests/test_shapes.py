@@ -1,0 +1,203 @@
+"""check_shape: the JSON types of the fields the gateway reads, as a table and by hypothesis.
+
+The integration side (a 400 in the endpoint's format, nothing upstream) is in
+tests/integration/test_errors.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.errors import GatewayError
+from gateway.providers import Endpoint
+from gateway.shapes import TOKEN_FIELDS, check_shape
+
+CHAT, MESSAGES, RESPONSES = Endpoint.chat, Endpoint.messages, Endpoint.responses
+COMPLETIONS, EMBEDDINGS = Endpoint.completions, Endpoint.embeddings
+USER = [{"role": "user", "content": "hi"}]
+TOOL_TURN = [
+    {"role": "user", "content": [{"type": "text", "text": "weather?"}]},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sun"}]},
+]
+
+# What the official SDKs and the clients of tests/clients send: all must pass.
+VALID: list[tuple[Endpoint, dict[str, Any]]] = [
+    (CHAT, {"model": "m", "messages": USER}),
+    (CHAT, {"model": "m", "messages": USER, "stream": True,
+            "stream_options": {"include_usage": True}}),
+    (CHAT, {"model": "m", "messages": USER, "stream": False, "max_tokens": 16}),
+    (CHAT, {"model": "m", "messages": USER, "max_completion_tokens": 1, "max_tokens": None,
+            "stream": None, "tools": [{"type": "function", "function": {"name": "f"}}]}),
+    (CHAT, {"model": "m", "messages": []}),  # empty: the provider's to refuse
+    (CHAT, {"model": "m"}),  # absent: likewise
+    (CHAT, {"model": "m", "messages": USER, "temperature": "hot"}),  # not a field we read
+    (MESSAGES, {"model": "m", "max_tokens": 1024, "messages": USER}),
+    (MESSAGES, {"model": "m", "max_tokens": 1024, "messages": TOOL_TURN, "stream": True,
+                "system": "be brief"}),
+    (MESSAGES, {"model": "m", "max_tokens": 1024, "messages": USER,
+                "system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}),
+    (MESSAGES, {"model": "m", "max_tokens": 2**40, "messages": USER, "system": None}),
+    (RESPONSES, {"model": "m", "input": "hi"}),
+    (RESPONSES, {"model": "m", "input": [{"role": "user", "content": "hi"}], "stream": True,
+                 "max_output_tokens": 100, "instructions": "x", "store": False}),
+    (RESPONSES, {"model": "m", "previous_response_id": "r1"}),  # no input at all
+    (RESPONSES, {"model": "m", "input": None}),
+    (COMPLETIONS, {"model": "m", "prompt": "once upon", "max_tokens": 5}),
+    (COMPLETIONS, {"model": "m", "prompt": ["a", "b"]}),
+    (COMPLETIONS, {"model": "m", "prompt": [1, 2, 3]}),
+    (COMPLETIONS, {"model": "m", "prompt": [[1, 2], [3]], "stream": True}),
+    (COMPLETIONS, {"model": "m", "prompt": None}),
+    (EMBEDDINGS, {"model": "m", "input": "text"}),
+    (EMBEDDINGS, {"model": "m", "input": ["a", "b"], "encoding_format": "base64"}),
+    (EMBEDDINGS, {"model": "m", "input": [[1, 2, 3]], "dimensions": 8}),
+]  # fmt: skip
+
+# (endpoint, body, param, message)
+INVALID: list[tuple[Endpoint, dict[str, Any], str, str]] = [
+    (CHAT, {"messages": "hi"}, "messages",
+     "'messages' must be an array of message objects, got a string"),
+    (CHAT, {"messages": {"role": "user"}}, "messages",
+     "'messages' must be an array of message objects, got an object"),
+    (CHAT, {"messages": None}, "messages",
+     "'messages' must be an array of message objects, got null"),
+    (CHAT, {"messages": [*USER, "hi"]}, "messages",
+     "'messages[1]' must be a message object, got a string"),
+    (CHAT, {"messages": [[{"role": "user"}]]}, "messages",
+     "'messages[0]' must be a message object, got an array"),
+    (CHAT, {"messages": USER, "stream": "true"}, "stream",
+     "'stream' must be true or false, got a string"),
+    (CHAT, {"messages": USER, "stream": 1}, "stream", "'stream' must be true or false, got the number 1"),
+    (CHAT, {"messages": USER, "max_tokens": "100"}, "max_tokens",
+     "'max_tokens' must be a positive integer, got a string"),
+    (CHAT, {"messages": USER, "max_tokens": 0}, "max_tokens",
+     "'max_tokens' must be a positive integer, got the number 0"),
+    (CHAT, {"messages": USER, "max_tokens": -5}, "max_tokens",
+     "'max_tokens' must be a positive integer, got the number -5"),
+    (CHAT, {"messages": USER, "max_tokens": 10.5}, "max_tokens",
+     "'max_tokens' must be a positive integer, got the number 10.5"),
+    (CHAT, {"messages": USER, "max_tokens": 10.0}, "max_tokens",
+     "'max_tokens' must be a positive integer, got the number 10.0"),
+    (CHAT, {"messages": USER, "max_completion_tokens": True}, "max_completion_tokens",
+     "'max_completion_tokens' must be a positive integer, got true"),
+    (CHAT, {"messages": USER, "max_tokens": -(10**30)}, "max_tokens",
+     "'max_tokens' must be a positive integer, got a number"),  # too long to be shown
+    (MESSAGES, {"messages": "hi", "max_tokens": 10}, "messages",
+     "'messages' must be an array of message objects, got a string"),
+    (MESSAGES, {"messages": [None], "max_tokens": 10}, "messages",
+     "'messages[0]' must be a message object, got null"),
+    (MESSAGES, {"messages": USER, "system": {"text": "x"}}, "system",
+     "'system' must be a string or an array of content blocks, got an object"),
+    (MESSAGES, {"messages": USER, "system": 3}, "system",
+     "'system' must be a string or an array of content blocks, got the number 3"),
+    (MESSAGES, {"messages": USER, "max_tokens": False}, "max_tokens",
+     "'max_tokens' must be a positive integer, got false"),
+    (MESSAGES, {"messages": USER, "max_tokens": 10, "stream": "yes"}, "stream",
+     "'stream' must be true or false, got a string"),
+    (RESPONSES, {"input": {"role": "user", "content": "hi"}}, "input",
+     "'input' must be a string or an array, got an object"),
+    (RESPONSES, {"input": 42}, "input", "'input' must be a string or an array, got the number 42"),
+    (RESPONSES, {"input": "hi", "max_output_tokens": "lots"}, "max_output_tokens",
+     "'max_output_tokens' must be a positive integer, got a string"),
+    (COMPLETIONS, {"prompt": {"text": "x"}}, "prompt",
+     "'prompt' must be a string or an array, got an object"),
+    (EMBEDDINGS, {"input": None}, "input", "'input' must be a string or an array, got null"),
+    (EMBEDDINGS, {"input": 7}, "input", "'input' must be a string or an array, got the number 7"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("endpoint", "body"), VALID, ids=lambda v: getattr(v, "name", ""))
+def test_what_clients_send_passes(endpoint: Endpoint, body: dict[str, Any]) -> None:
+    check_shape(endpoint, body)  # no GatewayError
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body", "param", "message"), INVALID, ids=[m for *_, m in INVALID]
+)
+def test_wrong_types_are_400_naming_the_field(
+    endpoint: Endpoint, body: dict[str, Any], param: str, message: str
+) -> None:
+    with pytest.raises(GatewayError) as caught:
+        check_shape(endpoint, {"model": "m", **body})
+    err = caught.value
+    assert (err.status, err.param, err.message, err.code) == (
+        400,
+        param,
+        message,
+        "invalid_request",
+    )
+    assert err.openai_body()["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert err.anthropic_body()[
+        "error"
+    ] == {  # the Anthropic form has no param: the message names it
+        "type": "invalid_request_error",
+        "message": message,
+    }
+
+
+# ---- the rule, restated as an oracle, against arbitrary JSON --------------------------------
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+CHECKED = {
+    CHAT: ("messages", "stream", *TOKEN_FIELDS),
+    MESSAGES: ("messages", "system", "stream", *TOKEN_FIELDS),
+    RESPONSES: ("input", "stream", *TOKEN_FIELDS),
+    COMPLETIONS: ("prompt", "stream", *TOKEN_FIELDS),
+    EMBEDDINGS: ("input", "stream", *TOKEN_FIELDS),
+}
+
+
+def sound(endpoint: Endpoint, name: str, value: Any) -> bool:
+    """Whether ``value`` is an acceptable ``name`` on ``endpoint`` (the documented table)."""
+    if name == "messages":
+        return isinstance(value, list) and all(isinstance(m, dict) for m in value)
+    if name == "stream":
+        return value is None or isinstance(value, bool)
+    if name in TOKEN_FIELDS:
+        return value is None or (
+            isinstance(value, int) and not isinstance(value, bool) and value > 0
+        )
+    if name == "input" and endpoint is EMBEDDINGS:
+        return isinstance(value, str | list)
+    return value is None or isinstance(value, str | list)  # system, responses input, prompt
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    endpoint=st.sampled_from(list(CHECKED)),
+    data=st.data(),
+)
+def test_accepts_exactly_the_documented_types(endpoint: Endpoint, data: st.DataObject) -> None:
+    """For arbitrary JSON in the checked fields (and in one field nobody reads), the first
+    unsound field in check order is the one reported; a body with none passes."""
+    fields = CHECKED[endpoint]
+    chosen = data.draw(st.lists(st.sampled_from(fields), unique=True, max_size=3))
+    body: dict[str, Any] = {"model": "m", "metadata": data.draw(json_values)}
+    if endpoint in (CHAT, MESSAGES):
+        body["messages"] = USER
+    for name in chosen:
+        body[name] = data.draw(json_values | st.sampled_from([USER, "text", 5, True, None]))
+    bad = [n for n in fields if n in body and not sound(endpoint, n, body[n])]
+    if not bad:
+        check_shape(endpoint, body)
+        return
+    with pytest.raises(GatewayError) as caught:
+        check_shape(endpoint, body)
+    assert caught.value.status == 400 and caught.value.param == bad[0]
