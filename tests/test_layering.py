@@ -33,7 +33,7 @@ def test_resilience_is_pure(path: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "owner"),
     [("prometheus_client", {"observe/metrics.py"}),
-     ("yaml", {"policy/load.py"}),
+     ("yaml", {"policy/source.py"}),
      ("redis", {"state/redis.py"})],
 )  # fmt: skip
 def test_one_chokepoint_per_dependency(module: str, owner: set[str]) -> None:

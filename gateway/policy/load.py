@@ -37,13 +37,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -55,8 +53,18 @@ from gateway.policy.schema import (
     Policy,
     PolicyFile,
     Provider,
+    Route,
     Team,
     policy_json_schema,
+)
+from gateway.policy.source import (
+    Loc,
+    PolicyError,
+    Problem,
+    Source,
+    format_loc,
+    parse,
+    parse_yaml,
 )
 
 __all__ = [
@@ -70,8 +78,6 @@ __all__ = [
     "policy_json_schema",
 ]
 
-Loc = tuple[str | int, ...]
-
 #: Top-level sections of a file, in the order they are checked; their value types
 #: are those of :class:`PolicyFile` (a test keeps the two in step).
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -81,53 +87,6 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "teams": Team,
 }
 _KIND = {"providers": "provider", "models": "model", "policies": "policy", "teams": "team"}
-_MAX_DEPTH = 64
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans: only true/false are booleans.
-
-    Under YAML 1.1 ``on``, ``off``, ``yes``, ``no`` are booleans, which would turn
-    the ``on:`` key of ``retry`` and ``turn_retry`` into ``True``.
-    """
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a policy set, located at a file and line (1-based; 0 = whole file)."""
-
-    file: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return (
-            f"{self.file}:{self.line}: {self.message}"
-            if self.line
-            else f"{self.file}: {self.message}"
-        )
-
-
-class PolicyError(Exception):
-    """A policy set was rejected; ``problems`` lists every reason, ``str()`` one per line."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
-
-    def __str__(self) -> str:
-        return "\n".join(str(p) for p in self.problems)
 
 
 def bundled_policy_dir() -> Path:
@@ -208,15 +167,6 @@ def load_policy_texts(
     return _build(items, {} if env is None else env, [])
 
 
-def parse_yaml(text: str) -> Any:
-    """One YAML document as plain data, with the loader policy files use (YAML 1.2 booleans)."""
-    loader = _Loader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
 def _policy_files(root: Path) -> list[Path]:
     found: list[tuple[str, Path]] = []
     for p in root.rglob("*"):
@@ -226,142 +176,6 @@ def _policy_files(root: Path) -> list[Path]:
         if p.suffix in (".yaml", ".yml") and p.is_file():
             found.append((rel.as_posix(), p))
     return [p for _, p in sorted(found)]
-
-
-# ---- one file: YAML -> data + a map of key path -> line -----------------------
-
-
-@dataclass(slots=True)
-class _Source:
-    rel: str
-    display: str
-    base: str  # the absolute folder relative provider file paths start from
-    data: Any = None
-    lines: dict[Loc, int] = field(default_factory=dict)
-    ok: bool = True  # parsed (schema problems do not clear it)
-
-    def line(self, loc: Loc) -> int:
-        """The line of the longest prefix of ``loc`` that exists in the file."""
-        for n in range(len(loc), -1, -1):
-            found = self.lines.get(loc[:n])
-            if found is not None:
-                return found
-        return 1
-
-    def problem(self, loc: Loc, message: str) -> Problem:
-        return Problem(self.display, self.line(loc), f"{format_loc(loc)}: {message}")
-
-
-def format_loc(loc: Loc) -> str:
-    """``("teams", "a", "routes", 0, "policy")`` -> ``teams.a.routes[0].policy``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
-
-
-def _parse(src: _Source, raw: bytes, problems: list[Problem]) -> None:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        src.ok = False
-        line = raw[: exc.start].count(b"\n") + 1
-        problems.append(Problem(src.display, line, "not valid UTF-8"))
-        return
-    loader: _Loader | None = None
-    try:
-        loader = _Loader(text)
-        node = loader.get_single_node()
-        if node is None:
-            return
-        before = len(problems)
-        _index(node, (), src, problems, 0, set())
-        if len(problems) > before:  # duplicate keys: the data would be ambiguous
-            src.ok = False
-            return
-        src.data = loader.construct_document(node)
-    except yaml.MarkedYAMLError as exc:
-        src.ok = False
-        mark = exc.problem_mark or exc.context_mark
-        what = exc.problem or "invalid YAML"
-        if exc.context and what.startswith("but "):  # "expected X" / "but found Y"
-            what = f"{exc.context} {what}"
-        elif exc.context:
-            what += f" ({exc.context})"
-        problems.append(
-            Problem(src.display, mark.line + 1 if mark else 1, f"YAML syntax error: {what}")
-        )
-    except yaml.YAMLError as exc:  # e.g. a NUL or control character (ReaderError)
-        src.ok = False
-        problems.append(Problem(src.display, 1, f"YAML syntax error: {exc}"))
-    except (RecursionError, ValueError) as exc:  # absurd nesting; integers past Python's limit
-        src.ok = False
-        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
-        problems.append(Problem(src.display, 1, f"cannot read this YAML: {what}"))
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _key_of(node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        if node.tag == "tag:yaml.org,2002:str":
-            return node.value
-        try:
-            return _Loader("").construct_object(node)
-        except yaml.YAMLError:
-            return node.value
-    return None  # a mapping or list used as a key; the schema rejects it
-
-
-def _index(
-    node: yaml.Node,
-    loc: Loc,
-    src: _Source,
-    problems: list[Problem],
-    depth: int,
-    seen_nodes: set[int],
-) -> None:
-    """Record the line of every key and list item; report duplicate keys.
-
-    A node reached again through an alias is not walked again (``seen_nodes``), so an
-    alias bomb costs its size on disk, not its expansion.
-    """
-    src.lines.setdefault(loc, node.start_mark.line + 1)
-    if depth > _MAX_DEPTH or id(node) in seen_nodes:
-        return
-    seen_nodes.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, int] = {}
-        for knode, vnode in node.value:
-            if knode.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`
-                _index(vnode, loc, src, problems, depth + 1, seen_nodes)
-                continue
-            key = _key_of(knode)
-            line = knode.start_mark.line + 1
-            try:
-                first = seen.get(key)
-            except TypeError:  # unhashable key
-                continue
-            if first is not None:
-                problems.append(
-                    Problem(
-                        src.display,
-                        line,
-                        f"{format_loc((*loc, key))}: duplicate key (first at line {first})",
-                    )
-                )
-                continue
-            seen[key] = line
-            src.lines[(*loc, key)] = line
-            _index(vnode, (*loc, key), src, problems, depth + 1, seen_nodes)
-            src.lines[(*loc, key)] = line  # the key's line, not its value's
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _index(item, (*loc, i), src, problems, depth + 1, seen_nodes)
 
 
 # ---- schema ---------------------------------------------------------------------
@@ -388,7 +202,7 @@ def _clean_loc(loc: tuple[int | str, ...]) -> Loc:
     return tuple(p for p in loc if not (isinstance(p, str) and (p == "[key]" or "[" in p)))
 
 
-def _schema_problems(src: _Source, prefix: Loc, exc: ValidationError) -> Iterator[Problem]:
+def _schema_problems(src: Source, prefix: Loc, exc: ValidationError) -> Iterator[Problem]:
     for err in exc.errors():
         yield src.problem((*prefix, *_clean_loc(err["loc"])), _message(err))
 
@@ -396,7 +210,7 @@ def _schema_problems(src: _Source, prefix: Loc, exc: ValidationError) -> Iterato
 @dataclass(frozen=True, slots=True)
 class _Entry:
     value: Any  # the validated model
-    src: _Source
+    src: Source
     loc: Loc  # (section, name)
 
     @property
@@ -405,7 +219,7 @@ class _Entry:
 
 
 def _validate_file(
-    src: _Source, problems: list[Problem], invalid: dict[str, set[str]]
+    src: Source, problems: list[Problem], invalid: dict[str, set[str]]
 ) -> list[_Entry]:
     """Validate each entry of each section; return the valid ones."""
     data = src.data
@@ -459,7 +273,7 @@ def _validate_file(
 
 
 def _provider_files(
-    src: _Source, loc: Loc, provider: Provider, problems: list[Problem]
+    src: Source, loc: Loc, provider: Provider, problems: list[Problem]
 ) -> Provider | None:
     """``provider`` with absolute file paths, or ``None`` when a file cannot be used."""
     updates: dict[str, str] = {}
@@ -512,16 +326,50 @@ def _build(
     problems: list[Problem],
     warnings: list[Problem] | None = None,
 ) -> PolicySet:
+    """Parse, validate, merge and check ``texts``; the set, or :class:`PolicyError`."""
     unreadable = bool(problems)  # files that could not even be read
-    sources: list[_Source] = []
+    sources: list[Source] = []
     files: dict[str, str] = {}
     for rel, display, raw, folder in texts:
-        src = _Source(rel, display, folder)
+        src = Source(rel, display, folder)
         files[rel] = hashlib.sha256(raw).hexdigest()
-        _parse(src, raw, problems)
+        parse(src, raw, problems)
         sources.append(src)
 
     invalid: dict[str, set[str]] = {s: set() for s in SECTIONS}
+    defined = _merge(sources, problems, invalid)
+    # References are only meaningful when every file could be read: a file with a
+    # syntax error would otherwise make every name it defines look unknown.
+    refs = _Refs(defined, invalid, check=not unreadable and all(s.ok for s in sources))
+    refs.check_models_and_policies(problems)
+
+    routes: dict[str, list[ResolvedRoute]] = {}
+    keys = _Keys(env)
+    for team_name, entry in defined["teams"].items():
+        routes[team_name] = _team_routes(team_name, entry, refs, problems)
+        keys.add(team_name, entry, problems)
+
+    if problems:
+        raise PolicyError(sorted(problems, key=lambda p: (p.file, p.line)))
+    policy_set = PolicySet(
+        providers=refs.providers,
+        models=refs.models,
+        policies=refs.policies,
+        teams={n: e.value for n, e in defined["teams"].items()},
+        routes=routes,
+        key_hashes=keys.hashes,
+        files=files,
+    )
+    if warnings is not None:
+        warnings.extend(_missing_key_warnings(policy_set, defined["providers"], env))
+    return policy_set
+
+
+def _merge(
+    sources: list[Source], problems: list[Problem], invalid: dict[str, set[str]]
+) -> dict[str, dict[str, _Entry]]:
+    """The valid entries of every file by section and name; a name defined twice is a
+    problem naming both places (the first definition stands)."""
     defined: dict[str, dict[str, _Entry]] = {s: {} for s in SECTIONS}
     for src in sources:
         for entry in _validate_file(src, problems, invalid):
@@ -536,127 +384,146 @@ def _build(
                 )
                 continue
             defined[section][name] = entry
+    return defined
 
-    providers: dict[str, Provider] = {n: e.value for n, e in defined["providers"].items()}
-    models: dict[str, Model] = {n: e.value for n, e in defined["models"].items()}
-    policies: dict[str, Policy] = {n: e.value for n, e in defined["policies"].items()}
-    teams: dict[str, Team] = {n: e.value for n, e in defined["teams"].items()}
-    if "default" not in policies and "default" not in invalid["policies"]:
-        policies["default"] = Policy()
 
-    # References are only meaningful when every file could be read: a file with a
-    # syntax error would otherwise make every name it defines look unknown.
-    check_refs = not unreadable and all(s.ok for s in sources)
+class _Refs:
+    """The named providers, models and policies of a set, and whether a name is known.
 
-    def known(section: str, table: Mapping[str, Any], name: str) -> bool:
-        return not check_refs or name in table or name in invalid[section]
+    A name whose entry failed validation counts as known (its own problem is reported
+    already); with ``check`` off (a file could not be read) every name is known.
+    """
 
-    for entry in defined["models"].values():
-        m: Model = entry.value
-        if not known("providers", providers, m.provider):
-            problems.append(
-                entry.src.problem(
-                    (*entry.loc, "provider"), _unknown("provider", m.provider, providers)
-                )
-            )
-    for entry in defined["policies"].values():
-        for loc, ref in _model_refs(entry.value):
-            if not known("models", models, ref):
+    def __init__(
+        self, defined: dict[str, dict[str, _Entry]], invalid: dict[str, set[str]], check: bool
+    ) -> None:
+        self.defined = defined
+        self.invalid = invalid
+        self.check = check
+        self.providers: dict[str, Provider] = {n: e.value for n, e in defined["providers"].items()}
+        self.models: dict[str, Model] = {n: e.value for n, e in defined["models"].items()}
+        self.policies: dict[str, Policy] = {n: e.value for n, e in defined["policies"].items()}
+        if "default" not in self.policies and "default" not in invalid["policies"]:
+            self.policies["default"] = Policy()
+
+    def known(self, section: str, table: Mapping[str, Any], name: str) -> bool:
+        return not self.check or name in table or name in self.invalid[section]
+
+    def check_models_and_policies(self, problems: list[Problem]) -> None:
+        """Model -> provider; policy -> models (fallback chains, summarize_model)."""
+        for entry in self.defined["models"].values():
+            m: Model = entry.value
+            if not self.known("providers", self.providers, m.provider):
                 problems.append(
-                    entry.src.problem((*entry.loc, *loc), _unknown("model", ref, models))
+                    entry.src.problem(
+                        (*entry.loc, "provider"), _unknown("provider", m.provider, self.providers)
+                    )
                 )
+        for entry in self.defined["policies"].values():
+            for loc, ref in _model_refs(entry.value):
+                if not self.known("models", self.models, ref):
+                    problems.append(
+                        entry.src.problem((*entry.loc, *loc), _unknown("model", ref, self.models))
+                    )
 
-    routes: dict[str, list[ResolvedRoute]] = {}
-    key_hashes: dict[str, str] = {}
-    key_where: dict[str, Loc] = {}
-    for team_name, entry in defined["teams"].items():
-        team: Team = entry.value
-        src = entry.src
-        resolved: list[ResolvedRoute] = []
-        route_names: dict[str, int] = {}
-        for i, route in enumerate(team.routes):
-            rloc: Loc = (*entry.loc, "routes", i)
-            if route.name is not None:
-                if route.name in route_names:
-                    problems.append(
-                        src.problem(
-                            (*rloc, "name"),
-                            f"route name '{route.name}' is already used by routes"
-                            f"[{route_names[route.name]}]",
-                        )
+
+def _team_routes(
+    team_name: str, entry: _Entry, refs: _Refs, problems: list[Problem]
+) -> list[ResolvedRoute]:
+    """A team's routes with their policies resolved (``override`` deep-merged)."""
+    team: Team = entry.value
+    src = entry.src
+    resolved: list[ResolvedRoute] = []
+    route_names: dict[str, int] = {}
+    for i, route in enumerate(team.routes):
+        rloc: Loc = (*entry.loc, "routes", i)
+        if route.name is not None:
+            if route.name in route_names:
+                problems.append(
+                    src.problem(
+                        (*rloc, "name"),
+                        f"route name '{route.name}' is already used by routes"
+                        f"[{route_names[route.name]}]",
                     )
-                route_names.setdefault(route.name, i)
-            base = policies.get(route.policy)
-            if base is None:
-                if not known("policies", policies, route.policy):
-                    problems.append(
-                        src.problem((*rloc, "policy"), _unknown("policy", route.policy, policies))
-                    )
-                continue
-            policy = base
-            if route.override:
-                merged = deep_merge(base.model_dump(), route.override)
-                try:
-                    policy = Policy.model_validate(merged)
-                except ValidationError as exc:
-                    problems.extend(_schema_problems(src, (*rloc, "override"), exc))
-                    continue
-                for loc, ref in _model_refs(policy):
-                    if _in_override(route.override, loc) and not known("models", models, ref):
-                        problems.append(
-                            src.problem((*rloc, "override", *loc), _unknown("model", ref, models))
-                        )
-            resolved.append(
-                ResolvedRoute(
-                    id=route.name or f"{team_name}/{i}",
-                    team=team_name,
-                    policy=policy,
-                    policy_name=route.policy,
-                    match_model=route.match.model,
-                    match_path=route.match.path,
                 )
+            route_names.setdefault(route.name, i)
+        policy = _route_policy(route, rloc, src, refs, problems)
+        if policy is None:
+            continue
+        resolved.append(
+            ResolvedRoute(
+                id=route.name or f"{team_name}/{i}",
+                team=team_name,
+                policy=policy,
+                policy_name=route.policy,
+                match_model=route.match.model,
+                match_path=route.match.path,
             )
-        routes[team_name] = resolved
+        )
+    return resolved
 
+
+def _route_policy(
+    route: Route, rloc: Loc, src: Source, refs: _Refs, problems: list[Problem]
+) -> Policy | None:
+    """The route's policy with its override applied; ``None`` (and a problem) if unusable."""
+    base = refs.policies.get(route.policy)
+    if base is None:
+        if not refs.known("policies", refs.policies, route.policy):
+            problems.append(
+                src.problem((*rloc, "policy"), _unknown("policy", route.policy, refs.policies))
+            )
+        return None
+    if not route.override:
+        return base
+    merged = deep_merge(base.model_dump(), route.override)
+    try:
+        policy = Policy.model_validate(merged)
+    except ValidationError as exc:
+        problems.extend(_schema_problems(src, (*rloc, "override"), exc))
+        return None
+    for loc, ref in _model_refs(policy):
+        if _in_override(route.override, loc) and not refs.known("models", refs.models, ref):
+            problems.append(
+                src.problem((*rloc, "override", *loc), _unknown("model", ref, refs.models))
+            )
+    return policy
+
+
+class _Keys:
+    """Team keys as digests (``env:NAME`` hashed here), each used once across the set."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.hashes: dict[str, str] = {}  # digest -> team
+        self.where: dict[str, Loc] = {}
+
+    def add(self, team_name: str, entry: _Entry, problems: list[Problem]) -> None:
+        team: Team = entry.value
         for j, key in enumerate(team.keys):
             kloc: Loc = (*entry.loc, "keys", j)
             if key.startswith("env:"):
                 var = key.removeprefix("env:")
-                secret = env.get(var)
+                secret = self.env.get(var)
                 if not secret:
                     problems.append(
-                        src.problem(kloc, f"environment variable {var} is not set or empty")
+                        entry.src.problem(kloc, f"environment variable {var} is not set or empty")
                     )
                     continue
                 digest = hashlib.sha256(secret.encode("utf-8")).hexdigest()
             else:
                 digest = key.removeprefix("sha256:")
-            other = key_hashes.get(digest)
+            other = self.hashes.get(digest)
             if other is not None:
                 where = (
-                    f"listed twice (first at {format_loc(key_where[digest])})"
+                    f"listed twice (first at {format_loc(self.where[digest])})"
                     if other == team_name
                     else f"already used by team '{other}'"
                 )
-                problems.append(src.problem(kloc, f"the same key is {where}"))
+                problems.append(entry.src.problem(kloc, f"the same key is {where}"))
                 continue
-            key_hashes[digest] = team_name
-            key_where[digest] = kloc
-
-    if problems:
-        raise PolicyError(sorted(problems, key=lambda p: (p.file, p.line)))
-    policy_set = PolicySet(
-        providers=providers,
-        models=models,
-        policies=policies,
-        teams=teams,
-        routes=routes,
-        key_hashes=key_hashes,
-        files=files,
-    )
-    if warnings is not None:
-        warnings.extend(_missing_key_warnings(policy_set, defined["providers"], env))
-    return policy_set
+            self.hashes[digest] = team_name
+            self.where[digest] = kloc
 
 
 def _missing_key_warnings(
