@@ -6,6 +6,9 @@ SIGTERM/SIGINT ``/readyz`` turns 503 at once, new requests are still served for
 in-flight requests and streams get up to ``GATEWAY_SHUTDOWN_GRACE_S`` to finish;
 streams still running then end with an error event; the process exits 0. SIGINT
 (Ctrl-C) with no request in flight skips the accept window and exits at once.
+With ``GATEWAY_WORKERS`` > 1 each worker process runs ``_run`` on its parent's sockets
+(gateway/workers.py), drains the same way and logs ``worker_started`` / ``worker_stopped``
+where a single process logs ``gateway_started`` / ``gateway_stopped``.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import gc
 import os
 import random
 import signal
+import socket
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +52,18 @@ LINGER_S = 2.0
 log = structlog.get_logger("gateway")
 
 
+@dataclass(frozen=True)
+class Worker:
+    """A worker's share of its parent (gateway/workers.py): the listening sockets the
+    parent bound, its number, and what to call once it serves and on ``/admin/reload``."""
+
+    index: int
+    socks: list[socket.socket]
+    metrics_socks: list[socket.socket] | None
+    ready: Callable[[], None]
+    admin_reloaded: Callable[[], None]
+
+
 class Gateway:
     """Everything a request needs, and the server that serves it."""
 
@@ -53,7 +71,8 @@ class Gateway:
         self.settings = settings
         self.policies = policies
         self._egress = egress_of(policies)  # raises PolicyError: the set cannot be reached
-        self._wiring: dict[str, Wiring] = {}  # per provider of the current set, made on use
+        # per provider and key variable of the current set, made on use
+        self._wiring: dict[tuple[str, str | None], Wiring] = {}
         self.policy_dir = policy_dir_of(settings)
         self.metrics = metrics
         self.events = Events(metrics)
@@ -73,7 +92,11 @@ class Gateway:
         # each with its error event, so no client sees a stream cut silently.
         self.streams: set[tuple[web.StreamResponse, Endpoint]] = set()
         self.inflight = 0  # /v1/ requests being answered
-        metrics.inflight.set_function(lambda: self.inflight)  # read when scraped
+        # read when scraped; with workers (multiprocess metrics) moved per request instead
+        self._inflight_gauge = metrics.inflight if metrics.multiprocess else None
+        if self._inflight_gauge is None:
+            metrics.inflight.set_function(lambda: self.inflight)
+        self.worker: Worker | None = None  # set in a worker process
         self._idle: asyncio.Future[None] | None = None  # a drain waiting for inflight == 0
         self._listeners: list[Listener] = []  # the main port first
         self.port = 0
@@ -101,12 +124,18 @@ class Gateway:
             for p in problems:
                 self.events.policy_rejected(p.file, p.line, p.message, trigger)
             self.events.policy_reload_rejected()
+            self._admin_reloaded(trigger)
             return False
         self.policies, self._egress, self._wiring = new, reach, {}
         self.last_reload_error = None
         self.events.policy_reloaded(len(new.files), trigger)
         warn_egress(new)
+        self._admin_reloaded(trigger)
         return True
+
+    def _admin_reloaded(self, trigger: str) -> None:
+        if trigger == "admin" and self.worker is not None:
+            self.worker.admin_reloaded()  # the other workers reload too (SIGHUP)
 
     def _load(self) -> tuple[PolicySet | None, list[Problem]]:
         try:
@@ -135,9 +164,13 @@ class Gateway:
     # ---- requests in flight (for drain) ----------------------------------------------
     def request_started(self) -> None:
         self.inflight += 1
+        if self._inflight_gauge is not None:
+            self._inflight_gauge.inc()
 
     def request_finished(self) -> None:
         self.inflight -= 1
+        if self._inflight_gauge is not None:
+            self._inflight_gauge.dec()
         if not self.inflight and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 
@@ -155,18 +188,19 @@ class Gateway:
             self._idle = None
         return True
 
-    def wiring(self, provider: str) -> Wiring:
-        """How ``provider`` of the current set is called: URLs, headers with its key (read
-        from the environment once per set), proxy and TLS."""
-        w = self._wiring.get(provider)
+    def wiring(self, provider: str, key_env: str | None = None) -> Wiring:
+        """How ``provider`` of the current set is called with the key in ``key_env`` (one of
+        its ``api_key_env``; read from the environment once per set): URLs, headers with
+        the key, proxy and TLS."""
+        w = self._wiring.get((provider, key_env))
         if w is None:
             p = self.policies.providers[provider]
             base = self.sim_url if p.api == "sim" and self.sim_url else p.base_url
-            key = os.environ.get(p.api_key_env) if p.api_key_env else None
+            key = os.environ.get(key_env) if key_env else None
             e = self._egress.get(provider)
             w = wire(p, base, key, e.proxy if e else None, e.ssl if e else True)
             if p.api != "sim" or self.sim_url:
-                self._wiring[provider] = w
+                self._wiring[(provider, key_env)] = w
         return w
 
     # ---- life cycle -------------------------------------------------------------------
@@ -183,20 +217,25 @@ class Gateway:
         self._watcher = asyncio.create_task(reload.watch(self))
         separate = self.settings.metrics_port is not None
         paths = routes.ROUTES if separate else {**routes.ROUTES, **routes.METRICS}
+        w = self.worker
         try:
-            self.port = (await self._listen(routes.make_handler(self, paths), host, port)).port
+            handler = routes.make_handler(self, paths)
+            self.port = (await self._listen(handler, host, port, w.socks if w else None)).port
             if separate:
                 mhost = self.settings.metrics_host or host
                 handler = routes.make_handler(self, routes.METRICS)
+                mport = self.settings.metrics_port
                 self.metrics_port = (
-                    await self._listen(handler, mhost, self.settings.metrics_port)
+                    await self._listen(handler, mhost, mport, w.metrics_socks if w else None)
                 ).port
         except OSError:
             await self.stop()
             raise
         return self.port
 
-    async def _listen(self, handler: Any, host: str, port: int | None) -> Listener:
+    async def _listen(
+        self, handler: Any, host: str, port: int | None, socks: list[socket.socket] | None
+    ) -> Listener:
         s = self.settings
         server = web.Server(
             handler,
@@ -208,7 +247,9 @@ class Gateway:
             max_headers=s.max_headers,
             lingering_time=LINGER_S,
         )
-        listener = await Listener.open(server, host, port or 0, max_header_bytes=s.max_header_bytes)
+        listener = await Listener.open(
+            server, host, port or 0, max_header_bytes=s.max_header_bytes, socks=socks
+        )
         self._listeners.append(listener)
         return listener
 
@@ -309,6 +350,8 @@ def serve(settings: GatewaySettings) -> int:
 
 async def _run(gw: Gateway, settings: GatewaySettings) -> int:
     accept_s, inflight_s = drain_timeline(settings.shutdown_grace_s)
+    w = gw.worker
+    who: dict[str, Any] = {} if w is None else {"worker": w.index, "pid": os.getpid()}
     try:
         port = await gw.start(settings.host, settings.port)
     except OSError as e:
@@ -325,7 +368,7 @@ async def _run(gw: Gateway, settings: GatewaySettings) -> int:
 
     def on_stop(sig: signal.Signals) -> None:
         if stop.is_set():
-            log.warning("gateway_signal_ignored", signal=sig.name, reason="already draining")
+            log.warning("gateway_signal_ignored", **who, signal=sig.name, reason="already draining")
             return
         received.append(sig.name)
         stop.set()
@@ -337,7 +380,8 @@ async def _run(gw: Gateway, settings: GatewaySettings) -> int:
         loop.add_signal_handler(sig, on_stop, sig)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     log.info(
-        "gateway_started",
+        "gateway_started" if w is None else "worker_started",
+        **who,
         host=settings.host,
         port=port,  # the real port when 0 asked for any free one
         demo=settings.demo,
@@ -346,10 +390,13 @@ async def _run(gw: Gateway, settings: GatewaySettings) -> int:
         teams=len(gw.policies.teams),
         models=len(gw.policies.models),
     )
-    warn_egress(gw.policies)
-    missing = gw.policies.missing_provider_env(os.environ)
-    if missing:  # requests to those providers will fail upstream as 401 -> 502
-        log.warning("provider_key_missing", env=missing)
+    if w is not None:
+        w.ready()  # its signals reach it from here on
+    if w is None or w.index == 0:  # said once, not once per worker
+        warn_egress(gw.policies)
+        missing = gw.policies.missing_provider_env(os.environ)
+        if missing:  # requests to those providers will fail upstream as 401 -> 502
+            log.warning("provider_key_missing", env=missing)
     try:
         await stop.wait()
         started = loop.time()
@@ -359,21 +406,23 @@ async def _run(gw: Gateway, settings: GatewaySettings) -> int:
         window = 0.0 if received[0] == "SIGINT" and not gw.inflight else accept_s
         log.info(
             "gateway_draining",
+            **who,
             signal=received[0],
             grace_s=settings.shutdown_grace_s,
             accept_s=window,
         )
         if window:
             await asyncio.sleep(window)  # keep serving while load balancers notice /readyz
-        await _drain(gw, inflight_s)
-        log.info("gateway_stopped", drain_s=round(loop.time() - started, 3))
+        await _drain(gw, inflight_s, who)
+        drain_s = round(loop.time() - started, 3)
+        log.info("gateway_stopped" if w is None else "worker_stopped", **who, drain_s=drain_s)
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
     return 0
 
 
-async def _drain(gw: Gateway, inflight_s: float) -> None:
+async def _drain(gw: Gateway, inflight_s: float, who: dict[str, Any]) -> None:
     """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest.
 
     Answers given while draining close their connection; idle keep-alive connections
@@ -381,9 +430,11 @@ async def _drain(gw: Gateway, inflight_s: float) -> None:
     ``gateway_shutdown`` error event, so no client sees a stream cut silently.
     """
     await gw.stop_listening()  # no new connections from here on
-    log.info("gateway_listener_closed", inflight_requests=gw.inflight, inflight_wait_s=inflight_s)
+    log.info(
+        "gateway_listener_closed", **who, inflight_requests=gw.inflight, inflight_wait_s=inflight_s
+    )
     if not await gw.wait_idle(inflight_s):
-        log.warning("gateway_drain_timeout", cancelled_requests=gw.inflight)
+        log.warning("gateway_drain_timeout", **who, cancelled_requests=gw.inflight)
         for out, endpoint in list(gw.streams):
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(1.0):

@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", metavar="H", help="address to listen on (GATEWAY_HOST)")
     serve.add_argument("--port", metavar="P", type=int, help="port to listen on (GATEWAY_PORT)")
     serve.add_argument(
+        "--workers",
+        metavar="N",
+        type=_workers,
+        help='worker processes on the one port, or "auto": one per usable core (GATEWAY_WORKERS)',
+    )
+    serve.add_argument(
         "--demo",
         action="store_true",
         help="bundled policies and the simulated provider; any client key is accepted",
@@ -124,6 +130,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _workers(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f'expected a number >= 1 or "auto", got {value!r}')
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     args = build_parser().parse_args(argv)
@@ -142,10 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gateway.app import serve
     from gateway.settings import GatewaySettings
 
     overrides: dict[str, Any] = {}
+    if args.workers is not None:
+        overrides["workers"] = args.workers
     if args.host is not None:
         overrides["host"] = args.host
     if args.port is not None:
@@ -158,7 +177,15 @@ def _serve(args: argparse.Namespace) -> int:
             from gateway.policy.load import bundled_policy_dir
 
             overrides["policy_dir"] = bundled_policy_dir()
-    result = serve(GatewaySettings(**overrides))
+    settings = GatewaySettings(**overrides)
+    if settings.worker_count() > 1:
+        # before gateway.app: prometheus_client must see its multiprocess directory
+        from gateway.workers import supervise
+
+        return supervise(settings)
+    from gateway.app import serve
+
+    result = serve(settings)
     return int(result) if isinstance(result, int) else 0
 
 

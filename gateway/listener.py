@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any
 
 from aiohttp import web
@@ -97,32 +98,45 @@ GUARDS: dict[Any, Guard] = {}
 
 
 class Listener:
-    """One listening socket serving ``handler`` through aiohttp's ``web.Server``."""
+    """Listening sockets (one, or the ones a parent bound) serving ``handler`` through
+    aiohttp's ``web.Server``."""
 
-    def __init__(self, server: web.Server, sock: asyncio.Server) -> None:
+    def __init__(self, server: web.Server, socks: list[asyncio.Server]) -> None:
         self.server = server
-        self._sock: asyncio.Server | None = sock
-        self.port: int = sock.sockets[0].getsockname()[1]
+        self._socks = socks
+        self.port: int = socks[0].sockets[0].getsockname()[1]
 
     @classmethod
     async def open(
-        cls, server: web.Server, host: str, port: int, *, max_header_bytes: int
+        cls,
+        server: web.Server,
+        host: str,
+        port: int,
+        *,
+        max_header_bytes: int,
+        socks: list[socket.socket] | None = None,
     ) -> Listener:
+        """Listen on ``host:port``, or on ``socks`` bound and listening already (a worker's
+        share of its parent's sockets: gateway/workers.py)."""
         loop = asyncio.get_running_loop()
-        sock = await loop.create_server(
-            lambda: Guard(server(), max_header_bytes),
-            host,
-            port,
-            backlog=1024,
-            reuse_address=True,
-        )
-        return cls(server, sock)
+
+        def factory() -> Guard:
+            return Guard(server(), max_header_bytes)
+
+        if socks:
+            servers = [await loop.create_server(factory, sock=s, backlog=1024) for s in socks]
+        else:
+            servers = [
+                await loop.create_server(factory, host, port, backlog=1024, reuse_address=True)
+            ]
+        return cls(server, servers)
 
     async def stop_accepting(self) -> None:
         """No new connections; idle keep-alive ones close now, busy ones after their answer."""
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        if self._socks:
+            for s in self._socks:
+                s.close()
+            self._socks = []
             self.server.pre_shutdown()
 
     async def close(self, grace_s: float) -> None:

@@ -36,6 +36,14 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 # New request ids: a random per-process prefix and a counter (uuid4 costs a system call).
 _ID_PREFIX = os.urandom(8).hex()
 _ids = itertools.count(1)
+
+
+def _new_id_prefix() -> None:
+    global _ID_PREFIX, _ids
+    _ID_PREFIX, _ids = os.urandom(8).hex(), itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_new_id_prefix)  # workers are forked: gateway/workers.py
 #: A complete answer larger than this is written inside the handler, bounded by the
 #: client write timeout (smaller ones fit the socket buffers and never wait).
 _BIG_ANSWER = 256 * 1024

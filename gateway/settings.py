@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,6 +28,9 @@ class GatewaySettings(BaseSettings):
     # poll before it is loaded); 0 turns the file watcher off (SIGHUP and /admin/reload remain).
     reload_watch_s: float = Field(default=1.0, ge=0)
     demo: bool = False
+    # Worker processes serving the one port (docs/operations.md: Workers); "auto": one per
+    # core this process may use. 1: a single process, as without the setting.
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = 1
     # --- the client edge (docs/security.md: limits) ---
     # Time a client may take to send its request body once its headers arrived (408 past it).
     client_read_timeout_s: float = Field(default=60.0, gt=0)
@@ -51,3 +55,9 @@ class GatewaySettings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = ""  # empty: the main host
     metrics_token: str = ""
+
+    def worker_count(self) -> int:
+        """How many worker processes ``workers`` asks for ("auto": the cores we may use)."""
+        if self.workers == "auto":
+            return max(1, len(os.sched_getaffinity(0)))
+        return self.workers

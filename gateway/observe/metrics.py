@@ -13,8 +13,12 @@ A scrape sees what the plain ``Counter`` / ``Histogram`` objects showed: the sam
 types, help, labels, buckets and ``_created`` series, a series from the request that first
 counted it (tests/test_observe_fast.py compares every sample with plain ``inc()`` /
 ``observe()`` calls). In prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``
-set) the values are read from every process's files, never from collectors: there the
-per-request series are plain Prometheus objects fed directly.
+set, as ``llm-gateway serve --workers N`` sets it for its workers: gateway/workers.py) the
+values are read from every process's files, never from collectors: there the per-request
+series are plain Prometheus objects fed directly, :meth:`Metrics.render` adds up every
+process's files (``MultiProcessCollector``), the in-flight gauge is moved by the gateway
+per request (not read when scraped) and the gauges say how the processes' values combine
+(``livesum`` for in-flight requests, ``livemax`` for the others).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    multiprocess,
 )
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -162,6 +167,10 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
+        #: Multiprocess mode: the in-flight gauge is set by the gateway (a function cannot be
+        #: read from another process), and a scrape shows every process's files added up.
+        self.multiprocess = _MULTIPROCESS
+        self._combined: CollectorRegistry | None = None
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], _Series] = {}
         self._attempts: dict[tuple[str, str, str], _Count] = {}
@@ -198,6 +207,7 @@ class Metrics:
             "1 while a route's model is replaced by a fallback",
             ["team", "model"],
             registry=r,
+            multiprocess_mode="livemax",  # workers: active on any of them
         )
         self.compactions = Counter(
             P + "compactions_total",
@@ -214,7 +224,9 @@ class Metrics:
         self.tokens: Collector = (
             p.tokens if p else self._family(_TOKENS, False, self._collect_tokens)
         )
-        self.inflight = Gauge(P + "inflight_requests", "Requests in flight", registry=r)
+        self.inflight = Gauge(
+            P + "inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
+        )
         self.client_disconnects = Counter(
             P + "client_disconnects_total",
             "Clients that left before the answer ended",
@@ -239,6 +251,7 @@ class Metrics:
             P + "state_backend_degraded",
             "1 while the shared state backend is unreachable",
             registry=r,
+            multiprocess_mode="livemax",
         )
 
     def _family(
@@ -381,8 +394,16 @@ class Metrics:
         return family
 
     def render(self) -> tuple[bytes, str]:
-        """The Prometheus text exposition and its content type."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """The Prometheus text exposition and its content type (in multiprocess mode: of
+        every process, added up)."""
+        registry = self.registry
+        if self.multiprocess:
+            if self._combined is None:
+                self._combined = CollectorRegistry()
+                # its files are in PROMETHEUS_MULTIPROC_DIR
+                multiprocess.MultiProcessCollector(self._combined)  # type: ignore[no-untyped-call]
+            registry = self._combined
+        return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
 def _add_count(family: CounterMetricFamily, labels: list[str] | tuple[str, ...], c: _Count) -> None:
