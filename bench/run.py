@@ -956,6 +956,10 @@ def report(out: dict[str, Any], m: dict[str, Any]) -> str:
 
 
 def main() -> int:
+    if sys.argv[1:3] == ["--phase", "workers"]:  # 1 and 2 worker processes: bench/workers.py
+        import workers
+
+        return int(workers.main(sys.argv[3:]))
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
