@@ -9,15 +9,19 @@ run exactly this code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
 
+from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
+from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.resilience import compaction, fallback
+from gateway.resilience import deployments as dep
+from gateway.resilience.backoff import headroom_reset
 from gateway.resilience.conversation import entries
 from gateway.resilience.decide import (
     GiveUp,
@@ -29,6 +33,7 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.failure import Failure, Rng
 from gateway.state.base import StateBackend
+from gateway.state.deployments import DeploymentBoard
 
 
 @dataclass(slots=True)
@@ -70,7 +75,13 @@ class Request:
 
 
 class Attempter(Protocol):
-    async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome: ...
+    async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
+        """One attempt on ``model``, through its deployment ``progress.deployment``."""
+        ...
+
+    def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
+        """The deployments of ``model`` and its ``balance`` rule (SPEC §14)."""
+        ...
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...
 
@@ -93,6 +104,7 @@ class Env:
     monotonic: Callable[[], float]
     wall: Callable[[], float]
     rng: Rng
+    board: DeploymentBoard = field(default_factory=DeploymentBoard)
 
 
 @dataclass(slots=True)
@@ -124,12 +136,29 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
     body = req.body
     on_chain = True  # False after moving to an on_prompt_too_long model
     while True:
+        deps = _Deployments.of(p.model, attempter, env, policy)
+        pick = _ONLY if deps is None else deps.pick(p)
+        if isinstance(pick, dep.Wait):  # every deployment is out: wait, move on or stop
+            gone = await _every_deployment_out(p, pick, req, log, env, attempter, on_chain)
+            if gone is not None:
+                return gone
+            continue
         p.attempts += 1
         log.attempts += 1
-        out = await attempter.send(p.model, body, p)
+        if deps is None:
+            p.deployment = 0
+            out = await attempter.send(p.model, body, p)
+            sibling = None
+        else:
+            deps.begin(p)
+            try:
+                out = await attempter.send(p.model, body, p)
+            finally:
+                deps.end(p)
+            sibling = deps.record(p, pick, out, req, log)
         f = out.failure
         activated: int | None = None
-        if fb.chain and on_chain:
+        if fb.chain and on_chain and sibling != 0.0:  # a sibling answers: not the model's
             label = _outcome_label(f)
             t = await env.state.record(key, fb, p.chain_index, label, env.wall(), probe=probe)
             activated = _announce(t, req, env.events, log)
@@ -140,7 +169,8 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             log.answered_by = p.model
             return Result(out, p, body=body)
         while True:  # decide until an action that needs another attempt
-            d = decide(p, f, policy, env.monotonic(), env.rng, activated=activated)
+            d = decide(p, f, policy, env.monotonic(), env.rng, activated=activated, sibling=sibling)
+            sibling = None  # one sibling retry per failure
             activated = None
             budget = policy.retry.budget
             if (
@@ -177,6 +207,108 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             if compacted is not body:
                 body = compacted
                 break
+
+
+_ONLY = dep.Pick(0)
+
+
+class _Deployments:
+    """The deployments of the model an attempt is about to go to, and their states."""
+
+    __slots__ = ("balance", "env", "model", "names", "rules", "weights")
+
+    @classmethod
+    def of(cls, model: str, attempter: Attempter, env: Env, policy: Policy) -> _Deployments | None:
+        """None for a model with one deployment: nothing to choose or keep (no cost)."""
+        found, balance = attempter.deployments(model)
+        return None if len(found) < 2 else cls(model, found, balance, env, policy)
+
+    def __init__(
+        self, model: str, found: Sequence[Deployed], balance: str, env: Env, policy: Policy
+    ) -> None:
+        self.balance = balance
+        self.model = model
+        self.env = env
+        self.names = [d.name for d in found]
+        self.weights = [d.weight for d in found]
+        self.rules = dep.Rules(
+            retry_after_cap=policy.retry.rate_limit.retry_after_cap,
+            quota_cooldown=policy.deployments.quota_cooldown,
+            eject_after=policy.fallback.after_consecutive_server_errors,
+            eject_for=policy.fallback.cooldown,
+            max_ejected_percent=policy.deployments.max_ejected_percent,
+        )
+
+    def pick(self, p: Progress) -> dep.Pick | dep.Wait:
+        board = self.env.board
+        pick = dep.choose(
+            board.states(self.model, self.names),
+            self.weights,
+            self.balance,
+            p.deployments_tried,
+            self.env.wall(),
+            self.env.rng,
+            board.inflight(self.model, self.names),
+        )
+        if isinstance(pick, dep.Pick):
+            p.deployment = pick.index
+        return pick
+
+    def begin(self, p: Progress) -> None:
+        self.env.board.begin(self.model, self.names[p.deployment])
+
+    def end(self, p: Progress) -> None:
+        self.env.board.end(self.model, self.names[p.deployment])
+
+    def record(
+        self, p: Progress, pick: dep.Pick, out: Outcome, req: Request, log: RequestLog
+    ) -> float | None:
+        """Note the outcome on the deployment; seconds until a sibling can take a retry."""
+        p.deployments_tried.add(p.deployment)
+        now, f = self.env.wall(), out.failure
+        states = self.env.board.states(self.model, self.names)
+        short = headroom_reset(out.headers, now) if f is None and out.headers else None
+        new, t = dep.record(
+            states, p.deployment, f, self.rules, now, probe=pick.probe, short_for=short
+        )
+        name = self.names[p.deployment]
+        if new != states[p.deployment]:
+            self.env.board.put(self.model, name, new)
+            states[p.deployment] = new
+        if t is not None:
+            self.env.events.deployment_changed(req.team, self.model, name, t, log)
+        return None if f is None else dep.sibling_in(states, p.deployment, f, now)
+
+
+async def _every_deployment_out(
+    p: Progress,
+    wait: dep.Wait,
+    req: Request,
+    log: RequestLog,
+    env: Env,
+    attempter: Attempter,
+    on_chain: bool,
+) -> Result | None:
+    """Every deployment of ``p.model`` is out: wait for the earliest when the deadline
+    allows (None: pick again), else the next model of the chain, else a 429."""
+    f = Failure(
+        Category.rate_limit,
+        429,
+        f"every deployment of {p.model} is out of service for {wait.seconds:.1f} s",
+        retry_after=wait.seconds,
+    )
+    if env.monotonic() + wait.seconds <= p.deadline:
+        await attempter.sleep(wait.seconds, Retry(wait.seconds, p.retries_on_model), f)
+        return None
+    nxt = p.next_in_chain() if on_chain else None
+    if nxt is not None:
+        d = Reroute(p.chain[nxt], "no_deployment", chain_index=nxt)
+        log.used("fallback")
+        env.events.fallback(log, p.model, d.model, d.reason)
+        apply(p, d)
+        return None
+    log.answered_by = p.model
+    return Result(Outcome(f, status=429), p, reason="no_deployment", body=req.body)
 
 
 def _announce(

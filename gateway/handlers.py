@@ -180,9 +180,10 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
             code="no_route",
         )
     log.route = route.id
-    if not speaks(policies.providers[spec.provider], endpoint):
+    provider = policies.providers[spec.providers[0]]  # every deployment speaks one api
+    if not speaks(provider, endpoint):
         raise bad_request(
-            f"model {model!r} is served by an {policies.providers[spec.provider].api}-format "
+            f"model {model!r} is served by an {provider.api}-format "
             f"provider and cannot be called on {endpoint.value}"
         )
     if gw.sim_url is None and policies.uses_sim:
@@ -239,7 +240,7 @@ async def models(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.
             "id": n,
             "object": "model",
             "created": 0,
-            "owned_by": gw.policies.models[n].provider,
+            "owned_by": gw.policies.models[n].providers[0],
             "type": "model",
             "display_name": n,
             "created_at": "1970-01-01T00:00:00Z",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from gateway.engine import Outcome, Request
 from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.tracing import Tracing
-from gateway.policy.policyset import PolicySet
+from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED, FIRST_BYTE_TIMEOUT, Progress, Retry
@@ -53,7 +53,7 @@ class HttpAttempter:
         req: Request,
         log: RequestLog,
         stream: bool,
-        wiring: Callable[[str], Wiring],
+        wiring: Callable[[str, str | None], Wiring],
         write_timeout: float = 30.0,
         streams: set[tuple[web.StreamResponse, Endpoint]] | None = None,
         tracing: Tracing | None = None,
@@ -73,13 +73,19 @@ class HttpAttempter:
         self.response: web.StreamResponse | None = None  # committed early for keepalives
 
     # ---- Attempter -------------------------------------------------------------------
+    def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
+        return self.policies.deployments[model], self.policies.models[model].balance
+
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
-        m = self.policies.models[model]
-        self.log.provider = m.provider
-        wiring = self.wiring(m.provider)
+        deps = self.policies.deployments[model]
+        d = deps[progress.deployment] if progress.deployment < len(deps) else deps[0]
+        provider = d.provider
+        self.log.provider = provider
+        self.log.deployment = d.name
+        wiring = self.wiring(provider, d.key_env)
         base = wiring.targets.get(self.endpoint)
         if base is None:
-            api = self.policies.providers[m.provider].api
+            api = self.policies.providers[provider].api
             msg = f"model {model!r} is served by an {api!r}-format provider"
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
         remaining = self.req.deadline - time.monotonic()
@@ -89,19 +95,17 @@ class HttpAttempter:
         query = self.request.rel_url.raw_query_string  # as the client wrote it
         t = target(base, self.request.headers, query)
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
-        upstream_model = m.upstream_model or model
+        upstream_model = d.upstream_model
         data = self.req.encode(body, upstream_model)
         tracing = self.tracing
         if tracing is None or self.log.span is None:
             if self.log.traceparent is not None:  # traced, not sampled: the context goes on
                 t.headers["traceparent"] = self.log.traceparent
-            return await self._exchange(m.provider, model, t, wiring, data, remaining, self.stream)
-        span = tracing.attempt(
-            self.log, self.endpoint, m.provider, model, upstream_model, t.headers
-        )
+            return await self._exchange(provider, model, t, wiring, data, remaining, self.stream)
+        span = tracing.attempt(self.log, self.endpoint, provider, model, upstream_model, t.headers)
         out: Outcome | None = None
         try:
-            out = await self._exchange(m.provider, model, t, wiring, data, remaining, self.stream)
+            out = await self._exchange(provider, model, t, wiring, data, remaining, self.stream)
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
@@ -152,7 +156,8 @@ class HttpAttempter:
             self._count(provider, model, f)
             return Outcome(f, status=0)
         self._count(provider, model, None)
-        return Outcome(body=raw, content_type=resp.headers.get("content-type", "application/json"))
+        ctype = resp.headers.get("content-type", "application/json")
+        return Outcome(body=raw, content_type=ctype, headers=resp.headers)
 
     async def _open_stream(
         self, resp: Response, provider: str, model: str, first_byte: float
@@ -200,12 +205,12 @@ class HttpAttempter:
             self._count(provider, model, f)
             return Outcome(f, status=0, body=first.raw)
         self._count(provider, model, None)
-        return Outcome(stream=OpenStream(resp, splitter, head))
+        return Outcome(stream=OpenStream(resp, splitter, head), headers=resp.headers)
 
     # ---- the summarize compaction step's call (gateway/engine.py _summarize) -----------
     def model_info(self, model: str) -> tuple[str, int | None]:
         m = self.policies.models[model]
-        api = self.policies.providers[m.provider].api
+        api = self.policies.providers[self.policies.deployments[model][0].provider].api
         return ("anthropic" if api == "anthropic" else "openai"), m.context_window
 
     async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
@@ -217,16 +222,16 @@ class HttpAttempter:
         ``upstream_attempts_total`` but not in the request's attempts. A streaming
         client gets keepalive comments while it runs longer than ``stream.keepalive``.
         """
-        m = self.policies.models[model]
-        wiring = self.wiring(m.provider)
+        d = self.policies.deployments[model][0]
+        wiring = self.wiring(d.provider, d.key_env)
         base = wiring.targets.get(Endpoint.messages if wire == "anthropic" else Endpoint.chat)
         if base is None:
             msg = f"model {model!r} cannot answer a {wire!r}-format request"
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
         t = target(base, {}, "")
         t.headers["x-request-id"] = self.log.request_id
-        data = self.req.encode(body, m.upstream_model or model)
-        task = asyncio.ensure_future(self._ask(m.provider, model, t, wiring, data, within))
+        data = self.req.encode(body, d.upstream_model)
+        task = asyncio.ensure_future(self._ask(d.provider, model, t, wiring, data, within))
         try:
             if self.stream:
                 keepalive = self.req.policy.stream.keepalive

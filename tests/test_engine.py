@@ -13,6 +13,7 @@ from typing import Any
 from gateway.engine import Env, Outcome, Request, recover
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
+from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.resilience.classify import classify_response
 from gateway.resilience.decide import Progress, Retry
@@ -30,6 +31,9 @@ class PerModel:
         self.clock = clock
         self.scripts = {m: list(s) for m, s in scripts.items()}
         self.calls: list[str] = []
+
+    def deployments(self, model: str) -> tuple[list[Deployed], str]:
+        return [Deployed(model, "p", None, model)], "ordered"
 
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
         self.calls.append(model)

@@ -17,6 +17,7 @@ import structlog
 
 from gateway.observe import logs
 from gateway.observe.metrics import Metrics
+from gateway.resilience.deployments import Transition
 from gateway.resilience.failure import Failure
 
 log = structlog.get_logger("gateway")
@@ -33,6 +34,7 @@ class RequestLog:
     model: str = "-"  # public model name asked for
     answered_by: str = ""  # public model name that answered
     provider: str = "-"
+    deployment: str = ""  # the deployment of the last attempt, when the model has several
     status: int = 0
     attempts: int = 0
     ttfb: float | None = None
@@ -171,6 +173,32 @@ class Events:
                 "fallback",
                 {"llm_gateway.from_model": from_model, "llm_gateway.to_model": to_model,
                  "llm_gateway.reason": reason},
+            )  # fmt: skip
+
+    def deployment_changed(
+        self, team: str, model: str, deployment: str, t: Transition, r: RequestLog | None = None
+    ) -> None:
+        """A deployment of ``model`` went out of service (``deployment_cooldown`` for a
+        rate limit or overload, ``deployment_ejected`` for quota, auth or server errors)
+        or came back (``deployment_recovered``). Names only: never a key."""
+        if t.kind == "recovered":
+            log.info("deployment_recovered", team=team, model=model, deployment=deployment)
+            event = "deployment_recovered"
+        else:
+            event = "deployment_cooldown" if t.kind == "cooldown" else "deployment_ejected"
+            log.warning(
+                event,
+                team=team,
+                model=model,
+                deployment=deployment,
+                reason=t.why,
+                seconds=round(t.seconds, 3),
+            )
+        if r is not None and r.span is not None:
+            r.span.add_event(
+                event,
+                {"gen_ai.request.model": model, "llm_gateway.deployment": deployment,
+                 "llm_gateway.reason": t.why},
             )  # fmt: skip
 
     def fallback_model_activated(

@@ -47,7 +47,7 @@ from pydantic_core import ErrorDetails
 
 from gateway.egress import FILE_FIELDS, check_files
 from gateway.policy.merge import deep_merge
-from gateway.policy.policyset import PolicySet, ResolvedRoute
+from gateway.policy.policyset import PolicySet, ResolvedRoute, resolve_deployments
 from gateway.policy.schema import (
     Model,
     Policy,
@@ -298,6 +298,37 @@ def _unknown(kind: str, name: str, known: Mapping[str, Any]) -> str:
     return f"unknown {kind} '{name}'{hint}"
 
 
+def _provider_refs(model: Model) -> Iterator[tuple[Loc, str]]:
+    """Every provider name a model refers to, with its path inside the model."""
+    if model.provider is not None:
+        yield ("provider",), model.provider
+    for i, d in enumerate(model.deployments):
+        yield ("deployments", i, "provider"), d.provider
+
+
+def _deployment_problems(
+    name: str, entry: _Entry, providers: Mapping[str, Provider]
+) -> Iterator[Problem]:
+    """A model's deployments speak one API (until translation), and their names differ."""
+    model: Model = entry.value
+    apis = {providers[p].api for p in model.providers}
+    if len(apis) > 1:
+        yield entry.src.problem(
+            (*entry.loc, "deployments"),
+            "deployments of one model must share a provider api (found "
+            + ", ".join(sorted(apis))
+            + ")",
+        )
+    seen: set[str] = set()
+    for d in resolve_deployments(name, model, providers):
+        if d.name in seen:
+            yield entry.src.problem(
+                (*entry.loc, "deployments"),
+                f"two deployments are named '{d.name}': give each a distinct name",
+            )
+        seen.add(d.name)
+
+
 def _model_refs(policy: Policy) -> Iterator[tuple[Loc, str]]:
     """Every model name a policy refers to, with its path inside the policy."""
     for i, m in enumerate(policy.fallback.chain):
@@ -411,14 +442,17 @@ class _Refs:
 
     def check_models_and_policies(self, problems: list[Problem]) -> None:
         """Model -> provider; policy -> models (fallback chains, summarize_model)."""
-        for entry in self.defined["models"].values():
+        for name, entry in self.defined["models"].items():
             m: Model = entry.value
-            if not self.known("providers", self.providers, m.provider):
-                problems.append(
-                    entry.src.problem(
-                        (*entry.loc, "provider"), _unknown("provider", m.provider, self.providers)
+            for loc, ref in _provider_refs(m):
+                if not self.known("providers", self.providers, ref):
+                    problems.append(
+                        entry.src.problem(
+                            (*entry.loc, *loc), _unknown("provider", ref, self.providers)
+                        )
                     )
-                )
+            if self.check and all(p in self.providers for p in m.providers):
+                problems.extend(_deployment_problems(name, entry, self.providers))
         for entry in self.defined["policies"].values():
             for loc, ref in _model_refs(entry.value):
                 if not self.known("models", self.models, ref):
@@ -531,18 +565,20 @@ def _missing_key_warnings(
 ) -> list[Problem]:
     """One warning per provider whose key variable ``serve`` would report missing."""
     missing = set(policy_set.missing_provider_env(env))
-    used = {m.provider for m in policy_set.models.values()}
+    used = {p for m in policy_set.models.values() for p in m.providers}
     found: list[Problem] = []
     for name, entry in providers.items():
-        var = entry.value.api_key_env
-        if var in missing and name in used:
-            found.append(
-                entry.src.problem(
-                    (*entry.loc, "api_key_env"),
-                    f"environment variable {var} is not set or empty: requests to provider"
-                    f" '{name}' would go upstream without a key",
+        envs = entry.value.api_key_env
+        for i, var in enumerate((envs,) if isinstance(envs, str) else envs or ()):
+            if var in missing and name in used:
+                loc = (*entry.loc, "api_key_env") + (() if isinstance(envs, str) else (i,))
+                found.append(
+                    entry.src.problem(
+                        loc,
+                        f"environment variable {var} is not set or empty: requests to"
+                        f" provider '{name}' would go upstream without a key",
+                    )
                 )
-            )
     return sorted(found, key=lambda p: (p.file, p.line))
 
 

@@ -71,6 +71,49 @@ class ResolvedRoute:
 
 
 @dataclass(frozen=True, slots=True)
+class Deployed:
+    """One deployment of a model, resolved (SPEC §14): the provider, the variable holding
+    its key (never the key), the model's name upstream, its weight and its public name."""
+
+    name: str
+    provider: str
+    key_env: str | None
+    upstream_model: str
+    weight: float = 1.0
+
+
+def key_envs(provider: Provider) -> tuple[str | None, ...]:
+    """The key variables of ``provider``, one per deployment (``(None,)``: no key)."""
+    env = provider.api_key_env
+    if env is None:
+        return (None,)
+    return (env,) if isinstance(env, str) else env
+
+
+def resolve_deployments(
+    name: str, model: Model, providers: Mapping[str, Provider]
+) -> tuple[Deployed, ...]:
+    """The deployments of model ``name``: one per key of each provider serving it, named
+    ``name`` (a deployment's), else the provider's; ``#N`` (1-based) tells keys apart."""
+    specs = (
+        [(model.provider, model.upstream_model, 1.0, None)]
+        if model.provider is not None
+        else [(d.provider, d.upstream_model, d.weight, d.name) for d in model.deployments]
+    )
+    out: list[Deployed] = []
+    for provider, upstream, weight, given in specs:
+        p = providers.get(provider)
+        envs = key_envs(p) if p is not None else (None,)
+        base = given or provider
+        for n, env in enumerate(envs, 1):
+            label = base if len(envs) == 1 else f"{base}#{n}"
+            out.append(
+                Deployed(label, provider, env, upstream or model.upstream_model or name, weight)
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class _CompiledRoute:
     route: ResolvedRoute
     model: re.Pattern[str]
@@ -86,6 +129,7 @@ class PolicySet:
         "_memo",
         "_model_globs",
         "_routes",
+        "deployments",
         "files",
         "models",
         "policies",
@@ -99,6 +143,7 @@ class PolicySet:
     models: Mapping[str, Model]
     policies: Mapping[str, Policy]
     teams: Mapping[str, Team]
+    deployments: Mapping[str, tuple[Deployed, ...]]
     files: Mapping[str, str]
     version: str
     uses_sim: bool
@@ -123,6 +168,10 @@ class PolicySet:
         #: Whether a provider is the built-in sim (started on first use, also after a reload).
         self.uses_sim = any(p.api == "sim" for p in self.providers.values())
         self.models = MappingProxyType(dict(models))
+        #: Per model, its deployments (one for a model with one provider and one key).
+        self.deployments = MappingProxyType(
+            {n: resolve_deployments(n, m, self.providers) for n, m in self.models.items()}
+        )
         self.policies = MappingProxyType(dict(policies))
         self.teams = MappingProxyType(
             {name: _without_digests(team) for name, team in sorted(teams.items())}
@@ -223,11 +272,13 @@ class PolicySet:
 
     def missing_provider_env(self, env: Mapping[str, str]) -> list[str]:
         """``api_key_env`` names of used providers that are unset or empty in ``env``."""
-        used = {m.provider for m in self.models.values()}
         return sorted(
-            p.api_key_env
-            for name, p in self.providers.items()
-            if name in used and p.api_key_env and not env.get(p.api_key_env)
+            {
+                d.key_env
+                for ds in self.deployments.values()
+                for d in ds
+                if d.key_env and not env.get(d.key_env)
+            }
         )
 
     def counts(self) -> dict[str, int]:

@@ -93,6 +93,9 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
 # ---- providers and models ----------------------------------------------------
 
 
@@ -109,8 +112,12 @@ class Provider(Frozen):
 
     api: Literal["openai", "anthropic", "sim"]
     base_url: str = ""
-    api_key_env: str | None = Field(
-        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="env var holding the key"
+    api_key_env: EnvName | tuple[EnvName, ...] | None = Field(
+        default=None,
+        description=(
+            "env var holding the key; a list: one deployment per key (SPEC §14), named"
+            " provider#1, provider#2, ..."
+        ),
     )
     headers: dict[str, str] = Field(default_factory=dict, description="extra headers sent upstream")
     proxy: str | None = Field(
@@ -175,11 +182,43 @@ class Provider(Frozen):
         return self
 
 
-class Model(Frozen):
+class Deployment(Frozen):
+    """One upstream of a model (SPEC §14): a provider (each of its keys is a deployment),
+    the model's name there (default: the model's ``upstream_model``, else its public
+    name), its share of traffic and its name in events and metrics."""
+
     provider: str
     upstream_model: str | None = None
+    weight: float = Field(default=1.0, gt=0)
+    name: str | None = Field(default=None, min_length=1, pattern=r"^[^\s#]+$")
+
+
+class Model(Frozen):
+    """A public model: one ``provider``, or several ``deployments`` and how to balance them."""
+
+    provider: str | None = None
+    upstream_model: str | None = None
+    deployments: tuple[Deployment, ...] = ()
+    balance: Literal["weighted", "ordered", "least_busy"] = "weighted"
     context_window: int | None = Field(default=None, gt=0)
     prefill: bool = False
+
+    @model_validator(mode="after")
+    def _provider_or_deployments(self) -> Self:
+        if (self.provider is None) == (not self.deployments):
+            raise ValueError(
+                "give provider (one upstream) or deployments (several), not both"
+                if self.provider is not None
+                else "provider is required (or deployments)"
+            )
+        return self
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        """The providers serving this model, the first one first."""
+        if self.provider is not None:
+            return (self.provider,)
+        return tuple(dict.fromkeys(d.provider for d in self.deployments))
 
 
 # ---- the recovery policy -----------------------------------------------------
@@ -238,6 +277,13 @@ class TurnRetry(Frozen):
     max: int = Field(default=1, ge=0)
 
 
+class Deployments(Frozen):
+    """How a model's deployments are taken out and brought back (SPEC §14)."""
+
+    quota_cooldown: Duration = 3600.0  # quota_exhausted or auth on one deployment
+    max_ejected_percent: float = Field(default=50.0, ge=0.0, le=100.0)
+
+
 class Fallback(Frozen):
     chain: tuple[str, ...] = ()
     after_consecutive_server_errors: int = Field(default=2, ge=1)
@@ -287,6 +333,7 @@ class Policy(Frozen):
     retry: Retry = Retry()
     turn_retry: TurnRetry = TurnRetry()
     fallback: Fallback = Fallback()
+    deployments: Deployments = Deployments()
     compaction: Compaction = Compaction()
     output_recovery: OutputRecovery = OutputRecovery()
     stream: StreamPolicy = StreamPolicy()

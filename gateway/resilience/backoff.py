@@ -162,6 +162,37 @@ def reset_hint(headers: Mapping[str, str], now: float) -> float | None:
     return min(others) if others else None
 
 
+#: A rate-limit dimension with less than this share of its limit left is short of headroom.
+HEADROOM_LOW = 0.05
+
+
+def headroom_reset(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds until the rate-limit dimension a *successful* answer reports as (nearly)
+    used up resets: remaining 0, or under :data:`HEADROOM_LOW` of its limit when the
+    limit is sent too (``x-ratelimit-limit-*``, ``anthropic-ratelimit-*-limit``). None
+    when every dimension has room, or the provider sends no such headers."""
+    short: list[float] = []
+    for reset_name, remaining_name, kind in _RESET_HEADERS:
+        remaining = _seconds(_header(headers, remaining_name) or "")
+        if remaining is None:
+            continue
+        limit_name = (
+            remaining_name.replace("remaining", "limit")
+            if remaining_name.startswith("x-")
+            else remaining_name.removesuffix("remaining") + "limit"
+        )
+        limit = _seconds(_header(headers, limit_name) or "")
+        if remaining > 0 and (limit is None or remaining >= HEADROOM_LOW * limit):
+            continue
+        value = _header(headers, reset_name)
+        if value is None:
+            continue
+        seconds = go_duration(value) if kind == "go" else _rfc3339(value, now)
+        if (usable := _usable(seconds)) is not None:
+            short.append(usable)
+    return max(short) if short else None
+
+
 def server_hint(
     headers: Mapping[str, str], body_text: str, now: float, *, reset_headers: bool = True
 ) -> float | None:

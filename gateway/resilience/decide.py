@@ -30,6 +30,7 @@ class Retry:
     wait: float
     retry_number: int  # 1 for the first retry on this model
     turn: bool = False
+    sibling: bool = False  # to another deployment of the model (SPEC §14)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,8 @@ class Progress:
     strategies_done: int = 0
     ptl_models_tried: int = 0
     tried: list[str] = field(default_factory=list)  # what prompt recovery tried, for the message
+    deployment: int = 0  # the current model's deployment the attempt goes to (SPEC §14)
+    deployments_tried: set[int] = field(default_factory=set)  # of the current model
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -91,10 +94,20 @@ def decide(
     rng: Rng,
     *,
     activated: int | None = None,
+    sibling: float | None = None,
 ) -> Decision:
-    """What to do after the failed attempt ``f`` (``activated``: the route just moved there)."""
+    """What to do after the failed attempt ``f`` (``activated``: the route just moved
+    there; ``sibling``: seconds until another deployment of the model can take the retry,
+    from :func:`gateway.resilience.deployments.sibling_in`)."""
     if f.category is Category.prompt_too_long:
         return _prompt_too_long(p, policy)
+    if (
+        sibling is not None
+        and (f.category in _MOVE_ON or policy.retries_on(f.category))
+        and p.retries_on_model < policy.retry.max_retries
+        and now + sibling <= p.deadline
+    ):  # a failure of one deployment: a sibling takes the retry, as soon as one can
+        return Retry(sibling, p.retries_on_model + 1, sibling=True)
     if activated is not None and activated > p.chain_index and activated < len(p.chain):
         return _reroute(p, activated, "consecutive_server_errors")
     nxt = p.next_in_chain()
@@ -151,6 +164,8 @@ def apply(p: Progress, d: Decision) -> None:
     elif isinstance(d, Reroute):
         p.model = d.model
         p.retries_on_model = 0
+        p.deployment = 0
+        p.deployments_tried.clear()
         if d.chain_index is not None:
             p.chain_index = d.chain_index
         else:

@@ -3,6 +3,7 @@ timeline of what the real loops did with them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from gateway.engine import Outcome
 from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
+from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
@@ -70,6 +72,10 @@ class ScriptedAttempter:
                 f" {sizes['tokens_before']}->{sizes['tokens_after']} tokens)"
             )
         self.last.action = f"{self.last.action}; {what}" if self.last.action else what
+
+    def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
+        """One scripted upstream per model."""
+        return (Deployed(model, "script", None, model),), "ordered"
 
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
         last = self.last

@@ -489,6 +489,10 @@ class FakeProvider:
             "openai-version": "2020-10-01",
         }
 
+    def _success_headers(self, ex: _Exchange) -> dict[str, str]:
+        forced = ex.step(Success)
+        return dict(forced.headers) if forced is not None else {}
+
     def _error(self, ex: _Exchange, error: Error) -> web.Response:
         data, content_type = error.render(ex.style)
         headers = {**self._headers(ex.style, ex.n), **error.headers, "Content-Type": content_type}
@@ -496,7 +500,7 @@ class FakeProvider:
 
     async def _json(self, ex: _Exchange, payload: dict[str, Any]) -> web.StreamResponse:
         data = json.dumps(payload, ensure_ascii=False).encode()
-        headers = self._headers(ex.style, ex.n)
+        headers = {**self._headers(ex.style, ex.n), **self._success_headers(ex)}
         cut, stall = ex.step(CutAfter), ex.step(StallAfter)
         if not (cut or stall):
             return web.Response(body=data, headers=headers, content_type="application/json")
@@ -528,7 +532,8 @@ class FakeProvider:
         stop_at = _position(events, terminal.n_chunks) if terminal else None
         delay = ex.step(Delay)
 
-        response = web.StreamResponse(headers={**self._headers(ex.style, ex.n)})
+        headers = {**self._headers(ex.style, ex.n), **self._success_headers(ex)}
+        response = web.StreamResponse(headers=headers)
         response.content_type = "text/event-stream"
         response.charset = "utf-8"
         response.headers["Cache-Control"] = "no-cache"

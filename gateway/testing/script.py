@@ -354,13 +354,15 @@ class Success:
     content_filter -> refusal; Responses: length/content_filter -> ``incomplete``);
     ``tool_call`` is a tool name or ``{"name": ..., "arguments": {...}}`` and is
     answered even when the request has no tools; ``usage`` overrides the counted
-    ``{"prompt_tokens": .., "completion_tokens": ..}``.
+    ``{"prompt_tokens": .., "completion_tokens": ..}``; ``headers`` are added to the
+    answer's (e.g. ``x-ratelimit-remaining-requests``).
     """
 
     text: str | None = None
     finish_reason: str | None = None
     tool_call: str | dict[str, Any] | None = None
     usage: dict[str, int] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

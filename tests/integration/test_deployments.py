@@ -1,0 +1,199 @@
+"""Deployments on the wire (SPEC §14): one model, several keys and upstreams.
+
+The fake provider answers every key; which key a request carried shows in its
+``authorization`` header, which upstream in its model. A rate limit on one key is
+absorbed by the other at once; quota and auth failures are invisible to clients; the
+fallback chain starts only when no deployment can serve.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from structlog.testing import capture_logs
+
+from gateway.policy.policyset import hash_key
+from gateway.testing import Error, FakeProvider, Success
+from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
+
+KEYS = {"DEP_KEY_A": "key-a", "DEP_KEY_B": "key-b"}
+MESSAGES = [{"role": "user", "content": "Say hello"}]
+
+Make = Callable[..., Awaitable[Harness]]
+
+
+def files(fake_url: str, model: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "platform.yaml": {
+            "providers": {
+                "keys": {"api": "openai", "base_url": fake_url + "/v1",
+                         "api_key_env": ["DEP_KEY_A", "DEP_KEY_B"]},
+                "east": {"api": "openai", "base_url": fake_url + "/v1",
+                         "api_key_env": "DEP_KEY_A"},
+                "west": {"api": "openai", "base_url": fake_url + "/v1",
+                         "api_key_env": "DEP_KEY_B"},
+            },
+            "models": {"gpt-dep": model, "gpt-backup": {"provider": "east"}},
+            "policies": {"fast": {**FAST_POLICY, **policy}},
+        },
+        "teams/a.yaml": {
+            "teams": {"team-a": {"keys": [hash_key(CLIENT_KEY)], "models": ["gpt-*"],
+                                 "routes": [{"match": {"model": "*"}, "policy": "fast"}]}}
+        },
+    }  # fmt: skip
+
+
+@pytest.fixture
+async def make(fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    for k, v in KEYS.items():
+        monkeypatch.setenv(k, v)
+    started: list[Harness] = []
+
+    async def start(model: dict[str, Any], policy: dict[str, Any] | None = None) -> Harness:
+        root = write_policies(tmp_path / f"p{len(started)}", files(fake.url, model, policy or {}))
+        h = await Harness(fake, root).start()
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        await h.stop()
+
+
+async def ask(gw: Harness, model: str = "gpt-dep") -> dict[str, str]:
+    raw = await gw.async_openai().chat.completions.with_raw_response.create(
+        model=model, messages=MESSAGES
+    )
+    raw.parse()
+    return dict(raw.headers)
+
+
+def keys_used(fake: FakeProvider) -> list[str]:
+    return [r.headers["authorization"].removeprefix("Bearer ") for r in fake.requests]
+
+
+async def test_a_rate_limited_key_is_absorbed_by_the_other_at_once(
+    make: Make, fake: FakeProvider
+) -> None:
+    """429 with Retry-After: 30 on key A: key B answers the same request within a second,
+    and A is avoided while it cools down."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    fake.push(Error.openai_rate_limit(retry_after=30))
+    started = time.monotonic()
+    with capture_logs() as events:
+        headers = await ask(gw)
+    assert time.monotonic() - started < 1.0
+    assert keys_used(fake) == ["key-a", "key-b"]
+    assert headers["x-gateway-attempts"] == "2"
+    cooldown = [e for e in events if e["event"] == "deployment_cooldown"]
+    assert cooldown == [
+        {"event": "deployment_cooldown", "log_level": "warning", "team": "team-a",
+         "model": "gpt-dep", "deployment": "keys#1", "reason": "rate_limit", "seconds": 30.0}
+    ]  # fmt: skip
+    assert not any("key-a" in repr(e) for e in events)  # names only, never a key
+    fake.requests.clear()
+    for _ in range(5):
+        await ask(gw)
+    assert keys_used(fake) == ["key-b"] * 5  # ordered, but A is cooling down
+
+
+async def test_quota_and_auth_failures_on_one_key_are_invisible(
+    make: Make, fake: FakeProvider
+) -> None:
+    """An exhausted key and a revoked key each take their deployment out; clients see 200s."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    fake.push(Error.openai_quota())
+    with capture_logs() as events:
+        headers = await ask(gw)
+    assert headers["x-gateway-attempts"] == "2"
+    assert [e["reason"] for e in events if e["event"] == "deployment_ejected"] == [
+        "quota_exhausted"
+    ]
+    fake.requests.clear()
+    await ask(gw)
+    assert keys_used(fake) == ["key-b"]  # A stays out for quota_cooldown (1 h)
+
+
+async def test_revoked_key_is_taken_out(make: Make, fake: FakeProvider) -> None:
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    fake.push(Error(401, {"error": {"message": "Incorrect API key", "type": "invalid_request_error",
+                                    "code": "invalid_api_key"}}))  # fmt: skip
+    with capture_logs() as events:
+        await ask(gw)
+    assert [e["reason"] for e in events if e["event"] == "deployment_ejected"] == ["auth"]
+    fake.requests.clear()
+    await ask(gw)
+    assert keys_used(fake) == ["key-b"]
+
+
+async def test_every_deployment_limited_waits_for_the_earliest(
+    make: Make, fake: FakeProvider
+) -> None:
+    """Both keys rate limited: the retry waits for the earlier of the two, no longer."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    fake.push(Error.openai_rate_limit(retry_after_ms=600))
+    fake.push(Error.openai_rate_limit(retry_after_ms=250))
+    started = time.monotonic()
+    headers = await ask(gw)
+    waited = time.monotonic() - started
+    assert 0.25 <= waited < 0.55, waited
+    assert keys_used(fake) == ["key-a", "key-b", "key-b"]
+    assert headers["x-gateway-attempts"] == "3"
+
+
+async def test_weights_split_traffic(make: Make, fake: FakeProvider) -> None:
+    gw = await make({"deployments": [{"provider": "east", "weight": 1, "name": "east"},
+                                     {"provider": "west", "weight": 3, "name": "west"}]})  # fmt: skip
+    for _ in range(80):
+        await ask(gw)
+    counts = Counter(keys_used(fake))
+    assert counts["key-a"] + counts["key-b"] == 80
+    assert 45 <= counts["key-b"] <= 75, counts  # about 60 of 80
+
+
+async def test_headroom_headers_steer_traffic(make: Make, fake: FakeProvider) -> None:
+    """An answer saying key A has no requests left until its reset sends the next ones to B."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    fake.push(Success(headers={"x-ratelimit-remaining-requests": "0",
+                               "x-ratelimit-limit-requests": "100",
+                               "x-ratelimit-reset-requests": "20s"}))  # fmt: skip
+    await ask(gw)
+    for _ in range(3):
+        await ask(gw)
+    assert keys_used(fake) == ["key-a", "key-b", "key-b", "key-b"]
+
+
+async def test_fallback_chain_only_after_every_deployment_failed(
+    make: Make, fake: FakeProvider
+) -> None:
+    """Server errors on key A go to key B; only when both fail does the chain start."""
+    policy = {"fallback": {"chain": ["gpt-backup"], "after_consecutive_server_errors": 2,
+                           "cooldown": "1s"}, "retry": {"max_retries": 1}}  # fmt: skip
+    gw = await make({"provider": "keys", "balance": "ordered"}, policy)
+    fake.push(Error.openai_server(500))
+    headers = await ask(gw)
+    assert headers["x-gateway-model"] == "gpt-dep"  # B answered: no fallback
+    assert keys_used(fake) == ["key-a", "key-b"]
+    fake.requests.clear()
+    for _ in range(4):
+        fake.push(Error.openai_server(500))
+    headers = await ask(gw)
+    assert headers["x-gateway-model"] == "gpt-backup"
+    assert [r.model for r in fake.requests][-1] == "gpt-backup"
+
+
+async def test_no_key_in_admin_or_policies(make: Make, fake: FakeProvider) -> None:
+    gw = await make({"provider": "keys"})
+    fake.push(Error.openai_rate_limit(retry_after=30))
+    await ask(gw)
+    client = openai.AsyncOpenAI(base_url=gw.url, api_key=CLIENT_KEY)
+    await client.close()
+    board = gw.gateway.env.board.snapshot()
+    assert set(board) == {"gpt-dep|keys#1"} or set(board) == {"gpt-dep|keys#2"}
+    assert "key-a" not in repr(board) and "key-b" not in repr(board)
