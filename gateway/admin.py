@@ -1,4 +1,5 @@
-"""The admin endpoints: ``POST /admin/reload`` and ``GET /admin/policies``.
+"""The admin endpoints: ``POST /admin/reload``, ``GET /admin/policies`` and
+``GET /admin/deployments``.
 
 A reload (here, on SIGHUP, or by the file watcher of :mod:`gateway.reload`) parses and
 validates the whole directory, then swaps the new set in at once; a request keeps the
@@ -13,6 +14,7 @@ constant time).
 from __future__ import annotations
 
 import hmac
+import time
 from typing import TYPE_CHECKING
 
 import orjson
@@ -76,3 +78,22 @@ async def policies(gw: Gateway, request: web.BaseRequest) -> web.Response:
     if refused := _refused(gw, request):
         return refused
     return web.Response(body=orjson.dumps(_snapshot(gw)), content_type="application/json")
+
+
+async def deployments(gw: Gateway, request: web.BaseRequest) -> web.Response:
+    """``GET /admin/deployments``: per model, each deployment's state as this replica sees
+    it (up, or cooling down / out / ejected until when and why; in flight here; the last
+    error category; short of headroom until). Names only, never a key."""
+    if refused := _refused(gw, request):
+        return refused
+    now = time.time()
+    board = gw.env.board
+    models = {
+        model: {
+            "balance": gw.policies.models[model].balance,
+            "deployments": board.describe(model, [d.name for d in deps], now),
+        }
+        for model, deps in gw.policies.deployments.items()
+    }
+    body = {"now": now, "models": models}
+    return web.Response(body=orjson.dumps(body), content_type="application/json")

@@ -108,6 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", metavar="N", type=int, default=0, help="random seed for jitter (default 0)"
     )
     simulate.add_argument(
+        "--deployment",
+        metavar="NAME=S",
+        action="append",
+        help=(
+            "a script for one deployment of a model that has several (repeatable), e.g."
+            ' --deployment "openai#1=429:ra=30"; other deployments take --script'
+        ),
+    )
+    simulate.add_argument(
         "--stream",
         action="store_true",
         help="the simulated client asks for a stream (implied by cut@N, stall@N, badchunk@N)",

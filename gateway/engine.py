@@ -272,6 +272,7 @@ class _Deployments:
             states, p.deployment, f, self.rules, now, probe=pick.probe, short_for=short
         )
         name = self.names[p.deployment]
+        self.env.events.deployment_attempt(self.model, name, f)
         if new != states[p.deployment]:
             self.env.board.put(self.model, name, new)
             states[p.deployment] = new

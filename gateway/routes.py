@@ -58,6 +58,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/readyz": {"GET": handlers.readyz},
     "/admin/reload": {"POST": admin.reload},
     "/admin/policies": {"GET": admin.policies},
+    "/admin/deployments": {"GET": admin.deployments},
 }
 METRICS: dict[str, dict[str, Handler]] = {"/metrics": {"GET": handlers.metrics}}
 _ENDPOINTS = ", ".join(f"POST {ep.value}" for ep in Endpoint) + ", GET /v1/models"

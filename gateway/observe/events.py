@@ -175,12 +175,18 @@ class Events:
                  "llm_gateway.reason": reason},
             )  # fmt: skip
 
+    def deployment_attempt(self, model: str, deployment: str, f: Failure | None) -> None:
+        """One attempt on a deployment of a model that has several."""
+        outcome = "ok" if f is None else f.category.value
+        self.metrics.deployment_attempts.labels(model, deployment, outcome).inc()
+
     def deployment_changed(
         self, team: str, model: str, deployment: str, t: Transition, r: RequestLog | None = None
     ) -> None:
         """A deployment of ``model`` went out of service (``deployment_cooldown`` for a
         rate limit or overload, ``deployment_ejected`` for quota, auth or server errors)
         or came back (``deployment_recovered``). Names only: never a key."""
+        self.metrics.deployment_up.labels(model, deployment).set(t.kind == "recovered")
         if t.kind == "recovered":
             log.info("deployment_recovered", team=team, model=model, deployment=deployment)
             event = "deployment_recovered"

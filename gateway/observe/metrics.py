@@ -209,6 +209,20 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",  # workers: active on any of them
         )
+        self.deployment_up = Gauge(
+            P + "deployment_up",
+            "0 from when a deployment of a model goes out of service (cooldown, quota, auth,"
+            " ejection) until it answers again; 1 otherwise",
+            ["model", "deployment"],
+            registry=r,
+            multiprocess_mode="livemin",  # workers: out on any of them
+        )
+        self.deployment_attempts = Counter(
+            P + "deployment_attempts_total",
+            "Upstream attempts per deployment of models with several, by outcome",
+            ["model", "deployment", "outcome"],
+            registry=r,
+        )
         self.compactions = Counter(
             P + "compactions_total",
             "Prompt compaction steps",

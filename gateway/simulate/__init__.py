@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from gateway.continuing import continue_answer, decoded, follow_stream
 from gateway.engine import Env, Request, recover
 from gateway.observe.events import RequestLog
 from gateway.policy.load import PolicyError, load_policy_dir
+from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.simulate.attempter import (
     Row,
@@ -53,6 +54,8 @@ from gateway.simulate.attempter import (
 from gateway.simulate.script import STREAM_FAULTS, Step, parse_script
 from gateway.simulate.stream import ScriptedStream
 from gateway.state.memory import MemoryState
+
+DeploymentsOf = Callable[[str], tuple[Sequence[Deployed], str]]
 
 __all__ = [
     "Row",
@@ -85,6 +88,8 @@ async def run(
     *,
     stream: bool = False,
     prefill_of: Callable[[str], bool] = lambda model: False,
+    deployments: Mapping[str, str] | None = None,
+    deployments_of: DeploymentsOf | None = None,
 ) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
     sim = await simulate(
@@ -97,6 +102,8 @@ async def run(
         conversation,
         stream=stream,
         prefill_of=prefill_of,
+        deployments=deployments,
+        deployments_of=deployments_of,
     )
     return sim.timeline
 
@@ -112,13 +119,22 @@ async def simulate(
     *,
     stream: bool = False,
     prefill_of: Callable[[str], bool] = lambda model: False,
+    deployments: Mapping[str, str] | None = None,
+    deployments_of: DeploymentsOf | None = None,
 ) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
-    ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it."""
+    ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
+
+    ``deployments`` gives a script per deployment name (the others take the shared
+    ``script``); ``deployments_of`` says which deployments a model has (default one)."""
     steps = parse_script(script)
+    own = {name: parse_script(text) for name, text in (deployments or {}).items()}
     clock = VirtualClock()
-    attempter = ScriptedAttempter(steps, policy, clock)
-    attempter.stream = stream or any(s.fault in STREAM_FAULTS for s in steps)
+    attempter = ScriptedAttempter(
+        steps, policy, clock, per_deployment=own, deployments_of=deployments_of
+    )
+    every = [*steps, *(s for script in own.values() for s in script)]
+    attempter.stream = stream or any(s.fault in STREAM_FAULTS for s in every)
     events = TimelineEvents(attempter)
     env = Env(MemoryState(), events, clock.monotonic, clock.wall, random.Random(seed))
     body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "simulated"}]}
@@ -151,10 +167,11 @@ async def simulate(
 
 
 def render(rows: Sequence[Row], total: float, ok: bool) -> str:
-    lines = [f"{'attempt':>7}  {'t(s)':>8}  {'model':<20} {'outcome':<28} action"]
+    width = max([20, *(len(r.model) + 1 for r in rows)])
+    lines = [f"{'attempt':>7}  {'t(s)':>8}  {'model':<{width}} {'outcome':<28} action"]
     for r in rows:
         n = "-" if r.attempt is None else r.attempt
-        line = f"{n:>7}  {r.at:>8.2f}  {r.model:<20} {r.outcome:<28} {r.action}"
+        line = f"{n:>7}  {r.at:>8.2f}  {r.model:<{width}} {r.outcome:<28} {r.action}"
         lines.append(line.rstrip())
     verdict = "answered" if ok else "failed"
     attempts = sum(r.attempt is not None for r in rows)
@@ -191,6 +208,20 @@ def main(args: argparse.Namespace) -> int:
             f"no route of team {args.team!r} matches {args.model!r} on {args.path}", file=sys.stderr
         )
         return 1
+    own: dict[str, str] = {}
+    for given in args.deployment or ():
+        name, sep, text = given.partition("=")
+        if not sep:
+            print(f"--deployment {given!r}: write NAME=SCRIPT", file=sys.stderr)
+            return 2
+        own[name] = text
+    known = {d.name for deps in policies.deployments.values() for d in deps}
+    if unknown := sorted(set(own) - known):
+        print(
+            f"unknown deployment {unknown[0]!r}; deployments: {', '.join(sorted(known))}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         text = asyncio.run(
             run(
@@ -203,6 +234,8 @@ def main(args: argparse.Namespace) -> int:
                 args.conversation,
                 stream=args.stream,
                 prefill_of=lambda m: policies.models[m].prefill,
+                deployments=own,
+                deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
             )
         )
     except ValueError as e:

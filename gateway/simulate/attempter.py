@@ -3,7 +3,7 @@ timeline of what the real loops did with them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,11 +47,25 @@ SUMMARY = (
 )
 
 
+_OK = Step(200, {}, b"{}", label="200")
+
+
 class ScriptedAttempter:
     """Plays the script as the upstream; waits advance the virtual clock."""
 
-    def __init__(self, steps: list[Step], policy: Policy, clock: VirtualClock) -> None:
+    def __init__(
+        self,
+        steps: list[Step],
+        policy: Policy,
+        clock: VirtualClock,
+        *,
+        per_deployment: Mapping[str, list[Step]] | None = None,
+        deployments_of: Callable[[str], tuple[Sequence[Deployed], str]] | None = None,
+    ) -> None:
         self.steps = list(steps)
+        #: A script per deployment name (``--deployment NAME=SCRIPT``); others use ``steps``.
+        self.per_deployment = {k: list(v) for k, v in (per_deployment or {}).items()}
+        self.deployments_of = deployments_of
         self.policy = policy
         self.clock = clock
         self.rows: list[Row] = []
@@ -74,18 +88,33 @@ class ScriptedAttempter:
         self.last.action = f"{self.last.action}; {what}" if self.last.action else what
 
     def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
-        """One scripted upstream per model."""
+        """The model's deployments from the policy set (``deployments_of``), else one."""
+        if self.deployments_of is not None:
+            return self.deployments_of(model)
         return (Deployed(model, "script", None, model),), "ordered"
+
+    def _step(self, model: str, progress: Progress) -> tuple[Step, str]:
+        """The next step for the deployment the attempt goes to (its own script when it
+        has one, else the shared one), and how the timeline names where it went."""
+        where = model
+        found, _ = self.deployments(model)
+        if len(found) > 1:
+            name = found[progress.deployment].name
+            where = f"{model}@{name}"
+            own = self.per_deployment.get(name)
+            if own is not None:
+                return (own.pop(0) if own else _OK), where
+        return (self.steps.pop(0) if self.steps else _OK), where
 
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
         last = self.last
         if last is not None and not last.action:
             last.action = f"fallback -> {model}"
-        elif last is not None and last.model != model:  # after a compaction step
+        elif last is not None and last.model.split("@")[0] != model:  # after a compaction step
             last.action += f"; fallback -> {model}"
-        step = self.steps.pop(0) if self.steps else Step(200, {}, b"{}", label="200")
+        step, where = self._step(model, progress)
         self.attempts += 1  # across the request: follow-ups too (progress counts per recover)
-        row = Row(self.attempts, self.clock.now, model, step.label)
+        row = Row(self.attempts, self.clock.now, where, step.label)
         self.rows.append(row)
         self.last = row
         if step.transport is not None:
@@ -112,7 +141,14 @@ class ScriptedAttempter:
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None:
         kind = "turn retry" if decision.turn else "retry"
         if self.last is not None:
-            self.last.action = f"{kind} in {seconds:.2f}s"
+            if decision.sibling:
+                self.last.action = (
+                    f"retry on another deployment in {seconds:.2f}s"
+                    if seconds
+                    else "retry on another deployment at once"
+                )
+            else:
+                self.last.action = f"{kind} in {seconds:.2f}s"
         self.clock.now += seconds
 
     def model_info(self, model: str) -> tuple[str, int | None]:

@@ -8,20 +8,25 @@ fallback chain starts only when no deployment can serve.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import openai
+import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
 from gateway.policy.policyset import hash_key
+from gateway.simulate import run
 from gateway.testing import Error, FakeProvider, Success
 from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
 
+ADMIN_KEY = "deployments-admin-key"
 KEYS = {"DEP_KEY_A": "key-a", "DEP_KEY_B": "key-b"}
 MESSAGES = [{"role": "user", "content": "Say hello"}]
 
@@ -57,7 +62,7 @@ async def make(fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     async def start(model: dict[str, Any], policy: dict[str, Any] | None = None) -> Harness:
         root = write_policies(tmp_path / f"p{len(started)}", files(fake.url, model, policy or {}))
-        h = await Harness(fake, root).start()
+        h = await Harness(fake, root, admin_key=ADMIN_KEY).start()
         started.append(h)
         return h
 
@@ -97,6 +102,10 @@ async def test_a_rate_limited_key_is_absorbed_by_the_other_at_once(
          "model": "gpt-dep", "deployment": "keys#1", "reason": "rate_limit", "seconds": 30.0}
     ]  # fmt: skip
     assert not any("key-a" in repr(e) for e in events)  # names only, never a key
+    assert gw.metric("llm_gateway_deployment_up", model="gpt-dep", deployment="keys#1") == 0
+    for name, outcome in (("keys#1", "rate_limit"), ("keys#2", "ok")):
+        assert gw.metric("llm_gateway_deployment_attempts_total", model="gpt-dep",
+                         deployment=name, outcome=outcome) == 1  # fmt: skip
     fake.requests.clear()
     for _ in range(5):
         await ask(gw)
@@ -130,6 +139,7 @@ async def test_revoked_key_is_taken_out(make: Make, fake: FakeProvider) -> None:
     fake.requests.clear()
     await ask(gw)
     assert keys_used(fake) == ["key-b"]
+    assert gw.metric("llm_gateway_deployment_up", model="gpt-dep", deployment="keys#1") == 0
 
 
 async def test_every_deployment_limited_waits_for_the_earliest(
@@ -145,6 +155,9 @@ async def test_every_deployment_limited_waits_for_the_earliest(
     assert 0.25 <= waited < 0.55, waited
     assert keys_used(fake) == ["key-a", "key-b", "key-b"]
     assert headers["x-gateway-attempts"] == "3"
+    up = {n: gw.metric("llm_gateway_deployment_up", model="gpt-dep", deployment=n)
+          for n in ("keys#1", "keys#2")}  # fmt: skip
+    assert up == {"keys#1": 0, "keys#2": 1}  # B answered again; A has not yet
 
 
 async def test_weights_split_traffic(make: Make, fake: FakeProvider) -> None:
@@ -188,12 +201,83 @@ async def test_fallback_chain_only_after_every_deployment_failed(
     assert [r.model for r in fake.requests][-1] == "gpt-backup"
 
 
-async def test_no_key_in_admin_or_policies(make: Make, fake: FakeProvider) -> None:
-    gw = await make({"provider": "keys"})
+async def test_admin_deployments_shows_state_without_keys(make: Make, fake: FakeProvider) -> None:
+    """GET /admin/deployments: the cooled-down key by name, why and until when; no key."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
     fake.push(Error.openai_rate_limit(retry_after=30))
     await ask(gw)
-    client = openai.AsyncOpenAI(base_url=gw.url, api_key=CLIENT_KEY)
-    await client.close()
-    board = gw.gateway.env.board.snapshot()
-    assert set(board) == {"gpt-dep|keys#1"} or set(board) == {"gpt-dep|keys#2"}
-    assert "key-a" not in repr(board) and "key-b" not in repr(board)
+    admin = {"authorization": f"Bearer {ADMIN_KEY}"}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.get(gw.url + "/admin/deployments", headers=admin) as r,
+    ):
+        assert r.status == 200
+        text = await r.text()
+        body = json.loads(text)
+    rows = body["models"]["gpt-dep"]["deployments"]
+    assert [(d["deployment"], d["state"]) for d in rows] == [
+        ("keys#1", "cooldown"), ("keys#2", "up")
+    ]  # fmt: skip
+    assert rows[0]["why"] == "rate_limit" and rows[0]["until"] > body["now"] + 25
+    assert body["models"]["gpt-backup"]["deployments"] == [
+        {"deployment": "east", "up": True, "state": "up", "in_flight": 0}
+    ]
+    assert "key-a" not in text and "key-b" not in text
+
+
+async def test_simulate_goes_to_the_same_deployments_as_the_live_path(
+    make: Make, fake: FakeProvider
+) -> None:
+    """A script per deployment: simulate names the deployment of each attempt, and they are
+    the ones the live gateway used for the same faults."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    policies = gw.gateway.policies
+    route = policies.route("team-a", "gpt-dep", "/v1/chat/completions")
+    assert route is not None
+    timeline = await run(
+        route.policy, route.id, "team-a", "gpt-dep", "200", 0,
+        deployments={"keys#1": "429:ra=30", "keys#2": "500,200"},
+        deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
+    )  # fmt: skip
+    rows = [line.split()[2] for line in timeline.splitlines()[1:-1]]
+    assert rows == ["gpt-dep@keys#1", "gpt-dep@keys#2", "gpt-dep@keys#2"]
+    assert "retry on another deployment at once" in timeline
+
+    fake.push(Error.openai_rate_limit(retry_after=30))
+    fake.push(Error.openai_server(500))
+    await ask(gw)
+    assert keys_used(fake) == ["key-a", "key-b", "key-b"]
+
+
+def test_simulate_cli_takes_a_script_per_deployment(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(
+        """
+providers:
+  openai: {api: openai, base_url: https://api.openai.com/v1, api_key_env: [KEY_A, KEY_B]}
+  azure-eu: {api: openai, base_url: https://eu.example.com/v1, api_key_env: AZURE_KEY}
+models:
+  gpt-4o:
+    deployments: [{provider: openai}, {provider: azure-eu, upstream_model: gpt-4o-eu, name: eu}]
+    balance: ordered
+teams:
+  t:
+    keys: ["sha256:0000000000000000000000000000000000000000000000000000000000000000"]
+    models: ["*"]
+"""
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "simulate", "--policies", str(tmp_path), "--team", "t",
+         "--model", "gpt-4o", "--script", "200", "--deployment", "openai#1=429:ra=30",
+         "--deployment", "openai#2=429:ra=20", "--deployment", "eu=429:ra=5"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    rows = [line.split() for line in out.stdout.splitlines()[2:-1]]
+    assert [r[2] for r in rows] == ["gpt-4o@openai#1", "gpt-4o@openai#2", "gpt-4o@eu", "gpt-4o@eu"]
+    assert "retry on another deployment in 5.00s" in out.stdout
+    assert "answered after 4 attempt(s) in 5.00s" in out.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "gateway", "simulate", "--policies", str(tmp_path), "--team", "t",
+         "--model", "gpt-4o", "--script", "200", "--deployment", "nope=500"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "unknown deployment 'nope'" in bad.stderr

@@ -345,7 +345,8 @@ async def test_admin_endpoints_need_the_key(make_gateway: Callable[..., Any]) ->
              {"authorization": f"Bearer {ADMIN_KEY}x"}, {"authorization": "Bearer "},
              {"authorization": f"Bearer {CLIENT_KEY}"}]  # fmt: skip
     async with aiohttp.ClientSession() as s:
-        for method, path in [("POST", "/admin/reload"), ("GET", "/admin/policies")]:
+        for method, path in [("POST", "/admin/reload"), ("GET", "/admin/policies"),
+                             ("GET", "/admin/deployments")]:  # fmt: skip
             async with s.request(method, off.url + path, headers=ADMIN) as r:
                 assert r.status == 404, path
             for headers in wrong:

@@ -372,7 +372,8 @@ async def admin_gw(make_gateway: Callable[..., Any]) -> Harness:
 
 
 @pytest.mark.parametrize(
-    ("method", "path"), [("GET", "/admin/policies"), ("POST", "/admin/reload")]
+    ("method", "path"),
+    [("GET", "/admin/policies"), ("POST", "/admin/reload"), ("GET", "/admin/deployments")],
 )
 async def test_admin_endpoints_need_the_admin_key(
     admin_gw: Harness, method: str, path: str, monkeypatch: pytest.MonkeyPatch
