@@ -59,6 +59,8 @@ SPEC_METRICS = {
 EXTRA_METRICS = {
     "llm_gateway_state_backend_degraded": "gauge",
     "llm_gateway_stream_events_dropped_total": "counter",
+    "llm_gateway_deployment_up": "gauge",
+    "llm_gateway_deployment_attempts_total": "counter",
 }
 
 METRIC_RE = re.compile(r"llm_gateway_[a-z_]+")
