@@ -42,6 +42,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -57,7 +58,9 @@ from gateway.settings import GatewaySettings
 log = structlog.get_logger("gateway")
 
 _SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD}
-_SIGNALS |= {signal.SIGUSR1, signal.SIGUSR2}  # from a worker: admin reload; ready
+# From a worker: SIGUSR1 = it reloaded on /admin/reload; SIGUSR2 = look at the ready pipe
+# (signals of one kind sent at once merge into one: who is ready goes through the pipe).
+_SIGNALS |= {signal.SIGUSR1, signal.SIGUSR2}
 _PR_SET_PDEATHSIG = 1
 RESTART_MIN_S, RESTART_MAX_S, STABLE_S = 0.5, 30.0, 10.0
 
@@ -108,6 +111,8 @@ class Supervisor:
         self.stopping: float | None = None  # when a stop signal came
         self.exit_code = 0
         self.killed = False  # workers overdue at the end of a drain were killed
+        self.ready_r, self.ready_w = os.pipe()  # a worker writes its pid when it serves
+        os.set_blocking(self.ready_r, False)
 
     # ---- life cycle ------------------------------------------------------------------
     def run(self) -> int:
@@ -152,13 +157,14 @@ class Supervisor:
             timeout = min([1.0, *(max(0.0, at - now) for at in self.due.values())])
             info = signal.sigtimedwait(_SIGNALS, timeout)
             self._check_deadline()
+            self._read_ready()
             if info is None:
                 continue
             sig = signal.Signals(info.si_signo)
             if sig == signal.SIGCHLD:
                 self._reap()
             elif sig == signal.SIGUSR2:
-                self._worker_ready(info.si_pid)
+                self._read_ready()
             elif sig == signal.SIGHUP:
                 self._send(signal.SIGHUP)
             elif sig == signal.SIGUSR1:  # a worker reloaded on /admin/reload: the others too
@@ -199,6 +205,15 @@ class Supervisor:
             if pid != but:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
+
+    def _read_ready(self) -> None:
+        """The pids the workers that started serving wrote to the ready pipe."""
+        try:
+            data = os.read(self.ready_r, 4096)
+        except BlockingIOError:
+            return
+        for (pid,) in struct.iter_unpack("i", data):
+            self._worker_ready(pid)
 
     def _worker_ready(self, pid: int) -> None:
         i = self.slots.get(pid)
@@ -277,7 +292,7 @@ class Supervisor:
             for sig in _SIGNALS:
                 signal.signal(sig, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            code = _worker(self.settings, i, self.socks, self.metrics_socks, parent)
+            code = _worker(self.settings, i, self.socks, self.metrics_socks, parent, self.ready_w)
         except BaseException:
             traceback.print_exc()
         finally:
@@ -294,6 +309,7 @@ def _worker(
     socks: list[socket.socket],
     metrics_socks: list[socket.socket] | None,
     parent: int,
+    ready_w: int,
 ) -> int:
     """Run worker ``i`` (in the forked child): the gateway on the parent's sockets."""
     from gateway import app
@@ -305,6 +321,7 @@ def _worker(
 
     def ready() -> None:  # the event loop has its signal handlers now
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        os.write(ready_w, struct.pack("i", os.getpid()))  # 4 bytes: written whole
         os.kill(parent, signal.SIGUSR2)
 
     def admin_reloaded() -> None:

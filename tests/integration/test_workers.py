@@ -36,6 +36,7 @@ from tests.integration.test_operations import (
     edit_team,
     sse_text,
 )
+from tests.waiting import eventually
 
 ADMIN_KEY = "admin-secret-key"
 
@@ -160,7 +161,11 @@ async def test_two_workers_one_port_one_metrics(
         for _ in range(4):
             assert await scrape(gw.url, "llm_gateway_inflight_requests") == 1
         await resp.read()
-    assert await scrape(gw.url, "llm_gateway_requests_total") == sent + 1
+
+    async def counted() -> bool:  # counted just after the answer's last byte went out
+        return await scrape(gw.url, "llm_gateway_requests_total") == sent + 1
+
+    await eventually(counted, what="the stream counted")
 
 
 async def test_reload_reaches_every_worker(
@@ -278,3 +283,35 @@ async def test_a_killed_worker_is_started_again(
     assert await scrape(gw.url, "llm_gateway_requests_total") == sent + 8
     sent += 8 + await until_both_served(gw)  # the new worker answers too
     assert await scrape(gw.url, "llm_gateway_requests_total") == sent
+
+
+async def test_metrics_port_adds_up_every_worker(
+    workers: Callable[..., Any], fake: FakeProvider, tmp_path: Path
+) -> None:
+    """GATEWAY_METRICS_PORT: bound once by the supervisor, served by every worker, the sum."""
+    root = write_policies(tmp_path / "policies", policy_files(fake.url))
+    gw = await workers(root, metrics_port="0")
+    murl = f"http://127.0.0.1:{gw.named('gateway_started')[0]['metrics_port']}"
+    sent = await until_both_served(gw)
+    for _ in range(4):
+        assert await scrape(murl, "llm_gateway_requests_total") == sent
+    async with aiohttp.ClientSession() as s, s.get(gw.url + "/metrics") as r:
+        assert r.status == 404  # not on the main port
+
+
+def test_workers_setting_and_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.cli import build_parser
+    from gateway.settings import GatewaySettings
+
+    assert GatewaySettings().worker_count() == 1
+    monkeypatch.setenv("GATEWAY_WORKERS", "auto")
+    assert GatewaySettings().worker_count() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("GATEWAY_WORKERS", "3")
+    assert GatewaySettings().worker_count() == 3
+    monkeypatch.setenv("GATEWAY_WORKERS", "0")
+    with pytest.raises(ValueError):
+        GatewaySettings()
+    assert build_parser().parse_args(["serve", "--workers", "auto"]).workers == "auto"
+    assert build_parser().parse_args(["serve", "--workers", "2"]).workers == 2
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--workers", "none"])
