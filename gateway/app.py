@@ -40,7 +40,7 @@ from gateway.policy.load import PolicyError, Problem, bundled_policy_dir, load_p
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint, Wiring, wire
 from gateway.settings import GatewaySettings
-from gateway.state import open_state
+from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
 from gateway.upstream import Limits, Upstream
 
@@ -85,6 +85,7 @@ class Gateway:
             )
         )
         self.state: StateBackend = open_state("")
+        self.deployment_sync: Any = None  # shares deployment states when state is in Redis
         self.sim_url: str | None = None
         self._sim: Any = None  # the SimProvider, once started
         self.draining = False
@@ -212,6 +213,9 @@ class Gateway:
             self.settings.state_url, reconnect_interval=self.settings.state_reconnect_s
         )
         self.env.state = self.state
+        self.deployment_sync = share_deployments(self.settings.state_url, self.env.board)
+        if self.deployment_sync is not None:
+            await self.deployment_sync.start()
         if self.policies.uses_sim:
             await self.ensure_sim()
         self._watcher = asyncio.create_task(reload.watch(self))
@@ -272,6 +276,8 @@ class Gateway:
         if self._sim is not None:
             await self._sim.stop()
             self._sim, self.sim_url = None, None
+        if self.deployment_sync is not None:
+            await self.deployment_sync.close()
         await self.state.close()
         await self.upstream.close()
         if self.tracing is not None:

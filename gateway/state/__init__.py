@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.state.base import StateBackend
+from gateway.state.deployments import DeploymentBoard
 from gateway.state.memory import MemoryState
 
-__all__ = ["MemoryState", "StateBackend", "open_state"]
+__all__ = ["MemoryState", "StateBackend", "open_state", "share_deployments"]
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -32,3 +33,13 @@ def open_state(url: str, **options: Any) -> StateBackend:
         f"GATEWAY_STATE_URL: unsupported scheme {scheme!r}; "
         "use an empty value (in-process state) or redis://, rediss://, unix://"
     )
+
+
+def share_deployments(url: str, board: DeploymentBoard) -> Any:
+    """A :class:`~gateway.state.deployment_sync.DeploymentSync` sharing ``board`` with the
+    other replicas when ``url`` is a Redis URL (not started); None for in-process state."""
+    if not url.strip():
+        return None
+    from gateway.state.deployment_sync import DeploymentSync
+
+    return DeploymentSync(url, board)
