@@ -33,7 +33,12 @@ MESSAGES = [{"role": "user", "content": "Say hello"}]
 Make = Callable[..., Awaitable[Harness]]
 
 
-def files(fake_url: str, model: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+def files(
+    fake_url: str,
+    model: dict[str, Any],
+    policy: dict[str, Any],
+    claude: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "platform.yaml": {
             "providers": {
@@ -43,12 +48,15 @@ def files(fake_url: str, model: dict[str, Any], policy: dict[str, Any]) -> dict[
                          "api_key_env": "DEP_KEY_A"},
                 "west": {"api": "openai", "base_url": fake_url + "/v1",
                          "api_key_env": "DEP_KEY_B"},
+                "claude-a": {"api": "anthropic", "base_url": fake_url, "api_key_env": "DEP_KEY_A"},
+                "claude-b": {"api": "anthropic", "base_url": fake_url, "api_key_env": "DEP_KEY_B"},
             },
-            "models": {"gpt-dep": model, "gpt-backup": {"provider": "east"}},
+            "models": {"gpt-dep": model, "gpt-backup": {"provider": "east"},
+                       "claude-dep": claude or {"provider": "claude-a"}},
             "policies": {"fast": {**FAST_POLICY, **policy}},
         },
         "teams/a.yaml": {
-            "teams": {"team-a": {"keys": [hash_key(CLIENT_KEY)], "models": ["gpt-*"],
+            "teams": {"team-a": {"keys": [hash_key(CLIENT_KEY)], "models": ["gpt-*", "claude-*"],
                                  "routes": [{"match": {"model": "*"}, "policy": "fast"}]}}
         },
     }  # fmt: skip
@@ -60,8 +68,13 @@ async def make(fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         monkeypatch.setenv(k, v)
     started: list[Harness] = []
 
-    async def start(model: dict[str, Any], policy: dict[str, Any] | None = None) -> Harness:
-        root = write_policies(tmp_path / f"p{len(started)}", files(fake.url, model, policy or {}))
+    async def start(
+        model: dict[str, Any],
+        policy: dict[str, Any] | None = None,
+        claude: dict[str, Any] | None = None,
+    ) -> Harness:
+        found = files(fake.url, model, policy or {}, claude)
+        root = write_policies(tmp_path / f"p{len(started)}", found)
         h = await Harness(fake, root, admin_key=ADMIN_KEY).start()
         started.append(h)
         return h
@@ -281,3 +294,37 @@ teams:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert bad.returncode == 2 and "unknown deployment 'nope'" in bad.stderr
+
+
+async def test_a_stream_moves_to_the_sibling_before_its_first_byte(
+    make: Make, fake: FakeProvider
+) -> None:
+    """A streamed request: the 429 on key A is absorbed by key B, the client sees one stream."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    fake.push(Error.openai_rate_limit(retry_after=30))
+    started = time.monotonic()
+    stream = await gw.async_openai().chat.completions.create(
+        model="gpt-dep", messages=MESSAGES, stream=True
+    )
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert time.monotonic() - started < 1.0
+    assert text.startswith("Hello!")
+    assert keys_used(fake) == ["key-a", "key-b"]
+
+
+async def test_anthropic_deployments_use_the_sibling_key(make: Make, fake: FakeProvider) -> None:
+    """The same on an Anthropic-format provider (x-api-key), with an overload (529)."""
+    claude = {
+        "deployments": [
+            {"provider": "claude-a", "name": "a"},
+            {"provider": "claude-b", "name": "b"},
+        ],
+        "balance": "ordered",
+    }
+    gw = await make({"provider": "keys"}, claude=claude)  # fmt: skip
+    fake.push(Error.anthropic_overloaded())
+    message = await gw.async_anthropic().messages.create(
+        model="claude-dep", max_tokens=100, messages=MESSAGES
+    )
+    assert message.content[0].text.startswith("Hello!")  # type: ignore[union-attr]
+    assert [r.headers["x-api-key"] for r in fake.requests] == ["key-a", "key-b"]
