@@ -235,7 +235,7 @@ class Supervisor:
             )
 
     def _reap(self) -> None:
-        from prometheus_client import multiprocess
+        from gateway.observe.metrics import process_gone
 
         while True:
             try:
@@ -247,7 +247,7 @@ class Supervisor:
             i = self.slots.pop(pid, None)
             if i is None:
                 continue
-            multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]  # its live gauges go; its counts stay
+            process_gone(pid)  # its live gauges go; its counts stay
             lived = time.monotonic() - self.born.pop(pid)
             code = os.waitstatus_to_exitcode(status)
             fields: dict[str, Any] = {"worker": i, "pid": pid, "lived_s": round(lived, 3)}

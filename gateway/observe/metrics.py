@@ -420,6 +420,11 @@ class Metrics:
         return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
+def process_gone(pid: int) -> None:
+    """A worker exited (multiprocess mode): its live gauges go, its counts stay."""
+    multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
 def _add_count(family: CounterMetricFamily, labels: list[str] | tuple[str, ...], c: _Count) -> None:
     family.add_metric(labels, float(c.value), created=c.created if _CREATED else None)
 
