@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,21 @@ def test_no_import_cycles() -> None:
     for m in sorted(modules):
         if m not in state:
             visit(m)
+
+
+def test_every_imported_package_is_declared() -> None:
+    """Each third-party package gateway/ imports is a dependency in pyproject.toml (or, for
+    optional ones, an extra), not something another package happens to bring along."""
+    import sys
+    import tomllib
+
+    project = tomllib.loads((GATEWAY.parent / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"]]
+    for extra in project.get("optional-dependencies", {}).values():
+        declared += extra
+    names = {re.split(r"[<>=!;\[ ]", d, maxsplit=1)[0].lower().replace("-", "_") for d in declared}
+    distribution = {"yaml": "pyyaml", "opentelemetry": "opentelemetry_sdk"}
+    imported = set().union(*(imports_of(p) for p in GATEWAY.rglob("*.py"))) - {"gateway"}
+    third_party = {m for m in imported if m not in sys.stdlib_module_names}
+    missing = {m for m in third_party if distribution.get(m, m) not in names}
+    assert not missing, sorted(missing)
