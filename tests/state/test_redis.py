@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from gateway.policy.schema import Fallback, Limits, RetryBudget
 from gateway.resilience.fallback import Activated, Choice, Recovered
 from gateway.state import open_state
-from gateway.state.redis import RedisState
+from gateway.state.redis import MAX_STALENESS_S, RedisState
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not importable at run time
     from conftest import RedisServer
@@ -67,8 +67,11 @@ async def test_open_state_redis(redis_server: RedisServer) -> None:
 
 
 async def test_replicas_share_fallback_activation(replicas: Callable[..., RedisState]) -> None:
-    """Failures counted on two replicas activate the fallback for both; a probe lease is shared."""
-    a, b = replicas(), replicas()
+    """Failures counted on two replicas activate the fallback for both; a probe lease is shared.
+
+    ``max_staleness=0``: every answer reads Redis, so the sequence is exact (the
+    bound on what a replica's view may miss is the next test's)."""
+    a, b = replicas(max_staleness=0.0), replicas(max_staleness=0.0)
     assert await a.record(KEY, FB, 0, "server_error", 10.0, probe=False) is None
     assert await b.record(KEY, FB, 0, "server_error", 11.0, probe=False) == Activated(0, 1)
     assert await a.choose(KEY, FB, 12.0) == Choice(1)
@@ -86,6 +89,7 @@ async def test_replicas_share_team_limits_and_budget(replicas: Callable[..., Red
     assert [await r.admit("t", limits, 600.0) for r in (a, b, a)] == [None, None, None]
     assert await b.admit("t", limits, 630.0) == pytest.approx(30.0)
     await a.add_tokens("t", limits, 1000, 661.0)
+    await a.sync()  # tokens are flushed by the background sync, at most 50 ms later
     assert await b.admit("t", limits, 662.0) == pytest.approx(58.0)
     budget = RetryBudget(ratio=0.0, min_per_second=0.3)  # 3 retries per window
     spent = [await r.spend_retry("route", budget, 50.0) for r in (a, b, a, b)]
@@ -132,6 +136,7 @@ async def test_keys_are_prefixed_and_expire(
     limits = Limits(requests_per_minute=5, tokens_per_minute=5)
     await a.admit("team", limits, now)
     await a.add_tokens("team", limits, 3, now)
+    await a.sync()  # the counters' flush
     raw = Redis.from_url(redis_server.url)
     try:
         keys = sorted(k.decode() for k in await raw.keys("*"))
@@ -177,6 +182,7 @@ async def test_outage_answers_locally_and_recovers(
         assert await a.spend_retry("r", RetryBudget(), 9.0) is True
         await a.note_request("r", 9.0)
         await a.add_tokens("t", Limits(tokens_per_minute=5), 3, 9.0)
+        await b.sync()  # b answered from its fresh view; its sync finds Redis gone
         assert a.degraded and b.degraded
         degraded = events(logs, "state_backend_degraded")
         assert len(degraded) == 2  # once per replica, not once per call
@@ -192,6 +198,7 @@ async def test_outage_answers_locally_and_recovers(
     assert not a.degraded and not b.degraded
     for t in (11.0, 12.0):
         await a.record(KEY, FB, 0, "server_error", t, probe=False)
+    await b.sync()  # b's view of the key, refreshed (the background sync does it every 50 ms)
     assert await b.choose(KEY, FB, 13.0) == Choice(1)  # shared again
 
 
@@ -203,14 +210,14 @@ async def test_reconnect_is_tried_once_per_interval(
     a = replicas(reconnect_interval=1.0, clock=clock)
     with capture_logs() as logs:
         redis_server.stop()
-        await a.note_request("r", 1.0)
+        await a.spend_retry("r", RetryBudget(), 1.0)
         assert a.degraded
         redis_server.start()
         for _ in range(5):  # the server is back, but the interval has not passed
-            await a.note_request("r", 1.0)
+            await a.spend_retry("r", RetryBudget(), 1.0)
         assert a.degraded and not events(logs, "state_backend_recovered")
         clock.t = 1.0
-        await a.note_request("r", 1.0)
+        await a.spend_retry("r", RetryBudget(), 1.0)
         assert not a.degraded
         assert len(events(logs, "state_backend_recovered")) == 1
 
@@ -251,3 +258,74 @@ async def test_password_never_logged(redis_server: RedisServer) -> None:
     assert events(logs, "state_backend_degraded")
     assert "s3cret-pw" not in repr(logs)
     assert str(redis_server.port) not in repr(logs)
+
+
+async def test_a_change_reaches_every_view_within_the_bound(
+    replicas: Callable[..., RedisState],
+) -> None:
+    """A fallback activated by one replica is seen by another that answers from its view
+    within max_staleness (100 ms) plus one round trip; the background sync usually
+    brings it sooner (every 50 ms)."""
+    a, b = replicas(), replicas()
+    assert await a.choose(KEY, FB, 1.0) == Choice(0)  # a now answers KEY from a fresh view
+    for t in (2.0, 3.0):
+        await b.record(KEY, FB, 0, "server_error", t, probe=False)
+    activated = time.monotonic()
+    seen = None
+    while seen is None:
+        if await a.choose(KEY, FB, 4.0) == Choice(1):
+            seen = time.monotonic() - activated
+        else:
+            assert time.monotonic() - activated < MAX_STALENESS_S + 0.25, "view never refreshed"
+            await asyncio.sleep(0.002)  # polling the condition
+    assert seen < MAX_STALENESS_S + 0.25
+
+
+async def _commands(raw: Redis) -> dict[str, int]:
+    stats = await raw.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+async def _happy_request(state: RedisState, limits: Limits, now: float) -> None:
+    """The state calls one successful request makes (handlers.py and engine.py)."""
+    assert await state.admit("team", limits, now) is None
+    await state.note_request("route", now)
+    choice = await state.choose(KEY, FB, now)
+    assert await state.record(KEY, FB, choice.index, "ok", now, probe=choice.probe) is None
+    await state.add_tokens("team", limits, 30, now)
+
+
+async def test_happy_path_is_one_round_trip_shared_by_concurrent_requests(
+    replicas: Callable[..., RedisState], redis_server: RedisServer
+) -> None:
+    """A successful request sends Redis one command, the team admission; the requests of
+    one event-loop pass share it (one script call for 64 of them); a team without limits
+    sends none. The background sync is held off here so that every command counted is one
+    a request waited for."""
+    a = replicas(sync_interval=3600.0, max_staleness=3600.0)
+    limits = Limits(requests_per_minute=100_000, tokens_per_minute=10_000_000)
+    now = time.time()
+    await _happy_request(a, limits, now)  # the first use of KEY reads it once
+    raw = Redis.from_url(redis_server.url)
+    try:
+        await raw.config_resetstat()
+        for _ in range(20):
+            await _happy_request(a, limits, now)
+        sequential = await _commands(raw)
+        await raw.config_resetstat()
+        await asyncio.gather(*(_happy_request(a, limits, now) for _ in range(64)))
+        concurrent = await _commands(raw)
+        await raw.config_resetstat()
+        for _ in range(20):
+            await _happy_request(a, Limits(), now)
+        unlimited = await _commands(raw)
+    finally:
+        await raw.aclose()
+    # commandstats also counts the commands a script runs (its INCRBY and GET)
+    inside = {"incrby", "get", "expire", "config|resetstat"}
+    assert sequential["evalsha"] == 20 and set(sequential) - inside == {"evalsha"}, sequential
+    assert concurrent["evalsha"] == 1 and set(concurrent) - inside == {"evalsha"}, concurrent
+    assert concurrent["incrby"] == 1  # the 64 admissions counted by one INCRBY
+    assert set(unlimited) - {"config|resetstat"} == set(), unlimited
+    await a.sync()  # the counts of all 105 requests arrive together
+    assert not a.degraded
