@@ -39,17 +39,16 @@ Redis on its happy path, and none when its team has no limits.
   a window (``spend_retry``, ``admit``), so its own decisions are exact; other
   replicas' counts arrive up to ``sync_interval`` late, which matters nothing
   against windows of 10 s (budgets) and 60 s (team limits).
-* Team admission (only for a team with limits) is the one round trip: a Lua
-  script INCRBYs the minute's request counter (EXPIRE when new) and returns it with
-  the minute's tokens, atomically; then the pure rule of
-  :mod:`gateway.resilience.budget` decides, and a refused request is taken back
-  with DECR (a second round trip, only on refusal). The admissions asked for in
-  one pass of the event loop travel together (:class:`_Admissions`): one script
-  call per team window, in one pipeline, counts them all and hands each its own
-  place in the count, so concurrent requests share the round trip (redis-py costs
-  about 120 µs of CPU per call; at concurrency 64 that is 2-3 µs a request). Every
-  caller still sees a distinct count, so replicas never admit more than the
-  limit together.
+* Team admission (only for a team with limits) is the one round trip, and most
+  requests skip it: admissions are reserved in blocks
+  (:class:`~gateway.resilience.budget.Lease`: sized by this replica's pace, at most
+  1/16 of what the window has left, so exact near the limit; an unused block is
+  given back after a second). A reservation is a Lua script that INCRBYs the minute's
+  request counter by the block (EXPIRE when new) and returns it with the minute's
+  tokens, atomically. The reservations asked for in one pass of the event loop travel
+  together (:class:`_Admissions`): one pipeline, one script call per team window.
+  Replicas together never admit more than the limit; what is over it in a block is
+  given back at the next flush.
 * ``spend_retry`` (not on the happy path) is one MULTI: INCR the second's retry
   counter, read the window; a refused retry is taken back with DECR.
 
@@ -79,6 +78,7 @@ import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
@@ -92,10 +92,11 @@ from gateway.policy.schema import Fallback, Limits, RetryBudget
 from gateway.resilience import fallback
 from gateway.resilience.budget import (
     BUDGET_WINDOW_S,
+    LEASE_IDLE_S,
     LIMIT_WINDOW_S,
+    Lease,
     budget_bucket,
     budget_buckets,
-    limit_wait,
     limit_window,
     retry_allowed,
 )
@@ -162,29 +163,36 @@ async def _nothing() -> None:
 
 
 class _Admissions:
-    """Team admissions asked for in one pass of the event loop, sent as one pipeline.
+    """Reservations of team admissions (:class:`~gateway.resilience.budget.Lease`), the
+    ones asked for in one pass of the event loop sent as one pipeline.
 
-    :meth:`join` queues one admission on its window's keys and waits; the first
-    join of a pass schedules the send for the end of the pass (``call_soon``), so
-    every request woken in that pass joins the same round trip. One script call per
-    window counts its ``k`` admissions with one INCRBY; the i-th gets the count
-    before it (``n - k + i``), exactly what a call of its own would have seen.
+    :meth:`join` queues a request whose team's block is used up and waits; the first
+    join of a pass schedules the send for the end of the pass (``call_soon``), so every
+    request woken in that pass shares the round trip. One script call per team window
+    reserves a block for all its waiters (and the team's pace), then each waiter takes
+    one admission from the block, or is refused when the window is full.
     """
 
-    def __init__(self, redis: Redis, timeout: float) -> None:
+    def __init__(self, redis: Redis, timeout: float, give_back: Callable[[str, int], None]):
         self._script = redis.register_script(ADMIT_SCRIPT)
         self._redis = redis
         self._timeout = timeout
-        self._queued: dict[tuple[str, str], list[asyncio.Future[tuple[int, int]]]] = {}
+        self._give_back = give_back
+        self._queued: dict[str, _Waiting] = {}
         self._sends: set[asyncio.Task[None]] = set()
 
-    def join(self, requests: str, tokens: str) -> asyncio.Future[tuple[int, int]]:
-        """(admissions counted before this one, tokens) of the window, once sent."""
+    def join(
+        self, lease: Lease, requests: str, tokens: str, limits: Limits, now: float
+    ) -> asyncio.Future[bool]:
+        """True once admitted from a new reservation, False when the window is full."""
         loop = asyncio.get_running_loop()
         if not self._queued:
             loop.call_soon(self._send)
-        future: asyncio.Future[tuple[int, int]] = loop.create_future()
-        self._queued.setdefault((requests, tokens), []).append(future)
+        waiting = self._queued.get(requests)
+        if waiting is None:
+            waiting = self._queued[requests] = _Waiting(lease, tokens, limits, now)
+        future: asyncio.Future[bool] = loop.create_future()
+        waiting.futures.append(future)
         return future
 
     def _send(self) -> None:
@@ -193,40 +201,39 @@ class _Admissions:
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
 
-    async def _round_trip(
-        self, batch: dict[tuple[str, str], list[asyncio.Future[tuple[int, int]]]]
-    ) -> None:
+    async def _round_trip(self, batch: dict[str, _Waiting]) -> None:
         ttl = 2 * LIMIT_WINDOW_S
+        sizes = [w.lease.size(w.now, w.limits, len(w.futures)) for w in batch.values()]
         try:
             async with asyncio.timeout(self._timeout):
                 if len(batch) == 1:
-                    [((requests, tokens), waiting)] = batch.items()
-                    replies = [
-                        await self._script(keys=[requests, tokens], args=[ttl, len(waiting)])
-                    ]
+                    [(requests, w)] = batch.items()
+                    replies = [await self._script(keys=[requests, w.tokens], args=[ttl, sizes[0]])]
                 else:
                     async with self._redis.pipeline(transaction=False) as pipe:
-                        for (requests, tokens), waiting in batch.items():
+                        for (requests, w), n in zip(batch.items(), sizes, strict=True):
                             await self._script(
-                                keys=[requests, tokens], args=[ttl, len(waiting)], client=pipe
+                                keys=[requests, w.tokens], args=[ttl, n], client=pipe
                             )
                         replies = await pipe.execute()
         except Exception as exc:  # each waiter falls back to local state
-            for waiting in batch.values():
-                for future in waiting:
+            for w in batch.values():
+                for future in w.futures:
                     if not future.done():
                         future.set_exception(exc)
             return
         except BaseException:  # cancelled (close): so are the waiters
-            for waiting in batch.values():
-                for future in waiting:
+            for w in batch.values():
+                for future in w.futures:
                     future.cancel()
             raise
-        for waiting, (count, used) in zip(batch.values(), replies, strict=True):
-            first = _int(count) - len(waiting)
-            for i, future in enumerate(waiting):
+        for (requests, w), n, (count, used) in zip(batch.items(), sizes, replies, strict=True):
+            over = w.lease.reserved(w.now, n, _int(count), _int(used), w.limits)
+            if over:
+                self._give_back(requests, over)
+            for future in w.futures:
                 if not future.done():  # a waiter may have been cancelled
-                    future.set_result((first + i, _int(used)))
+                    future.set_result(w.lease.take(w.now))
 
     async def close(self) -> None:
         for task in list(self._sends):
@@ -234,6 +241,17 @@ class _Admissions:
         for task in list(self._sends):
             with contextlib.suppress(BaseException):
                 await task
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """The requests of one pass waiting on one team window's reservation."""
+
+    lease: Lease
+    tokens: str
+    limits: Limits
+    now: float
+    futures: list[asyncio.Future[bool]] = field(default_factory=list)
 
 
 class RedisState:
@@ -247,6 +265,7 @@ class RedisState:
         op_timeout: float | None = None,
         reconnect_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         sync_interval: float = SYNC_INTERVAL_S,
         max_staleness: float = MAX_STALENESS_S,
     ) -> None:
@@ -259,9 +278,11 @@ class RedisState:
         )
         self._timeout = timeout
         self._op_timeout = op_timeout if op_timeout is not None else 5 * timeout
-        self._admissions = _Admissions(self._redis, 2 * timeout)  # connect + one round trip
+        self._admissions = _Admissions(self._redis, 2 * timeout, self._count)
+        self._leases: dict[str, Lease] = {}  # team -> its reserved admissions
         self._reconnect_interval = reconnect_interval
         self._clock = clock
+        self._wall = wall  # epoch seconds, as the engine passes ``now``
         self._sync_interval = sync_interval
         self._max_staleness = max_staleness
         self.local = MemoryState()
@@ -302,6 +323,7 @@ class RedisState:
         self._next_try = self._clock() + self._reconnect_interval
         self._seen.clear()  # every view is read again from Redis after the outage
         self._pending.clear()  # at most one sync interval of counts
+        self._leases.clear()  # reservations are made again after the outage
         if not self.degraded:
             self.degraded = True
             log.warning(
@@ -331,33 +353,58 @@ class RedisState:
                 self._sync_task = None
 
     async def sync(self) -> bool:
-        """Flush the counters and refresh the fallback views now (the background sync
-        does this every ``sync_interval``); False when there was nothing to do."""
-        now = self._clock()
+        """Flush the counters, give back idle reservations and refresh the fallback views
+        and the tokens of the teams served now (the background sync does this every
+        ``sync_interval``); False when there was nothing to do."""
+        now, wall = self._clock(), self._wall()
         for key in [k for k, used in self._used.items() if now - used >= VIEW_IDLE_S]:
             del self._used[key]
             self._seen.pop(key, None)
+        teams = self._tend_leases(wall)
         keys = list(self._used)
         counts = self._pending
-        if not keys and not counts:
+        if not keys and not counts and not teams:
             return False
         if self.degraded:  # counters go to the local state while degraded
             return True
         self._pending, self._inflight = {}, counts
         try:
-            await self._call(lambda: self._sync(keys, counts, now), _nothing)
+            await self._call(lambda: self._sync(keys, counts, teams, now, wall), _nothing)
         finally:
             self._inflight = {}
         return True
 
-    async def _sync(self, keys: list[str], counts: dict[str, int], sent: float) -> None:
+    def _tend_leases(self, wall: float) -> list[str]:
+        """Give back what idle reservations hold; the teams whose tokens to refresh."""
+        window, teams = limit_window(wall), []
+        for team, lease in list(self._leases.items()):
+            if lease.window != window:
+                del self._leases[team]  # what it held expired with its window
+                continue
+            if back := lease.give_back(wall):
+                self._count(self._limit_key(team, "req", wall), -back)
+            if lease.left or wall - lease.used_at < LEASE_IDLE_S:
+                teams.append(team)
+        return teams
+
+    async def _sync(
+        self, keys: list[str], counts: dict[str, int], teams: list[str], sent: float, wall: float
+    ) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:
             for key, n in counts.items():
                 pipe.incrby(key, n)
                 pipe.expire(key, BUDGET_WINDOW_S + 2 if ":budget:" in key else 2 * LIMIT_WINDOW_S)
             if keys:
                 pipe.mget([f"{PREFIX}fb:{k}" for k in keys])
+            if teams:
+                pipe.mget([self._limit_key(t, "tok", wall) for t in teams])
             replies = await pipe.execute()
+        if teams:
+            window = limit_window(wall)
+            for team, raw in zip(teams, replies.pop(), strict=True):
+                lease = self._leases.get(team)
+                if lease is not None and lease.window == window:
+                    lease.tokens = _int(raw)
         if keys:
             for key, raw in zip(keys, replies[-1], strict=True):
                 self._set_view(key, _decode(raw), sent)
@@ -531,21 +578,37 @@ class RedisState:
         return f"{PREFIX}limit:{team}:{kind}:{limit_window(now)}"
 
     async def _admit(self, team: str, limits: Limits, now: float) -> float | None:
-        requests, tokens = self._limit_key(team, "req", now), self._limit_key(team, "tok", now)
-        before, used = await self._admissions.join(requests, tokens)
-        wait = limit_wait(before, used + self._unflushed(tokens), limits, now)
-        if wait is not None:
-            await self._redis.decr(requests)
-        return wait
+        lease = self._leases.get(team)
+        if lease is None:
+            lease = self._leases[team] = Lease()
+        lease.roll(now)
+        tokens = self._limit_key(team, "tok", now)
+        if (wait := lease.wait(now, limits, self._unflushed(tokens))) is not None:
+            return wait
+        if not lease.take(now):
+            requests = self._limit_key(team, "req", now)
+            if not await self._admissions.join(lease, requests, tokens, limits, now):
+                return (limit_window(now) + 1) * LIMIT_WINDOW_S - now
+            if (wait := lease.wait(now, limits, self._unflushed(tokens))) is not None:
+                lease.left += 1  # the reservation read the tokens: spent; back in the block
+                return wait
+        if self._sync_task is None:
+            self._ensure_sync()  # gives back what stays unused, refreshes the tokens
+        return None
 
     async def admit(self, team: str, limits: Limits, now: float) -> float | None:
         if limits.requests_per_minute is None and limits.tokens_per_minute is None:
             return None
-        return await self._call(
-            lambda: self._admit(team, limits, now),
-            lambda: self.local.admit(team, limits, now),
-            limit=4 * self._timeout,  # the batch's own limit is 2x; a refusal adds a DECR
-        )
+        if self.degraded:  # local, or this request is the one trial of the interval
+            return await self._call(
+                lambda: self._admit(team, limits, now),
+                lambda: self.local.admit(team, limits, now),
+            )
+        try:  # no timer of its own: the reservation's round trip has one
+            return await self._admit(team, limits, now)
+        except Exception as exc:
+            self._mark_down(exc)
+            return await self.local.admit(team, limits, now)
 
     async def _add_tokens(self, team: str, tokens: int, now: float) -> None:
         key = self._limit_key(team, "tok", now)

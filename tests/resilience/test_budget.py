@@ -7,6 +7,7 @@ import pytest
 from gateway.policy.schema import Limits, RetryBudget
 from gateway.resilience.budget import (
     BUDGET_WINDOW_S,
+    Lease,
     RetryBudgetWindow,
     TeamWindow,
     limit_wait,
@@ -131,3 +132,63 @@ def test_negative_tokens_are_ignored() -> None:
     w.add_tokens(0.0, -5)
     assert w.tokens == 10
     assert not w.is_idle(0.0) and w.is_idle(60.0)
+
+
+# ---- reserved blocks of a shared team window (Lease) ----------------------------
+
+
+def test_blocks_double_while_used_up_quickly_and_shrink_when_not() -> None:
+    """A block used up within LEASE_FAST_S makes the next twice as big; a slower pace halves it."""
+    lease, limits = Lease(), Limits(requests_per_minute=1_000_000)
+    lease.roll(600.0)
+    assert lease.size(600.0, limits, 1) == 1
+    lease.reserved(600.0, 1, 1, 0, limits)
+    assert lease.size(600.05, limits, 1) == 2
+    lease.reserved(600.05, 2, 3, 0, limits)
+    assert lease.size(600.06, limits, 1) == 4
+    lease.reserved(600.06, 4, 7, 0, limits)
+    assert lease.size(601.0, limits, 1) == 2  # a second later: half
+    assert lease.size(601.0, limits, 9) == 9  # never less than the requests waiting
+
+
+def test_blocks_shrink_to_one_near_the_limit() -> None:
+    """A block is at most 1/16 of what the window has left, so near the limit it is one."""
+    lease, limits = Lease(), Limits(requests_per_minute=100)
+    lease.roll(0.0)
+    lease.reserved(0.0, 64, 64, 0, limits)  # the shared count is at 64: 36 left
+    assert lease.size(0.01, limits, 1) == 2  # 36 // 16
+    lease.reserved(0.01, 2, 95, 0, limits)  # others counted meanwhile: 5 left
+    assert lease.size(0.02, limits, 1) == 1
+
+
+def test_a_reservation_past_the_limit_is_usable_only_up_to_it() -> None:
+    """Of a block that takes the shared count past the limit only what fits is admitted;
+    the rest is to be given back at once."""
+    lease, limits = Lease(), Limits(requests_per_minute=10)
+    lease.roll(0.0)
+    assert lease.reserved(0.0, 4, 12, 0, limits) == 2  # counts 9-12: 9 and 10 fit
+    assert [lease.take(0.0) for _ in range(3)] == [True, True, False]
+    assert lease.reserved(0.0, 3, 15, 0, limits) == 3  # all over
+
+
+def test_tokens_spent_stop_new_requests_until_the_next_window() -> None:
+    """The window's tokens (as last read, plus this replica's unflushed) at or over
+    tokens_per_minute refuse until the window ends."""
+    lease, limits = Lease(), Limits(tokens_per_minute=1000)
+    lease.roll(630.0)
+    lease.reserved(630.0, 1, 1, 990, limits)
+    assert lease.wait(630.0, limits, 0) is None
+    assert lease.wait(630.0, limits, 10) == pytest.approx(30.0)
+    lease.roll(660.0)  # a new window: nothing counted yet
+    assert lease.wait(660.0, limits, 0) is None and lease.left == 0
+
+
+def test_an_idle_block_is_given_back_after_a_second() -> None:
+    """What a block still holds goes back once unused for LEASE_IDLE_S, and only once."""
+    lease, limits = Lease(), Limits(requests_per_minute=1000)
+    lease.roll(0.0)
+    lease.reserved(0.0, 8, 8, 0, limits)
+    assert lease.take(0.2)
+    assert lease.give_back(1.0) == 0  # used 0.8 s ago
+    assert lease.give_back(1.2) == 7
+    assert lease.give_back(5.0) == 0 and lease.left == 0
