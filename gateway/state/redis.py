@@ -290,6 +290,7 @@ class RedisState:
         self.degraded = False
         self._next_try = 0.0
         self._seen: dict[str, float] = {}  # fallback key -> when its view's read was sent
+        self._reads: dict[str, asyncio.Future[FallbackState]] = {}  # reads in flight
         self._used: dict[str, float] = {}  # fallback key -> last use of its view
         self._pending: dict[str, int] = {}  # counter key -> count not yet flushed
         self._inflight: dict[str, int] = {}  # counter key -> count being flushed
@@ -487,8 +488,29 @@ class RedisState:
         self._set_view(key, new, sent, written=True)
         return result
 
+    async def _known(self, key: str) -> FallbackState | None:
+        """A view of ``key`` fresh enough to answer from: this replica's, or read again
+        (one read per key at a time: the requests that find the view stale share it);
+        None while Redis is unreachable."""
+        if self.degraded:
+            return None
+        known = self._view(key)
+        if known is not None:
+            return known
+        read = self._reads.get(key)
+        if read is None:
+            read = self._reads[key] = asyncio.ensure_future(self._read_view(key))
+            read.add_done_callback(lambda _r: self._reads.pop(key, None))
+        return await self._call(lambda: asyncio.shield(read), _nothing)
+
+    async def _read_view(self, key: str) -> FallbackState:
+        sent = self._clock()
+        state = _decode(await self._redis.get(f"{PREFIX}fb:{key}"))
+        self._set_view(key, state, sent)
+        return state
+
     async def choose(self, key: str, fb: Fallback, now: float) -> Choice:
-        known = None if self.degraded else self._view(key)
+        known = await self._known(key)
         if known is not None:
             new, choice = fallback.choose(known, fb, now)
             if new == known:
@@ -509,7 +531,7 @@ class RedisState:
     async def record(
         self, key: str, fb: Fallback, index: int, outcome: str, now: float, *, probe: bool
     ) -> Transition | None:
-        known = None if self.degraded else self._view(key)
+        known = await self._known(key)
         if known is not None:
             new, transition = fallback.record(known, fb, index, outcome, now, probe=probe)
             if new == known:

@@ -355,3 +355,20 @@ async def test_an_unused_reservation_is_given_back(
         assert int(await raw.get(key)) == 12
     finally:
         await raw.aclose()
+
+
+async def test_requests_that_find_a_view_stale_share_one_read(
+    replicas: Callable[..., RedisState], redis_server: RedisServer
+) -> None:
+    """When the view of a route is too old to answer from, the requests that find it so
+    share one read of Redis instead of one read each (a busy loop delays the refresh)."""
+    a = replicas(max_staleness=0.0, sync_interval=3600.0)  # every answer needs a fresh read
+    raw = Redis.from_url(redis_server.url)
+    try:
+        await raw.config_resetstat()
+        choices = await asyncio.gather(*(a.choose(KEY, FB, 1.0) for _ in range(64)))
+        stats = await _commands(raw)
+    finally:
+        await raw.aclose()
+    assert choices == [Choice(0)] * 64
+    assert stats.get("get") == 1, stats
