@@ -105,6 +105,8 @@ class Gateway:
         self._watcher: asyncio.Task[None] | None = None
         self.last_reload_error: str | None = None
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
+        # deployment_up is read from the board, for the current policy set, when scraped
+        metrics.deployments_up = lambda: self.env.board.up(self.policies.deployments, time.time())
         self.tracing = tracing.configure(os.environ)  # None unless OTEL_* asks for traces
 
     def reload(self, trigger: str) -> bool:

@@ -237,21 +237,27 @@ class _Deployments:
             eject_after=policy.fallback.after_consecutive_server_errors,
             eject_for=policy.fallback.cooldown,
             max_ejected_percent=policy.deployments.max_ejected_percent,
+            # a probe reports within two first-byte timeouts (its headers, its first event)
+            probe_lease=min(policy.fallback.cooldown, 2 * policy.timeouts.first_byte),
         )
 
     def pick(self, p: Progress) -> dep.Pick | dep.Wait:
-        board = self.env.board
+        board, now = self.env.board, self.env.wall()
+        states = board.states(self.model, self.names)
         pick = dep.choose(
-            board.states(self.model, self.names),
+            states,
             self.weights,
             self.balance,
             p.deployments_tried,
-            self.env.wall(),
+            now,
             self.env.rng,
             board.inflight(self.model, self.names),
         )
         if isinstance(pick, dep.Pick):
             p.deployment = pick.index
+            if pick.probe:  # this request probes it: the others go to its siblings meanwhile
+                leased = dep.probing(states[pick.index], now, self.rules.probe_lease)
+                board.put(self.model, self.names[pick.index], leased)
         return pick
 
     def begin(self, p: Progress) -> None:
@@ -291,15 +297,20 @@ async def _every_deployment_out(
     on_chain: bool,
 ) -> Result | None:
     """Every deployment of ``p.model`` is out: wait for the earliest when the deadline
-    allows (None: pick again), else the next model of the chain, else a 429."""
-    f = Failure(
-        Category.rate_limit,
-        429,
-        f"every deployment of {p.model} is out of service for {wait.seconds:.1f} s",
-        retry_after=wait.seconds,
-    )
+    allows (None: pick again), else the next model of the chain, else a 429.
+
+    The wait is an ``api_retry`` event (category ``rate_limit``, ``error`` naming the
+    wait), counted in ``retry_wait_seconds_total`` but not in ``retries_total``: it waits
+    for a deployment, it retries no failed attempt (one that failed was counted already)."""
+    out = f"every deployment of {p.model} is out of service for {wait.seconds:.1f} s"
+    f = Failure(Category.rate_limit, 429, out, retry_after=wait.seconds)
     if env.monotonic() + wait.seconds <= p.deadline:
-        await attempter.sleep(wait.seconds, Retry(wait.seconds, p.retries_on_model), f)
+        retry = Retry(wait.seconds, p.retries_on_model)
+        max_retries = req.policy.retry.max_retries
+        env.events.api_retry(
+            log, p.model, retry.retry_number, max_retries, wait.seconds, f, reason=out
+        )
+        await attempter.sleep(wait.seconds, retry, f)
         return None
     nxt = p.next_in_chain() if on_chain else None
     if nxt is not None:

@@ -21,7 +21,7 @@ from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request
 from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
-from gateway.observe.tracing import Tracing
+from gateway.observe.tracing import StreamTrace, Tracing
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
@@ -39,6 +39,7 @@ class OpenStream:
     resp: Response
     splitter: streaming.Splitter
     head: list[streaming.Event]
+    trace: StreamTrace | None = None  # the attempt's span, ended by the relay (when traced)
 
 
 class HttpAttempter:
@@ -102,13 +103,18 @@ class HttpAttempter:
             if self.log.traceparent is not None:  # traced, not sampled: the context goes on
                 t.headers["traceparent"] = self.log.traceparent
             return await self._exchange(provider, model, t, wiring, data, remaining, self.stream)
-        span = tracing.attempt(self.log, self.endpoint, provider, model, upstream_model, t.headers)
+        span = tracing.attempt(
+            self.log, self.endpoint, provider, d.name, model, upstream_model, t.headers
+        )
         out: Outcome | None = None
         try:
             out = await self._exchange(provider, model, t, wiring, data, remaining, self.stream)
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
+            elif isinstance(out.stream, OpenStream):  # ends with its stream (gateway/relay.py)
+                s = out.stream
+                s.trace = tracing.streamed(span, s.resp.status, (e.data for e in s.head))
             else:
                 f = out.failure
                 answer = _decoded(out.body) if f is None and out.stream is None else None

@@ -48,7 +48,12 @@ class ClientStalled(ConnectionError):
 async def relay(
     att: HttpAttempter, s: OpenStream, req: Request, log: RequestLog, env: Env
 ) -> web.StreamResponse:
-    out = await att.commit()
+    try:
+        out = await att.commit()
+    except BaseException:
+        if s.trace is not None:
+            s.trace.end("cancelled")  # the client left before the stream began
+        raise
     ep = att.endpoint
     active = (out, ep)
     att.streams.add(active)
@@ -100,7 +105,16 @@ class LiveStream:
         self.splice: Splice | None = None  # set once a continued / resumed stream is spliced in
 
     async def pump(self) -> Segment:
-        return await _pump(self.att, self.out, self.s, self.tx, self.splice, self.log, self.env)
+        s = self.s
+        if s.trace is None:
+            return await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env)
+        try:  # traced: the attempt's span ends with its stream
+            seg = await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env)
+        except BaseException:
+            s.trace.end("cancelled")  # the client left or stalled
+            raise
+        s.trace.end(None if seg.failure is None else seg.failure.category.value)
+        return seg
 
     def cut(self, seg: Segment) -> bool:
         return self.tx is not None and _cut_at_length(seg.held, self.att.endpoint)
@@ -185,6 +199,7 @@ async def _pump(
     ep = att.endpoint
     rules = att.req.policy.classify
     seg = Segment()
+    trace = s.trace  # None unless traced: then it collects what the attempt's span ends with
 
     def take(batch: list[streaming.Event]) -> bytes:
         keep: list[bytes] = []
@@ -198,11 +213,16 @@ async def _pump(
                 break
             if kind is Kind.final:
                 seg.complete = True
-                if log.span is not None:
+                if trace is not None:
+                    trace.final(ev.data)
+                    log.finish_reasons = tuple(trace.reasons)
+                elif log.span is not None:
                     log.finish_reasons = tuple(finish_reasons(ev.data))
             if ev.data is not None and (u := streaming.usage_of(ev.data, ep)):
                 log.prompt_tokens += u[0]
                 log.completion_tokens = max(log.completion_tokens, u[1])
+                if trace is not None:
+                    trace.usage(u, ev.data)
             if tx is not None and (seg.held or tx.closes(ev)):
                 seg.held.append(ev)  # until we know whether the answer goes on
             elif splice is not None:

@@ -741,6 +741,33 @@ async def test_script_per_model(fp: FakeProvider, oai: openai.AsyncOpenAI) -> No
     assert resp.choices[0].finish_reason == "stop"
 
 
+async def test_script_per_key(fp: FakeProvider, ant: anthropic.AsyncAnthropic) -> None:
+    """A key's queue answers only the requests that carry that key (Bearer or x-api-key),
+    whatever their order; its model's queue first, then its shared one, then the others."""
+    fp.script("a", [Error.openai_rate_limit(retry_after=3)], key="key-a")
+    fp.push(Error.openai_server(), key="key-a")  # key-a, any model
+    fp.push(Error.overloaded_503())  # anyone
+    assert (fp.pending("a", key="key-a"), fp.pending(key="key-a"), fp.pending()) == (1, 1, 1)
+    statuses = []
+    for key, model in (("key-b", "a"), ("key-a", "b"), ("key-b", "a"), ("key-a", "a"),
+                       ("key-a", "a")):  # fmt: skip
+        async with openai.AsyncOpenAI(
+            base_url=fp.url + "/v1", api_key=key, max_retries=0, timeout=5
+        ) as client:
+            try:
+                await client.chat.completions.create(model=model, messages=HELLO)
+                statuses.append(200)
+            except openai.APIStatusError as e:
+                statuses.append(e.status_code)
+    assert statuses == [503, 500, 200, 429, 200]
+    assert [r.key for r in fp.requests] == ["key-b", "key-a", "key-b", "key-a", "key-a"]
+    fp.push(Error.anthropic_overloaded(), key="sk-ant-test")  # Anthropic's x-api-key
+    with pytest.raises(anthropic.APIStatusError) as info:
+        await ant.messages.create(model="a", max_tokens=10, messages=HELLO)
+    assert info.value.status_code == 529
+    assert fp.requests[-1].key == "sk-ant-test"
+
+
 async def test_records(fp: FakeProvider, ant: anthropic.AsyncAnthropic) -> None:
     """Requests are recorded with path, query string, headers, body and model."""
     await ant.messages.create(

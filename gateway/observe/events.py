@@ -107,9 +107,22 @@ class Events:
         self.metrics.upstream_attempt(provider, model, category)
 
     def api_retry(
-        self, r: RequestLog, model: str, attempt: int, max_retries: int, wait: float, f: Failure
+        self,
+        r: RequestLog,
+        model: str,
+        attempt: int,
+        max_retries: int,
+        wait: float,
+        f: Failure,
+        *,
+        reason: str | None = None,
     ) -> None:
-        self.metrics.retries.labels(r.team, model, f.category.value).inc()
+        """A wait before the next attempt: a retry scheduled after ``f`` or, with
+        ``reason``, a wait of the gateway's own (every deployment of the model out, ``f``
+        says for how long): that one is counted in the wait, not as a retry, and its
+        ``error`` is ``reason`` (names and numbers only)."""
+        if reason is None:
+            self.metrics.retries.labels(r.team, model, f.category.value).inc()
         self.metrics.retry_wait.labels(r.team, model).inc(wait)
         log.info(
             "api_retry",
@@ -122,14 +135,14 @@ class Events:
             category=f.category.value,
             is_rate_limit=f.is_rate_limit,
             status=f.status,
-            error=_describe(f),  # never the provider's message: it may quote the prompt
+            error=reason or _describe(f),  # never the provider's message: it may quote the prompt
         )
         if r.span is not None:
-            r.span.add_event(
-                "api_retry",
-                {"llm_gateway.attempt": attempt, "llm_gateway.wait_seconds": round(wait, 3),
-                 "error.type": f.category.value, "gen_ai.request.model": model},
-            )  # fmt: skip
+            attrs = {"llm_gateway.attempt": attempt, "llm_gateway.wait_seconds": round(wait, 3),
+                     "error.type": f.category.value, "gen_ai.request.model": model}  # fmt: skip
+            if reason is not None:
+                attrs["llm_gateway.reason"] = reason
+            r.span.add_event("api_retry", attrs)
 
     def turn_retry(self, r: RequestLog, model: str, wait: float, f: Failure) -> None:
         self.metrics.retry_wait.labels(r.team, model).inc(wait)
@@ -185,8 +198,8 @@ class Events:
     ) -> None:
         """A deployment of ``model`` went out of service (``deployment_cooldown`` for a
         rate limit or overload, ``deployment_ejected`` for quota, auth or server errors)
-        or came back (``deployment_recovered``). Names only: never a key."""
-        self.metrics.deployment_up.labels(model, deployment).set(t.kind == "recovered")
+        or came back (``deployment_recovered``). Names only: never a key. (The gauge
+        ``deployment_up`` is read from the board when scraped: see ``Metrics``.)"""
         if t.kind == "recovered":
             log.info("deployment_recovered", team=team, model=model, deployment=deployment)
             event = "deployment_recovered"

@@ -19,6 +19,12 @@ series are plain Prometheus objects fed directly, :meth:`Metrics.render` adds up
 process's files (``MultiProcessCollector``), the in-flight gauge is moved by the gateway
 per request (not read when scraped) and the gauges say how the processes' values combine
 (``livesum`` for in-flight requests, ``livemax`` for the others).
+
+``deployment_up`` is read, not kept: at every scrape it is built from what
+:attr:`Metrics.deployments_up` answers (the gateway's deployment board and current policy
+set), so it is 1 again when a cooldown simply ends, and a state received from another
+replica shows. In multiprocess mode the worker that answers the scrape sets it from its
+board (``livemostrecent``: that worker's view is the one shown).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 from prometheus_client import (
@@ -40,7 +46,12 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 P = "llm_gateway_"
@@ -79,6 +90,15 @@ _ATTEMPTS = (
     ("provider", "model", "category"),
 )
 _TOKENS = (P + "tokens_total", "Tokens reported by upstream usage", ("team", "model", "kind"))
+_DEPLOYMENT_UP = (
+    P + "deployment_up",
+    "1 while a deployment of a model with several is in service, 0 while it is out"
+    " (cooldown, quota, auth, ejection)",
+    ("model", "deployment"),
+)
+#: (model, deployment, in service) for every deployment of the models with several.
+DeploymentsUp = Callable[[], Iterable[tuple[str, str, bool]]]
+_Kind = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
 
 
 class _Count:
@@ -177,15 +197,18 @@ class Metrics:
         # Registered in this order, as /metrics lists them; the per-request ones as
         # collectors of the counts above, or plain objects in multiprocess mode.
         p = self._plain = _Plain(r) if _MULTIPROCESS else None
+        #: Read at every scrape for ``deployment_up`` (set by the gateway; None: no series).
+        self.deployments_up: DeploymentsUp | None = None
+        counter, histogram = CounterMetricFamily, HistogramMetricFamily
         self.requests: Collector = (
-            p.requests if p else self._family(_REQUESTS, False, self._collect_requests)
+            p.requests if p else self._family(_REQUESTS, counter, self._collect_requests)
         )
         self.duration: Collector = (
-            p.duration if p else self._family(_DURATION, True, self._collect_duration)
+            p.duration if p else self._family(_DURATION, histogram, self._collect_duration)
         )
-        self.ttfb: Collector = p.ttfb if p else self._family(_TTFB, True, self._collect_ttfb)
+        self.ttfb: Collector = p.ttfb if p else self._family(_TTFB, histogram, self._collect_ttfb)
         self.upstream_attempts: Collector = (
-            p.upstream_attempts if p else self._family(_ATTEMPTS, False, self._collect_attempts)
+            p.upstream_attempts if p else self._family(_ATTEMPTS, counter, self._collect_attempts)
         )
         self.retries = Counter(
             P + "retries_total", "Retries scheduled", ["team", "model", "category"], registry=r
@@ -209,13 +232,10 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",  # workers: active on any of them
         )
-        self.deployment_up = Gauge(
-            P + "deployment_up",
-            "0 from when a deployment of a model goes out of service (cooldown, quota, auth,"
-            " ejection) until it answers again; 1 otherwise",
-            ["model", "deployment"],
-            registry=r,
-            multiprocess_mode="livemin",  # workers: out on any of them
+        self.deployment_up: Collector = (
+            Gauge(*_DEPLOYMENT_UP, registry=r, multiprocess_mode="livemostrecent")
+            if p  # set from the board of the worker that answers the scrape (render)
+            else self._family(_DEPLOYMENT_UP, GaugeMetricFamily, self._collect_deployment_up)
         )
         self.deployment_attempts = Counter(
             P + "deployment_attempts_total",
@@ -236,7 +256,7 @@ class Metrics:
             registry=r,
         )
         self.tokens: Collector = (
-            p.tokens if p else self._family(_TOKENS, False, self._collect_tokens)
+            p.tokens if p else self._family(_TOKENS, counter, self._collect_tokens)
         )
         self.inflight = Gauge(
             P + "inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
@@ -269,15 +289,13 @@ class Metrics:
         )
 
     def _family(
-        self, spec: tuple[str, str, tuple[str, ...]], histogram: bool, build: Callable[[], Metric]
+        self, spec: tuple[str, str, tuple[str, ...]], kind: _Kind, build: Callable[[], Metric]
     ) -> Collector:
-        """A collector for ``spec`` (name, help, label names), registered."""
+        """A collector for ``spec`` (name, help, label names) of ``kind``, registered."""
         name, doc, labels = spec
 
         def empty() -> Metric:
-            if histogram:
-                return HistogramMetricFamily(name, doc, labels=labels)
-            return CounterMetricFamily(name, doc, labels=labels)
+            return kind(name, doc, labels=labels)
 
         family = _Family(empty, build)
         self.registry.register(family)
@@ -407,11 +425,23 @@ class Metrics:
                     _add_count(family, [team, model, "completion"], s.completion)
         return family
 
+    def _collect_deployment_up(self) -> Metric:
+        name, doc, labels = _DEPLOYMENT_UP
+        family = GaugeMetricFamily(name, doc, labels=labels)
+        if self.deployments_up is not None:
+            for model, deployment, up in self.deployments_up():
+                family.add_metric([model, deployment], 1.0 if up else 0.0)
+        return family
+
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type (in multiprocess mode: of
         every process, added up)."""
         registry = self.registry
         if self.multiprocess:
+            gauge = self.deployment_up
+            if isinstance(gauge, Gauge) and self.deployments_up is not None:
+                for model, deployment, up in self.deployments_up():
+                    gauge.labels(model, deployment).set(1 if up else 0)
             if self._combined is None:
                 self._combined = CollectorRegistry()
                 # its files are in PROMETHEUS_MULTIPROC_DIR

@@ -11,7 +11,9 @@ gateway pays one ``is None`` test per request.
 What a trace holds (docs/operations.md, Tracing):
 
 - one SERVER span per client request, continuing the client's W3C ``traceparent``;
-- one CLIENT span per upstream attempt, its ``traceparent`` sent to the provider;
+- one CLIENT span per upstream attempt, its ``traceparent`` sent to the provider; a
+  streamed attempt's span ends with its stream (complete, cut or left by the client),
+  with the usage, finish reasons and response model the stream carried;
 - GenAI semantic conventions (``gen_ai.operation.name``, ``gen_ai.provider.name``,
   ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` /
   ``output_tokens``, ``gen_ai.response.finish_reasons``, ``error.type``) and the
@@ -28,7 +30,8 @@ categories only, like the logs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.observe.events import RequestLog
@@ -64,6 +67,50 @@ def finish_reasons(data: Any) -> list[str]:
         details = response.get("incomplete_details") or {}
         return [str(details.get("reason") or response["status"])]
     return []
+
+
+def response_model(data: Any) -> str | None:
+    """The model a decoded answer or stream event names (chat chunks and answers,
+    Anthropic ``message_start``, Responses events), if any."""
+    if not isinstance(data, dict):
+        return None
+    for holder in (data, data.get("message"), data.get("response")):
+        if isinstance(holder, dict) and isinstance(holder.get("model"), str):
+            return str(holder["model"])
+    return None
+
+
+@dataclass(slots=True)
+class StreamTrace:
+    """A streamed attempt's span while its stream is relayed: what the relay saw of it
+    (made by the attempter when the request is traced; ended by the relay)."""
+
+    tracing: Tracing
+    span: Any
+    status: int
+    model: str | None = None
+    tokens: tuple[int, int] | None = None  # (input, output), summed as the log sums them
+    reasons: list[str] = field(default_factory=list)
+
+    def usage(self, u: tuple[int, int], data: Any) -> None:
+        """An event with usage (and, Anthropic's ``message_delta``, the stop reason)."""
+        inp, out = self.tokens or (0, 0)
+        self.tokens = (inp + u[0], max(out, u[1]))
+        self.reasons = finish_reasons(data) or self.reasons
+
+    def final(self, data: Any) -> None:
+        """The stream's final event."""
+        self.reasons = finish_reasons(data) or self.reasons
+        self.model = self.model or response_model(data)
+
+    def end(self, error: str | None) -> None:
+        """End the span (``error``: the failure category of a cut stream, ``cancelled``
+        when the client left); once."""
+        if self.span is not None:
+            self.tracing._end_attempt(
+                self.span, self.status, error, self.model, self.tokens, self.reasons
+            )
+            self.span = None
 
 
 class Tracing:
@@ -131,11 +178,13 @@ class Tracing:
         log: RequestLog,
         endpoint: Endpoint,
         provider: str,
+        deployment: str,
         model: str,
         upstream_model: str,
         headers: dict[str, str],
     ) -> Any:
-        """Start the CLIENT span of one attempt and put its traceparent in ``headers``."""
+        """Start the CLIENT span of one attempt (on ``deployment`` of ``model``: its name,
+        ``keys#1``, ``azure-eu``) and put its traceparent in ``headers``."""
         op = _OPERATION[endpoint]
         ctx = self._trace.set_span_in_context(log.span)
         span = self._tracer.start_span(
@@ -147,7 +196,7 @@ class Tracing:
                 "gen_ai.provider.name": provider,
                 "gen_ai.request.model": upstream_model,
                 "llm_gateway.model": model,
-                "llm_gateway.deployment": provider,
+                "llm_gateway.deployment": deployment,
                 "llm_gateway.attempt": log.attempts,
                 "llm_gateway.route": log.route,
             },
@@ -158,11 +207,6 @@ class Tracing:
     def attempt_done(self, span: Any, status: int, error: str | None, answer: Any = None) -> None:
         """End an attempt's span: its status, the failure category, usage if known."""
         attrs: dict[str, Any] = {}
-        if status:
-            attrs["http.response.status_code"] = status
-        if error is not None:
-            attrs["error.type"] = error
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR))
         if isinstance(answer, dict):
             if isinstance(answer.get("model"), str):
                 attrs["gen_ai.response.model"] = answer["model"]
@@ -177,6 +221,38 @@ class Tracing:
             reasons = finish_reasons(answer)
             if reasons:
                 attrs["gen_ai.response.finish_reasons"] = reasons
+        self._end(span, status, error, attrs)
+
+    def streamed(self, span: Any, status: int, head: Iterable[Any]) -> StreamTrace:
+        """An attempt whose stream opened: its span ends with the stream (``head``: the
+        decoded events read so far, for the response model)."""
+        model = next((m for m in map(response_model, head) if m), None)
+        return StreamTrace(self, span, status, model)
+
+    def _end_attempt(
+        self,
+        span: Any,
+        status: int,
+        error: str | None,
+        model: str | None,
+        tokens: tuple[int, int] | None,
+        reasons: list[str],
+    ) -> None:
+        attrs: dict[str, Any] = {}
+        if model is not None:
+            attrs["gen_ai.response.model"] = model
+        if tokens is not None:
+            attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"] = tokens
+        if reasons:
+            attrs["gen_ai.response.finish_reasons"] = reasons
+        self._end(span, status, error, attrs)
+
+    def _end(self, span: Any, status: int, error: str | None, attrs: dict[str, Any]) -> None:
+        if status:
+            attrs["http.response.status_code"] = status
+        if error is not None:
+            attrs["error.type"] = error
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR))
         span.set_attributes(attrs)
         span.end()
 

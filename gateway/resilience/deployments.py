@@ -19,8 +19,16 @@ server_error,       a streak; at ``after_consecutive_server_errors`` in a row:  
 timeout,            ``ejected`` (at most ``max_ejected_percent`` of the model's  .cooldown
 connection          deployments at once), then the first pick is one probe
 success             streak reset; a probe's success (or a pick after an ``out``
-                    or a cooldown ended) is a recovery
+                    or a cooldown ended) is a recovery; while the deployment is
+                    still out (an answer to a request sent before it went out)
+                    nothing changes but its headroom
 ==================  ===========================================================  ========
+
+**One probe.** When :func:`choose` picks an ejected deployment whose ejection is over
+(``Pick.probe``), the engine leases it to that request with :func:`probing`: it stays
+out of service for the lease, so concurrent requests go to its siblings. The probe's
+answer recovers it, its failure ejects it again; a probe that never reports (its
+request cancelled, its replica gone) lets the lease run out, and the next pick probes.
 
 A successful answer whose rate-limit headers say a dimension is (nearly) used up marks
 the deployment *short* until that dimension resets: it still serves, but others are
@@ -50,6 +58,7 @@ __all__ = [
     "Transition",
     "Wait",
     "choose",
+    "probing",
     "record",
     "sibling_in",
 ]
@@ -92,6 +101,7 @@ class Rules:
     eject_after: int = 2  # fallback.after_consecutive_server_errors
     eject_for: float = 60.0  # fallback.cooldown
     max_ejected_percent: float = 50.0
+    probe_lease: float = 60.0  # how long a probe keeps an ejected deployment to itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +182,10 @@ def record(
     ``short_for``: the answer's headers say it is short of headroom for that long)."""
     s = states[index]
     if failure is None:
-        back = s.state != "" and s.until <= now
+        if not s.serving(now) and not (probe and s.state == EJECTED):
+            # sent before it went out (or a probe, but it went out again since): it stays out
+            short = max(s.short_until, now + short_for) if short_for else s.short_until
+            return (s if short == s.short_until else replace(s, short_until=short)), None
         new = replace(
             s,
             until=0.0,
@@ -181,7 +194,7 @@ def record(
             streak=0,
             short_until=now + short_for if short_for else 0.0,
         )
-        return new, (Transition("recovered", s.why) if back or probe else None)
+        return new, (Transition("recovered", s.why) if s.state else None)
     category = failure.category
     seen = replace(s, last_error=category.value)
     if category in _COOL:
@@ -196,6 +209,13 @@ def record(
             return _out(replace(seen, streak=streak), EJECTED, category, rules.eject_for, now)
         return replace(seen, streak=streak), None
     return seen, None
+
+
+def probing(s: DeploymentState, now: float, lease: float) -> DeploymentState:
+    """``s`` leased to the one probe :func:`choose` just picked: out of service for
+    ``lease`` seconds (still ``EJECTED``, for the same reason), so that concurrent
+    requests go to its siblings; :func:`record` of the probe then recovers or ejects it."""
+    return replace(s, until=now + lease)
 
 
 def _out(
@@ -224,10 +244,13 @@ def sibling_in(
     another one, or the failed one itself once the cooldown this failure gave it ends
     (when every deployment is out, the earliest back); None when the failure is not one
     a sibling may answer, or the model has no other deployment. A failed deployment still
-    in service (a first server error) is not counted: the retry backs off as usual."""
+    in service (a first server error) while every sibling is out: None too, the retry
+    backs off as usual (and goes to whichever serves then), never waiting out a
+    sibling's cooldown."""
     if failure.category not in SIBLING_MAY_ANSWER or len(states) < 2:
         return None
-    waits = [
-        max(0.0, s.until - now) for i, s in enumerate(states) if i != failed or not s.serving(now)
-    ]
-    return min(waits)
+    others = [max(0.0, s.until - now) for i, s in enumerate(states) if i != failed]
+    mine = states[failed]
+    if mine.serving(now):
+        return 0.0 if min(others) == 0.0 else None
+    return min([*others, mine.until - now])

@@ -3,8 +3,10 @@ request path.
 
 Every replica keeps the states in its own :class:`~gateway.state.deployments.DeploymentBoard`
 and reads them there: a request never waits for Redis because of deployments. A change
-made on one replica (a cooldown, an ejection, a recovery) is written to Redis in the
-background and published; every other replica receives it and stores it in its board.
+made on one replica (a cooldown, an ejection, a probe's lease, a recovery) is written to
+Redis in the background and published; every other replica receives it and stores it in
+its board (a lease arrives one delivery after the probe started: two replicas picking
+the same ejected deployment within that time both probe it).
 
 Keys and channel (prefix ``llm-gateway:``)::
 

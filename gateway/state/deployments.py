@@ -13,10 +13,11 @@ least_busy``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from gateway.policy.policyset import Deployed
 from gateway.resilience.deployments import DeploymentState
 
 __all__ = ["DeploymentBoard"]
@@ -85,6 +86,19 @@ class DeploymentBoard:
                 row["short_of_headroom_until"] = s.short_until
             out.append(row)
         return out
+
+    def up(
+        self, deployments: Mapping[str, Sequence[Deployed]], now: float
+    ) -> list[tuple[str, str, bool]]:
+        """(model, deployment, in service) for every deployment of the models with several:
+        what the gauge ``deployment_up`` shows when scraped."""
+        get = self._states.get
+        return [
+            (model, d.name, get((model, d.name), _INITIAL).serving(now))
+            for model, deps in deployments.items()
+            if len(deps) > 1
+            for d in deps
+        ]
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Every non-default state, ``model|name`` -> fields (tests, debugging)."""

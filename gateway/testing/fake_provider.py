@@ -51,6 +51,14 @@ answer text (or the tool call's name + arguments).
 **Script.** ``fp.push(step, model=None)`` appends one entry, ``fp.script(model, steps)``
 replaces a queue. Each POST request consumes one entry: first from its model's queue,
 else from the shared queue (``model=None``); an empty queue means a normal answer.
+Both take ``key=``: a queue for the requests that carry that API key (the
+``Authorization: Bearer`` token, else ``x-api-key``), so a test can make one key of
+several fail whatever order the requests come in; such a request consumes from its
+key's queue for its model, then its key's shared queue (``model=None``), then the
+queues above::
+
+    fp.script("gpt-4o", [Error.openai_rate_limit(retry_after=30)], key="key-a")
+    fp.push(Error.openai_quota(), key="key-b")   # the next request with key-b, any model
 An entry is a step or a tuple of steps for the same request. The steps live in
 :mod:`gateway.testing.script`: ``Error`` (with realistic constructors such as
 ``Error.openai_rate_limit(retry_after=3)``, ``Error.anthropic_overloaded()``,
@@ -60,7 +68,8 @@ An entry is a step or a tuple of steps for the same request. The steps live in
 ``Delay``.
 
 **Records.** ``fp.requests`` lists every request (:class:`RecordedRequest`: method,
-path, query string, lower-cased headers, parsed JSON body, model). ``fp.disconnects``
+path, query string, lower-cased headers, parsed JSON body, model, and ``key``: the API
+key it carried). ``fp.disconnects``
 counts requests whose client went away before the answer was complete (a failed
 write, a cancelled handler or a closed connection while hanging), and
 ``fp.disconnected`` (an :class:`asyncio.Event`) is set at the first one.
@@ -151,6 +160,14 @@ class RecordedRequest:
     def query(self) -> dict[str, str]:
         return dict(parse_qsl(self.query_string, keep_blank_values=True))
 
+    @property
+    def key(self) -> str | None:
+        """The API key: the ``Authorization: Bearer`` token, else ``x-api-key``."""
+        auth = self.headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            return auth[7:].strip()
+        return self.headers.get("x-api-key") or None
+
 
 @dataclass
 class _Exchange:
@@ -205,7 +222,7 @@ class FakeProvider:
         self.disconnects = 0
         self.disconnected = asyncio.Event()
 
-        self._scripts: dict[str | None, deque[ScriptEntry]] = {}
+        self._scripts: dict[tuple[str | None, str | None], deque[ScriptEntry]] = {}
         self._app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -279,17 +296,25 @@ class FakeProvider:
 
     # --- script and records -----------------------------------------------------------
 
-    def script(self, model: str | None = None, steps: Iterable[ScriptEntry] = ()) -> None:
-        """Replace the script of ``model`` (``None``: the queue shared by all models)."""
-        self._scripts[model] = deque(steps)
+    def script(
+        self,
+        model: str | None = None,
+        steps: Iterable[ScriptEntry] = (),
+        *,
+        key: str | None = None,
+    ) -> None:
+        """Replace the script of ``model`` (``None``: the queue shared by all models); with
+        ``key``, the script of the requests that carry that API key."""
+        self._scripts[model, key] = deque(steps)
 
-    def push(self, step: ScriptEntry, model: str | None = None) -> None:
-        """Append one entry to the script of ``model`` (``None``: the shared queue)."""
-        self._scripts.setdefault(model, deque()).append(step)
+    def push(self, step: ScriptEntry, model: str | None = None, *, key: str | None = None) -> None:
+        """Append one entry to the script of ``model`` (``None``: the shared queue); with
+        ``key``, to the script of the requests that carry that API key."""
+        self._scripts.setdefault((model, key), deque()).append(step)
 
-    def pending(self, model: str | None = None) -> int:
-        """How many scripted entries of ``model`` (or the shared queue) are left."""
-        return len(self._scripts.get(model, ()))
+    def pending(self, model: str | None = None, *, key: str | None = None) -> int:
+        """How many scripted entries of ``model`` (or the shared queue), for ``key``, are left."""
+        return len(self._scripts.get((model, key), ()))
 
     def reset(self) -> None:
         """Clear the script, the recorded requests and the disconnect count."""
@@ -298,12 +323,20 @@ class FakeProvider:
         self.disconnects = 0
         self.disconnected.clear()
 
+    def _steps(self, model: str | None, key: str | None) -> list[Step]:
+        """The steps of the next request: its key's queues first, then :meth:`_next_steps`."""
+        if key is not None:
+            for which in ((model, key), (None, key)):
+                queue = self._scripts.get(which)
+                if queue:
+                    return _entry(queue.popleft())
+        return self._next_steps(model)
+
     def _next_steps(self, model: str | None) -> list[Step]:
-        for key in (model, None):
-            queue = self._scripts.get(key)
+        for which in ((model, None), (None, None)):
+            queue = self._scripts.get(which)
             if queue:
-                entry = queue.popleft()
-                return list(entry) if isinstance(entry, tuple) else [entry]
+                return _entry(queue.popleft())
         return []
 
     def _note_disconnect(self, ex: _Exchange) -> None:
@@ -365,7 +398,7 @@ class FakeProvider:
         if model is None:
             return self._error(ex, Error.bad_request("you must provide a model parameter"))
 
-        ex.steps = self._next_steps(model)
+        ex.steps = self._steps(model, record.key)
         slow = ex.step(SlowFirstByte)
         if slow:
             await asyncio.sleep(slow.delay_s)
@@ -598,6 +631,10 @@ class FakeProvider:
                 self._note_disconnect(ex)
                 raise asyncio.CancelledError
             await asyncio.sleep(_POLL_S)
+
+
+def _entry(entry: ScriptEntry) -> list[Step]:
+    return list(entry) if isinstance(entry, tuple) else [entry]
 
 
 def _position(events: list[shapes.Event], n: int) -> int:

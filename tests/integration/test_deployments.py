@@ -1,6 +1,7 @@
 """Deployments on the wire (SPEC §14): one model, several keys and upstreams.
 
-The fake provider answers every key; which key a request carried shows in its
+The fake provider answers every key, and is scripted per key where a test makes one
+key fail (``fake.push(..., key="key-a")``); which key a request carried shows in its
 ``authorization`` header, which upstream in its model. A rate limit on one key is
 absorbed by the other at once; quota and auth failures are invisible to clients; the
 fallback chain starts only when no deployment can serve.
@@ -8,6 +9,7 @@ fallback chain starts only when no deployment can serve.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -18,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import openai
 import pytest
 from structlog.testing import capture_logs
 
 from gateway.policy.policyset import hash_key
 from gateway.simulate import run
-from gateway.testing import Error, FakeProvider, Success
+from gateway.testing import Error, FakeProvider, SlowFirstByte, Success
 from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
+from tests.waiting import eventually
 
 ADMIN_KEY = "deployments-admin-key"
 KEYS = {"DEP_KEY_A": "key-a", "DEP_KEY_B": "key-b"}
@@ -93,7 +97,15 @@ async def ask(gw: Harness, model: str = "gpt-dep") -> dict[str, str]:
 
 
 def keys_used(fake: FakeProvider) -> list[str]:
-    return [r.headers["authorization"].removeprefix("Bearer ") for r in fake.requests]
+    return [r.key or "" for r in fake.requests]
+
+
+def up(gw: Harness, *names: str, model: str = "gpt-dep") -> dict[str, float | None]:
+    """``llm_gateway_deployment_up`` per deployment name, as a scrape reads it now."""
+    registry = gw.metrics.registry
+    return {n: registry.get_sample_value("llm_gateway_deployment_up",
+                                         {"model": model, "deployment": n})
+            for n in names}  # fmt: skip
 
 
 async def test_a_rate_limited_key_is_absorbed_by_the_other_at_once(
@@ -102,7 +114,7 @@ async def test_a_rate_limited_key_is_absorbed_by_the_other_at_once(
     """429 with Retry-After: 30 on key A: key B answers the same request within a second,
     and A is avoided while it cools down."""
     gw = await make({"provider": "keys", "balance": "ordered"})
-    fake.push(Error.openai_rate_limit(retry_after=30))
+    fake.push(Error.openai_rate_limit(retry_after=30), key="key-a")
     started = time.monotonic()
     with capture_logs() as events:
         headers = await ask(gw)
@@ -125,34 +137,170 @@ async def test_a_rate_limited_key_is_absorbed_by_the_other_at_once(
     assert keys_used(fake) == ["key-b"] * 5  # ordered, but A is cooling down
 
 
+REVOKED = Error(401, {"error": {"message": "Incorrect API key", "type": "invalid_request_error",
+                                 "code": "invalid_api_key"}})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"), [(Error.openai_quota(), "quota_exhausted"), (REVOKED, "auth")]
+)
 async def test_quota_and_auth_failures_on_one_key_are_invisible(
-    make: Make, fake: FakeProvider
+    make: Make, fake: FakeProvider, failure: Error, reason: str
 ) -> None:
-    """An exhausted key and a revoked key each take their deployment out; clients see 200s."""
+    """An exhausted or revoked key A (scripted on that key, traffic split at random by
+    weight): whichever request reaches A first is answered by B, A is taken out, and every
+    later request goes to B; clients see only 200s."""
+    gw = await make({"provider": "keys"})  # weighted
+    fake.script("gpt-dep", [failure], key="key-a")
+    with capture_logs() as events:
+        for _ in range(40):  # until a request picks A: each one does with p = 1/2
+            headers = await ask(gw)
+            if "key-a" in keys_used(fake):
+                break
+    assert "key-a" in keys_used(fake)
+    assert keys_used(fake)[-2:] == ["key-a", "key-b"] and headers["x-gateway-attempts"] == "2"
+    assert [e["reason"] for e in events if e["event"] == "deployment_ejected"] == [reason]
+    assert up(gw, "keys#1", "keys#2") == {"keys#1": 0, "keys#2": 1}
+    fake.requests.clear()
+    for _ in range(8):
+        await ask(gw)
+    assert keys_used(fake) == ["key-b"] * 8  # A stays out for quota_cooldown (1 h)
+    assert up(gw, "keys#1") == {"keys#1": 0}
+
+
+async def test_each_deployment_sends_its_upstream_model(make: Make, fake: FakeProvider) -> None:
+    """Deployments with their own upstream_model: the provider sees each one's name with
+    its key; the 429 scripted for east's key and upstream name is answered by west."""
+    gw = await make({"deployments": [
+        {"provider": "east", "upstream_model": "gpt-east", "name": "east"},
+        {"provider": "west", "upstream_model": "gpt-west", "name": "west"}],
+        "balance": "ordered"})  # fmt: skip
+    fake.script("gpt-east", [Error.openai_rate_limit(retry_after=30)], key="key-a")
+    raw = await gw.async_openai().chat.completions.with_raw_response.create(
+        model="gpt-dep", messages=MESSAGES
+    )
+    answer = raw.parse()
+    assert [(r.key, r.model) for r in fake.requests] == [("key-a", "gpt-east"),
+                                                         ("key-b", "gpt-west")]  # fmt: skip
+    assert answer.model == "gpt-west"  # as the provider answered it
+    assert raw.headers["x-gateway-model"] == "gpt-dep"
+    assert fake.pending("gpt-east", key="key-a") == 0
+
+
+async def test_an_answer_in_flight_does_not_end_a_cooldown(make: Make, fake: FakeProvider) -> None:
+    """Two requests on key A at once: the second gets 429 (Retry-After 30), then the first
+    one's answer arrives. A stays in cooldown: the requests after them go to B."""
     gw = await make({"provider": "keys", "balance": "ordered"})
-    fake.push(Error.openai_quota())
+    fake.push(SlowFirstByte(1.0), key="key-a")  # the first: answered, after the 429
+    fake.push(Error.openai_rate_limit(retry_after=30), key="key-a")
+    slow = asyncio.ensure_future(ask(gw))
+    await eventually(lambda: len(fake.requests) == 1, what="the first request reached key A")
     with capture_logs() as events:
         headers = await ask(gw)
+        assert not slow.done()  # the 429 came first
+        assert (await slow)["x-gateway-attempts"] == "1"
     assert headers["x-gateway-attempts"] == "2"
-    assert [e["reason"] for e in events if e["event"] == "deployment_ejected"] == [
-        "quota_exhausted"
+    assert keys_used(fake) == ["key-a", "key-a", "key-b"]
+    assert "deployment_recovered" not in [e["event"] for e in events]
+    assert up(gw, "keys#1") == {"keys#1": 0}
+    fake.requests.clear()
+    for _ in range(5):
+        await ask(gw)
+    assert keys_used(fake) == ["key-b"] * 5
+
+
+async def test_deployment_up_is_read_when_scraped(make: Make, fake: FakeProvider) -> None:
+    """Every deployment of a model with several has a series from the start (1); 0 while
+    it cools down; 1 again once the cooldown ends, with no request in between."""
+    gw = await make({"provider": "keys", "balance": "ordered"})
+    assert up(gw, "keys#1", "keys#2") == {"keys#1": 1, "keys#2": 1}
+    assert up(gw, "east", model="gpt-backup") == {"east": None}  # one deployment: none
+    fake.push(Error.openai_rate_limit(retry_after_ms=400), key="key-a")
+    await ask(gw)
+    assert up(gw, "keys#1", "keys#2") == {"keys#1": 0, "keys#2": 1}
+    await eventually(lambda: up(gw, "keys#1") == {"keys#1": 1}, what="the cooldown ended")
+    assert len(fake.requests) == 2  # no request brought it back
+
+
+async def test_ejection_then_one_probe_then_recovered(make: Make, fake: FakeProvider) -> None:
+    """Two server errors in a row eject key A (deployment_ejected); once the ejection ends,
+    of five concurrent requests exactly one probes A while the others go to B; its answer
+    recovers A (deployment_recovered), and A serves again."""
+    policy = {"fallback": {"after_consecutive_server_errors": 2, "cooldown": "1s"}}
+    gw = await make({"provider": "keys", "balance": "ordered"}, policy)
+    fake.script("gpt-dep", [Error.openai_server(500), Error.openai_server(500),
+                            SlowFirstByte(0.5)], key="key-a")  # fmt: skip
+    with capture_logs() as events:
+        for _ in range(2):
+            assert (await ask(gw))["x-gateway-attempts"] == "2"  # A's 500, then B
+    assert keys_used(fake) == ["key-a", "key-b"] * 2
+    ejected = [e for e in events if e["event"] == "deployment_ejected"]
+    assert [(e["deployment"], e["reason"], e["seconds"]) for e in ejected] == [
+        ("keys#1", "server_error", 1.0)
     ]
+    assert up(gw, "keys#1") == {"keys#1": 0}
+    await eventually(lambda: up(gw, "keys#1") == {"keys#1": 1}, what="the ejection ended")
+    fake.requests.clear()
+    client = gw.async_openai()
+    with capture_logs() as events:
+        await asyncio.gather(*(client.chat.completions.create(model="gpt-dep", messages=MESSAGES)
+                               for _ in range(5)))  # fmt: skip
+    assert sorted(keys_used(fake)) == ["key-a"] + ["key-b"] * 4  # one probe
+    recovered = [e for e in events if e["event"] == "deployment_recovered"]
+    assert [(e["model"], e["deployment"]) for e in recovered] == [("gpt-dep", "keys#1")]
     fake.requests.clear()
     await ask(gw)
-    assert keys_used(fake) == ["key-b"]  # A stays out for quota_cooldown (1 h)
+    assert keys_used(fake) == ["key-a"]  # ordered: A first again
 
 
-async def test_revoked_key_is_taken_out(make: Make, fake: FakeProvider) -> None:
-    gw = await make({"provider": "keys", "balance": "ordered"})
-    fake.push(Error(401, {"error": {"message": "Incorrect API key", "type": "invalid_request_error",
-                                    "code": "invalid_api_key"}}))  # fmt: skip
-    with capture_logs() as events:
+async def test_a_failed_probe_ejects_again(make: Make, fake: FakeProvider) -> None:
+    """The probe after an ejection fails: A is ejected again at once (for the cooldown),
+    that request is answered by B, and the next ones go to B without probing A."""
+    policy = {"fallback": {"after_consecutive_server_errors": 2, "cooldown": "1s"}}
+    gw = await make({"provider": "keys", "balance": "ordered"}, policy)
+    fake.script("gpt-dep", [Error.openai_server(500)] * 3, key="key-a")
+    for _ in range(2):
         await ask(gw)
-    assert [e["reason"] for e in events if e["event"] == "deployment_ejected"] == ["auth"]
+    await eventually(lambda: up(gw, "keys#1") == {"keys#1": 1}, what="the ejection ended")
+    fake.requests.clear()
+    with capture_logs() as events:
+        assert (await ask(gw))["x-gateway-attempts"] == "2"
+    assert keys_used(fake) == ["key-a", "key-b"]
+    assert [(e["event"], e["reason"]) for e in events if e["event"].startswith("deployment_")] == [
+        ("deployment_ejected", "server_error")
+    ]
+    assert up(gw, "keys#1") == {"keys#1": 0}
     fake.requests.clear()
     await ask(gw)
     assert keys_used(fake) == ["key-b"]
-    assert gw.metric("llm_gateway_deployment_up", model="gpt-dep", deployment="keys#1") == 0
+
+
+async def test_a_request_waiting_for_a_deployment_logs_the_wait(
+    make: Make, fake: FakeProvider
+) -> None:
+    """Every deployment cooling down when a request arrives: it waits for the earliest, and
+    the wait is an api_retry (rate_limit, the error naming the wait) counted in
+    retry_wait_seconds_total, not in retries_total."""
+    gw = await make({"provider": "keys", "balance": "ordered"}, {"retry": {"max_retries": 1}})
+    fake.push(Error.openai_rate_limit(retry_after=30), key="key-a")
+    fake.push(Error.openai_rate_limit(retry_after_ms=500), key="key-b")
+    with pytest.raises(openai.RateLimitError):  # A, then B: max_retries spent
+        await ask(gw)
+    labels = {"team": "team-a", "model": "gpt-dep"}
+    retries = gw.metric("llm_gateway_retries_total", **labels, category="rate_limit")
+    waited = gw.metric("llm_gateway_retry_wait_seconds_total", **labels)
+    with capture_logs() as events:
+        headers = await ask(gw)
+    assert headers["x-gateway-attempts"] == "1"
+    assert keys_used(fake)[-1] == "key-b"
+    (wait,) = [e for e in events if e["event"] == "api_retry"]
+    assert wait["category"] == "rate_limit" and wait["is_rate_limit"] is True
+    assert wait["error"].startswith("every deployment of gpt-dep is out of service for")
+    assert 0 < wait["wait_seconds"] <= 0.5
+    assert gw.metric("llm_gateway_retry_wait_seconds_total", **labels) == pytest.approx(
+        waited + wait["wait_seconds"], abs=1e-3
+    )
+    assert gw.metric("llm_gateway_retries_total", **labels, category="rate_limit") == retries
 
 
 async def test_every_deployment_limited_waits_for_the_earliest(
@@ -160,8 +308,8 @@ async def test_every_deployment_limited_waits_for_the_earliest(
 ) -> None:
     """Both keys rate limited: the retry waits for the earlier of the two, no longer."""
     gw = await make({"provider": "keys", "balance": "ordered"})
-    fake.push(Error.openai_rate_limit(retry_after_ms=600))
-    fake.push(Error.openai_rate_limit(retry_after_ms=250))
+    fake.push(Error.openai_rate_limit(retry_after=5), key="key-a")
+    fake.push(Error.openai_rate_limit(retry_after_ms=250), key="key-b")
     started = time.monotonic()
     headers = await ask(gw)
     waited = time.monotonic() - started

@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.testing import Error, FakeProvider
 from tests.harness import write_policies
@@ -29,6 +30,20 @@ async def states(gw: GatewayProcess) -> dict[str, str]:
         body: dict[str, Any] = await r.json()
     rows = body["models"]["gpt-dep"]["deployments"]
     return {d["deployment"]: d["state"] for d in rows}
+
+
+async def deployment_up(gw: GatewayProcess, name: str) -> float | None:
+    """``llm_gateway_deployment_up`` of ``gpt-dep``'s deployment ``name`` on /metrics."""
+    async with aiohttp.ClientSession() as s, s.get(gw.url + "/metrics") as r:
+        text = await r.text()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "llm_gateway_deployment_up" and sample.labels == {
+                "model": "gpt-dep",
+                "deployment": name,
+            }:
+                return sample.value
+    return None
 
 
 async def test_a_cooldown_on_one_replica_steers_the_other(
@@ -60,6 +75,8 @@ async def test_a_cooldown_on_one_replica_steers_the_other(
 
         await eventually(seen, within=1.0, what="replica 2 sees the cooldown")
         assert time.monotonic() - changed < 1.0
+        assert await deployment_up(two, "keys#1") == 0  # received, not seen: still down
+        assert await deployment_up(two, "keys#2") == 1
         fake.requests.clear()
         await two.openai().chat.completions.create(model="gpt-dep", messages=MESSAGES)
         assert keys_used(fake) == ["key-b"]

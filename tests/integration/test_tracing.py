@@ -17,7 +17,8 @@ import openai
 import pytest
 from aiohttp import web
 
-from gateway.testing import CutAfter, Error, FakeProvider
+from gateway.policy.merge import deep_merge
+from gateway.testing import CutAfter, Delay, Error, FakeProvider
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness, policy_files, write_policies
 
 pytest.importorskip("opentelemetry.sdk", reason="tracing needs the 'otel' extra")
@@ -27,6 +28,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 MARKER = "purple-giraffe-7341"  # the prompt: must never reach a span
 REPLY = "the-answer-text-5512"  # the answer: likewise
+STATUS_ERROR = 2  # Status.STATUS_CODE_ERROR
+CLIENT_SPAN, SERVER_SPAN = 3, 2
 
 
 @dataclass
@@ -39,6 +42,8 @@ class Span:
     attributes: dict[str, Any]
     events: list[tuple[str, dict[str, Any]]]
     status_code: int
+    start_ns: int = 0
+    end_ns: int = 0
 
 
 def _value(v: Any) -> Any:
@@ -77,6 +82,8 @@ class Collector:
                                 for e in s.events
                             ],
                             status_code=s.status.code,
+                            start_ns=s.start_time_unix_nano,
+                            end_ns=s.end_time_unix_nano,
                         )
                     )
         return web.Response(body=b"", content_type="application/x-protobuf")
@@ -98,12 +105,14 @@ async def start_traced(
     root: Path,
     monkeypatch: pytest.MonkeyPatch,
     policy: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> Harness:
-    """A gateway exporting traces to the collector (batch delay 50 ms)."""
+    """A gateway exporting traces to the collector (batch delay 50 ms); ``extra`` merged
+    into the policy files."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
     monkeypatch.setenv("OTEL_SERVICE_NAME", "gateway-under-test")
-    write_policies(root, policy_files(fake.url, policy))
+    write_policies(root, deep_merge(policy_files(fake.url, policy), extra or {}))
     return await Harness(fake, root).start()
 
 
@@ -188,7 +197,8 @@ async def test_stream_interruption_is_an_event(
     traced: Harness, fake: FakeProvider, collector: Collector
 ) -> None:
     """A stream that breaks mid-way shows as a stream_interrupted event (action
-    error_event) on the request's span."""
+    error_event) on the request's span, and its attempt's span ends as an error (the
+    category of the cut), not as the OK its headers looked like."""
     fake.push(CutAfter(3), model="fake-model")
     client = traced.async_openai()
     stream = await client.chat.completions.create(
@@ -198,11 +208,108 @@ async def test_stream_interruption_is_an_event(
         async for _ in stream:
             pass
     await traced.stop()
-    (server,) = [s for s in collector.spans if s.kind == 2]
+    (server,) = [s for s in collector.spans if s.kind == SERVER_SPAN]
     events = dict(server.events)
     assert events["stream_interrupted"]["llm_gateway.action"] == "error_event"
     assert events["stream_interrupted"]["error.type"] == "connection"
+    (attempt,) = [s for s in collector.spans if s.kind == CLIENT_SPAN]
+    assert attempt.attributes["error.type"] == "connection"
+    assert attempt.attributes["http.response.status_code"] == 200
+    assert attempt.status_code == STATUS_ERROR
+    assert "gen_ai.response.finish_reasons" not in attempt.attributes
     assert MARKER.encode() not in b"".join(collector.raw)
+
+
+async def test_a_streamed_attempt_span_ends_with_its_stream(
+    traced: Harness, fake: FakeProvider, collector: Collector
+) -> None:
+    """A streamed attempt's span lasts until the stream's last event and carries what the
+    stream said: usage, finish reasons, response model (OpenAI chat and Anthropic)."""
+    fake.push(Delay(0.05), model="fake-model")  # 8 pieces: the stream lasts 0.4 s
+    stream = await traced.async_openai().chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": MARKER}], stream=True,
+        stream_options={"include_usage": True},
+    )  # fmt: skip
+    usage = [c.usage async for c in stream if c.usage is not None]
+    async with traced.async_anthropic().messages.stream(
+        model="claude-test", max_tokens=100, messages=[{"role": "user", "content": MARKER}]
+    ) as s:
+        message = await s.get_final_message()
+    await traced.stop()
+    chat, claude = sorted(
+        (s for s in collector.spans if s.kind == CLIENT_SPAN), key=lambda s: s.start_ns
+    )
+    a = chat.attributes
+    assert chat.end_ns - chat.start_ns >= 0.35e9  # not at the headers: at the stream's end
+    assert a["gen_ai.response.model"] == "fake-model"
+    assert a["gen_ai.response.finish_reasons"] == ["stop"]
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (
+        usage[0].prompt_tokens, usage[0].completion_tokens,
+    )  # fmt: skip
+    assert a["http.response.status_code"] == 200 and "error.type" not in a
+    assert chat.status_code != STATUS_ERROR
+    b = claude.attributes
+    assert b["gen_ai.response.model"] == "claude-test"
+    assert b["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert (b["gen_ai.usage.input_tokens"], b["gen_ai.usage.output_tokens"]) == (
+        message.usage.input_tokens, message.usage.output_tokens,
+    )  # fmt: skip
+    server = {s.trace_id: s for s in collector.spans if s.kind == SERVER_SPAN}
+    assert server[chat.trace_id].end_ns >= chat.end_ns
+    assert server[claude.trace_id].attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert MARKER.encode() not in b"".join(collector.raw)
+
+
+DEPLOYMENTS = {
+    "platform.yaml": {
+        "providers": {"keys": {"api": "openai", "base_url": "", "api_key_env": ["KEY_A", "KEY_B"]},
+                      "eu": {"api": "openai", "base_url": "", "api_key_env": "KEY_EU"}},
+        "models": {"gpt-dep": {"deployments": [
+            {"provider": "keys"}, {"provider": "eu", "name": "azure-eu", "upstream_model": "fake-eu"}],
+            "balance": "ordered"}},
+    }
+}  # fmt: skip
+
+
+async def test_attempt_spans_name_their_deployment(
+    collector: Collector, fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each attempt's llm_gateway.deployment is the deployment's name (keys#1, keys#2,
+    azure-eu), not its provider's; a wait for a deployment when every one is out is an
+    api_retry event of the request's span, with the wait and its reason."""
+    for k, v in {"KEY_A": "key-a", "KEY_B": "key-b", "KEY_EU": "key-eu"}.items():
+        monkeypatch.setenv(k, v)
+    extra = deep_merge(DEPLOYMENTS, {"platform.yaml": {"providers": {
+        "keys": {"base_url": fake.url + "/v1"}, "eu": {"base_url": fake.url + "/v1"}}}})  # fmt: skip
+    policy = {"retry": {"max_retries": 2}}
+    h = await start_traced(collector, fake, tmp_path / "policies", monkeypatch, policy, extra)
+    try:
+        fake.push(Error.openai_rate_limit(retry_after=30), key="key-a")
+        fake.push(Error.openai_rate_limit(retry_after=30), key="key-b")
+        fake.push(Error.openai_rate_limit(retry_after_ms=300), key="key-eu")
+        client = h.async_openai()
+        with pytest.raises(openai.RateLimitError):  # three deployments out: retries spent
+            await client.chat.completions.create(
+                model="gpt-dep", messages=[{"role": "user", "content": MARKER}]
+            )
+        await client.chat.completions.create(  # waits for azure-eu
+            model="gpt-dep", messages=[{"role": "user", "content": MARKER}]
+        )
+    finally:
+        await h.stop()
+    attempts = sorted(
+        (s for s in collector.spans if s.kind == CLIENT_SPAN), key=lambda s: s.start_ns
+    )
+    assert [s.attributes["llm_gateway.deployment"] for s in attempts] == [
+        "keys#1", "keys#2", "azure-eu", "azure-eu"]  # fmt: skip
+    assert [s.attributes["gen_ai.provider.name"] for s in attempts] == ["keys", "keys", "eu", "eu"]
+    assert attempts[2].attributes["gen_ai.request.model"] == "fake-eu"
+    second = next(
+        s for s in collector.spans if s.kind == SERVER_SPAN and s.trace_id == attempts[3].trace_id
+    )
+    (wait,) = [attrs for name, attrs in second.events if name == "api_retry"]
+    assert wait["error.type"] == "rate_limit" and 0 < wait["llm_gateway.wait_seconds"] <= 0.3
+    assert wait["llm_gateway.reason"].startswith("every deployment of gpt-dep is out of service")
 
 
 async def test_a_resumed_stream_shows_the_resume(

@@ -124,6 +124,67 @@ def test_sibling_in_is_the_wait_for_the_earliest_other_deployment() -> None:
     assert dep.sibling_in([UP], 0, RATE, 100.0) is None  # one deployment: no sibling
 
 
+def test_an_answer_sent_before_a_cooldown_leaves_it_cooling() -> None:
+    """A request in flight when its deployment got a 429 answers later: the deployment
+    stays in cooldown (no recovery), and only the headroom its headers report is kept."""
+    cooling, _ = dep.record([UP, UP], 0, RATE, RULES, 100.0)  # until 120
+    new, t = dep.record([cooling, UP], 0, None, RULES, 101.0)
+    assert (new, t) == (cooling, None)
+    assert pick([new, UP], "ordered") == Pick(1)
+    short, t = dep.record([cooling, UP], 0, None, RULES, 101.0, short_for=40.0)
+    assert (short.until, short.state, short.short_until, t) == (120.0, dep.COOLDOWN, 141.0, None)
+    for out in (DeploymentState(until=3700.0, state=dep.OUT, why="auth"),
+                DeploymentState(until=160.0, state=dep.EJECTED, why="server_error", streak=2)):  # fmt: skip
+        assert dep.record([out, UP], 0, None, RULES, 101.0) == (out, None)
+    # once the cooldown is over, an answer is a recovery
+    back, t = dep.record([cooling, UP], 0, None, RULES, 121.0)
+    assert back == DeploymentState(last_error="rate_limit")
+    assert t == dep.Transition("recovered", "rate_limit")
+
+
+def test_sibling_in_backs_off_as_usual_when_only_the_failed_one_serves() -> None:
+    """A first server error leaves its deployment in service: with every sibling cooling
+    down there is no sibling to wait for (None: the usual backoff), never their cooldown."""
+    one, _ = dep.record([UP, UP, UP], 2, S500, RULES, 100.0)
+    assert one.serving(100.0) and one.streak == 1
+    a = DeploymentState(until=130.0, state=dep.COOLDOWN, why="rate_limit")
+    b = DeploymentState(until=120.0, state=dep.COOLDOWN, why="rate_limit")
+    assert dep.sibling_in([a, b, one], 2, S500, 100.0) is None
+    assert dep.sibling_in([a, UP, one], 2, S500, 100.0) == 0.0  # one serves: at once
+    own = DeploymentState(until=105.0, state=dep.COOLDOWN, why="rate_limit")
+    assert dep.sibling_in([a, b, own], 2, RATE, 100.0) == 5.0  # every one out: the earliest
+    assert dep.sibling_in([a, DeploymentState(until=103.0), own], 2, RATE, 100.0) == 3.0
+    p = Progress(deadline=1000.0, chain=("m",))
+    backoff = decide(p, S500, POLICY, 100.0, random.Random(0), sibling=None)
+    assert isinstance(backoff, Retry) and not backoff.sibling and backoff.wait < 20.0
+
+
+def test_one_probe_holds_an_ejected_deployment_for_its_lease() -> None:
+    """After an ejection the first pick probes it and leases it: the next picks go to the
+    sibling; the probe's answer recovers it, its failure ejects it again; an abandoned
+    probe's lease runs out and the next pick probes."""
+    ejected = DeploymentState(160.0, dep.EJECTED, "server_error", 2, last_error="server_error")
+    first = dep.choose([ejected, UP], [1, 1], "ordered", set(), 170.0, random.Random(0))
+    assert first == Pick(0, probe=True)
+    leased = dep.probing(ejected, 170.0, 4.0)
+    assert (leased.until, leased.state, leased.why) == (174.0, dep.EJECTED, "server_error")
+    rng = random.Random(0)
+    for _ in range(5):  # concurrent requests: the sibling, no second probe
+        assert dep.choose([leased, UP], [1, 1], "ordered", set(), 171.0, rng) == Pick(1)
+    assert dep.record([leased, UP], 0, None, RULES, 172.0) == (leased, None)  # not the probe
+    back, t = dep.record([leased, UP], 0, None, RULES, 172.0, probe=True)
+    assert back == DeploymentState(last_error="server_error")
+    assert t == dep.Transition("recovered", "server_error")
+    again, t = dep.record([leased, UP], 0, S500, RULES, 172.0, probe=True)
+    assert (again.state, again.until) == (dep.EJECTED, 232.0)
+    assert t is not None and t.kind == dep.EJECTED
+    abandoned = dep.choose([leased, UP], [1, 1], "ordered", set(), 174.5, random.Random(0))
+    assert abandoned == Pick(0, probe=True)
+    # a probe whose deployment was cooled down since (a 429 meanwhile) leaves it cooling
+    cooled = DeploymentState(until=200.0, state=dep.COOLDOWN, why="rate_limit")
+    assert dep.record([cooled, UP], 0, None, RULES, 172.0, probe=True) == (cooled, None)
+
+
 def test_success_with_headroom_headers_marks_it_short() -> None:
     new, t = dep.record([UP, UP], 0, None, RULES, 100.0, short_for=4.0)
     assert new.short_until == 104.0 and t is None
