@@ -15,7 +15,7 @@ from gateway.deadlines import Limit
 from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
-from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, speaks
+from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, serves
 from gateway.proxy import HttpAttempter
 from gateway.shapes import check_shape
 
@@ -180,12 +180,13 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
             code="no_route",
         )
     log.route = route.id
-    provider = policies.providers[spec.providers[0]]  # every deployment speaks one api
-    if not speaks(provider, endpoint):
-        raise bad_request(
-            f"model {model!r} is served by an {provider.api}-format "
-            f"provider and cannot be called on {endpoint.value}"
-        )
+    for name in spec.providers:
+        provider = policies.providers[name]
+        if not serves(provider, endpoint):
+            raise bad_request(
+                f"model {model!r} is served by an {provider.api}-format "
+                f"provider and cannot be called on {endpoint.value}"
+            )
     if gw.sim_url is None and policies.uses_sim:
         await gw.ensure_sim()  # a reload added the built-in sim provider
     limits = policies.teams[team].limits

@@ -27,9 +27,28 @@ from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED, FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
+from gateway.translate import convert as translate
 from gateway.upstream import MAPPED, Response, Upstream, UpstreamFailure, failure
 
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
+
+
+#: The endpoint a provider is called on for each body format (SPEC §13).
+ENDPOINT_OF_WIRE = {
+    "openai": Endpoint.chat,
+    "anthropic": Endpoint.messages,
+    "responses": Endpoint.responses,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Crossing:
+    """An attempt whose deployment speaks another format than the client's endpoint: the
+    request goes out translated (``wire``), what comes back is translated to ``client``."""
+
+    wire: str
+    client: str
+    model: str  # the public model name, which a translated answer names
 
 
 @dataclass(slots=True)
@@ -37,7 +56,7 @@ class OpenStream:
     """A streaming answer whose first events were read; the relay sends the rest."""
 
     resp: Response
-    splitter: streaming.Splitter
+    splitter: streaming.Splitter | translate.Splitter  # whole events, in the client's format
     head: list[streaming.Event]
     trace: StreamTrace | None = None  # the attempt's span, ended by the relay (when traced)
 
@@ -84,17 +103,35 @@ class HttpAttempter:
         self.log.provider = provider
         self.log.deployment = d.name
         wiring = self.wiring(provider, d.key_env)
-        base = wiring.targets.get(self.endpoint)
-        if base is None:
-            api = self.policies.providers[provider].api
-            msg = f"model {model!r} is served by an {api!r}-format provider"
-            return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
         remaining = self.req.deadline - time.monotonic()
         if remaining <= 0:
             passed = "the request's deadline passed"
             return Outcome(Failure(Category.timeout, None, passed, code=DEADLINE_PASSED))
-        query = self.request.rel_url.raw_query_string  # as the client wrote it
-        t = target(base, self.request.headers, query)
+        crossing = self._crossing(d.wires, model)
+        if crossing is None:
+            base = wiring.targets.get(self.endpoint)
+            if base is None:
+                api = self.policies.providers[provider].api
+                msg = f"model {model!r} is served by an {api!r}-format provider"
+                return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
+            query = self.request.rel_url.raw_query_string  # as the client wrote it
+            t = target(base, self.request.headers, query)
+        else:
+            try:
+                spec = self.policies.models[model]
+                body, dropped = translate.request(
+                    body,
+                    crossing.client,
+                    crossing.wire,
+                    max_output_tokens=spec.max_output_tokens,
+                    reasoning=spec.reasoning,
+                )
+            except translate.Refused as e:
+                refused = Failure(Category.invalid_request, 400, e.message, code=e.code)
+                return Outcome(refused, status=400, body=e.body_bytes(self.endpoint.dialect))
+            self.log.drop(dropped)
+            # the client's query and provider headers belong to its own API: not passed
+            t = target(wiring.targets[ENDPOINT_OF_WIRE[crossing.wire]], {}, "")
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
         upstream_model = d.upstream_model
         data = self.req.encode(body, upstream_model)
@@ -102,13 +139,17 @@ class HttpAttempter:
         if tracing is None or self.log.span is None:
             if self.log.traceparent is not None:  # traced, not sampled: the context goes on
                 t.headers["traceparent"] = self.log.traceparent
-            return await self._exchange(provider, model, t, wiring, data, remaining, self.stream)
+            return await self._exchange(
+                provider, model, t, wiring, data, remaining, self.stream, crossing
+            )
         span = tracing.attempt(
             self.log, self.endpoint, provider, d.name, model, upstream_model, t.headers
         )
         out: Outcome | None = None
         try:
-            out = await self._exchange(provider, model, t, wiring, data, remaining, self.stream)
+            out = await self._exchange(
+                provider, model, t, wiring, data, remaining, self.stream, crossing
+            )
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
@@ -121,6 +162,14 @@ class HttpAttempter:
                 tracing.attempt_done(span, out.status, f.category.value if f else None, answer)
         return out
 
+    def _crossing(self, wires: tuple[str, ...], model: str) -> Crossing | None:
+        """The translation an attempt on a deployment speaking ``wires`` needs (into the
+        first of them); None when it speaks the client's format: relayed as it is."""
+        client = self.endpoint.shape
+        if client in wires or not self.endpoint.continuable:
+            return None
+        return Crossing(wires[0], client, model)
+
     async def _exchange(
         self,
         provider: str,
@@ -130,8 +179,10 @@ class HttpAttempter:
         data: bytes,
         remaining: float,
         stream: bool,
+        crossing: Crossing | None = None,
     ) -> Outcome:
-        """One request to the provider and its answer (or the head of its stream)."""
+        """One request to the provider and its answer (or the head of its stream), in the
+        client's format."""
         timeouts = self.req.policy.timeouts
         first_byte = min(timeouts.first_byte, remaining)
         try:
@@ -151,9 +202,12 @@ class HttpAttempter:
                 )
                 self._count(provider, model, f)
                 ctype = resp.headers.get("content-type", "application/json")
+                if crossing is not None:  # classified as the provider said, shown as the client's
+                    raw = translate.error(resp.status, raw, crossing.wire, crossing.client)
+                    ctype = "application/json"
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
             if stream:
-                return await self._open_stream(resp, provider, model, first_byte)
+                return await self._open_stream(resp, provider, model, first_byte, crossing)
             raw = await self.upstream.read(resp, timeouts.stream_idle)
         except UpstreamFailure as e:
             f = transport_failure(e.category, e.message)
@@ -161,15 +215,42 @@ class HttpAttempter:
                 f = Failure(Category.timeout, None, e.message, code=FIRST_BYTE_TIMEOUT)
             self._count(provider, model, f)
             return Outcome(f, status=0)
+        if crossing is not None:
+            return self._translated(provider, model, raw, resp.headers, crossing)
         self._count(provider, model, None)
         ctype = resp.headers.get("content-type", "application/json")
         return Outcome(body=raw, content_type=ctype, headers=resp.headers)
 
+    def _translated(
+        self, provider: str, model: str, raw: bytes, headers: Any, crossing: Crossing
+    ) -> Outcome:
+        """A provider's JSON answer in the client's format (an undecodable one: a failure)."""
+        data = _decoded(raw)
+        if not isinstance(data, dict):
+            f = transport_failure(Category.server_error, "the provider's answer is not JSON")
+            self._count(provider, model, f)
+            return Outcome(f, status=502)
+        self._count(provider, model, None)
+        answer = translate.answer(data, crossing.wire, crossing.client, crossing.model)
+        return Outcome(body=orjson.dumps(answer), headers=headers, data=answer)
+
     async def _open_stream(
-        self, resp: Response, provider: str, model: str, first_byte: float
+        self,
+        resp: Response,
+        provider: str,
+        model: str,
+        first_byte: float,
+        crossing: Crossing | None = None,
     ) -> Outcome:
         """Read up to the first event: an error there is a failed attempt, not a cut stream."""
-        splitter = streaming.Splitter()
+        splitter: streaming.Splitter | translate.Splitter
+        if crossing is None:
+            splitter = streaming.Splitter()
+        else:
+            options = self.req.body.get("stream_options")  # a chat client's own choice
+            asked = isinstance(options, dict) and options.get("include_usage") is True
+            usage = crossing.client != "openai" or asked
+            splitter = translate.Splitter(crossing.wire, crossing.client, crossing.model, usage)
         head: list[streaming.Event] = []
         content = resp.content
         cap = self.upstream.limits.max_event_bytes

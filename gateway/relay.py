@@ -261,6 +261,11 @@ async def _pump(
                     break
                 lim.set(None)
                 if not piece:
+                    if tail := s.splitter.close():  # a translated stream's closing events
+                        data = take([classify(r, ep) for r in tail])
+                        if data:
+                            lim.set(write_s, WRITE)
+                            await out.write(data)
                     break
                 batch = [classify(r, ep) for r in feed(piece)]
                 data = take(batch) if batch else b""

@@ -56,6 +56,11 @@ class Splitter:
         self._buf = buf[end + 2 :]
         return [e + b"\n\n" for e in buf[:end].split(b"\n\n") if e]
 
+    def close(self) -> list[bytes]:
+        """Events owed when the upstream body ended: none (a translating splitter may owe
+        the client's closing events, see :class:`gateway.translate.Splitter`)."""
+        return []
+
     @property
     def pending(self) -> bytes:
         return self._buf
@@ -105,6 +110,11 @@ def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
             if isinstance(c, dict) and c.get("finish_reason"):
                 return Event(raw, Kind.final, obj)
     return Event(raw, Kind.data, obj)
+
+
+def is_error_event(raw: bytes) -> bool:
+    """An in-band error event, in whichever API's form (the test is the same for all)."""
+    return classify_event(raw, Endpoint.chat).kind is Kind.error
 
 
 _PREAMBLE_TYPES = frozenset(

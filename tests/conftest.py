@@ -28,9 +28,14 @@ async def make_gateway(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[Call
     started: list[Harness] = []
 
     async def make(
-        policy: dict[str, Any] | None = None, limits: dict[str, int] | None = None, **settings: Any
+        policy: dict[str, Any] | None = None,
+        limits: dict[str, int] | None = None,
+        models: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> Harness:
+        """``models``: more models (or replacements) for the platform file."""
         files = policy_files(fake.url, policy, limits)
+        files["platform.yaml"]["models"].update(models or {})
         root = write_policies(tmp_path / f"policies{len(started)}", files)
         h = await Harness(fake, root, **settings).start()
         started.append(h)

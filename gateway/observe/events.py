@@ -45,10 +45,16 @@ class RequestLog:
     span: Any = None  # the request's trace span, when tracing is on and it is sampled
     traceparent: str | None = None  # sent upstream for a request traced but not sampled
     finish_reasons: tuple[str, ...] = ()  # set when traced
+    dropped: list[str] = field(default_factory=list)  # request fields a translation dropped
 
     def used(self, what: str) -> None:
         if what not in self.recovery:
             self.recovery.append(what)
+
+    def drop(self, names: list[str]) -> None:
+        for name in names:
+            if name not in self.dropped:
+                self.dropped.append(name)
 
     def headers(self) -> dict[str, str]:
         h = {
@@ -58,6 +64,8 @@ class RequestLog:
         }
         if self.recovery:
             h["x-gateway-recovery"] = ",".join(self.recovery)
+        if self.dropped:
+            h["x-gateway-dropped"] = ",".join(self.dropped)
         return h
 
 
@@ -94,6 +102,7 @@ class Events:
             "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
             "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
             "error": r.error,
+            **({"dropped": ",".join(r.dropped)} if r.dropped else {}),
             # what structlog's chain appends: event, then level and timestamp
             "event": "request_completed",
             "level": "info",

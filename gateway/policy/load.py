@@ -309,16 +309,17 @@ def _provider_refs(model: Model) -> Iterator[tuple[Loc, str]]:
 def _deployment_problems(
     name: str, entry: _Entry, providers: Mapping[str, Provider]
 ) -> Iterator[Problem]:
-    """A model's deployments speak one API (until translation), and their names differ."""
+    """A model's deployment names differ; ``upstream_api`` is for OpenAI-format providers.
+    Deployments may speak different APIs: each attempt is translated for its own."""
     model: Model = entry.value
-    apis = {providers[p].api for p in model.providers}
-    if len(apis) > 1:
-        yield entry.src.problem(
-            (*entry.loc, "deployments"),
-            "deployments of one model must share a provider api (found "
-            + ", ".join(sorted(apis))
-            + ")",
-        )
+    if "upstream_api" in model.model_fields_set:
+        others = sorted({providers[p].api for p in model.providers} - {"openai"})
+        if others:
+            yield entry.src.problem(
+                (*entry.loc, "upstream_api"),
+                "upstream_api chooses between OpenAI's chat completions and Responses APIs; "
+                f"this model is served by {', '.join(others)}-format providers",
+            )
     seen: set[str] = set()
     for d in resolve_deployments(name, model, providers):
         if d.name in seen:

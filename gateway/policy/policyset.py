@@ -80,6 +80,22 @@ class Deployed:
     key_env: str | None
     upstream_model: str
     weight: float = 1.0
+    wires: tuple[str, ...] = ("openai", "responses")  # the body formats it speaks, see wires_of
+
+
+def wires_of(api: str, upstream_api: str | None) -> tuple[str, ...]:
+    """The body formats a deployment speaks (SPEC §13), the one a translated request is
+    sent in first: an ``openai`` provider's model speaks chat completions and the Responses
+    API (as OpenAI does), or only the one its ``upstream_api`` names (``chat`` for most
+    OpenAI-compatible servers: GLM, DeepSeek, vLLM); ``anthropic`` speaks Messages; the
+    built-in ``sim`` provider speaks all three."""
+    if api == "openai":
+        if upstream_api is None:
+            return ("openai", "responses")
+        return ("responses",) if upstream_api == "responses" else ("openai",)
+    if api == "sim":
+        return ("openai", "responses", "anthropic")
+    return (api,)
 
 
 def key_envs(provider: Provider) -> tuple[str | None, ...]:
@@ -104,12 +120,12 @@ def resolve_deployments(
     for provider, upstream, weight, given in specs:
         p = providers.get(provider)
         envs = key_envs(p) if p is not None else (None,)
+        wires = wires_of(p.api, model.upstream_api) if p is not None else ("openai",)
         base = given or provider
         for n, env in enumerate(envs, 1):
             label = base if len(envs) == 1 else f"{base}#{n}"
-            out.append(
-                Deployed(label, provider, env, upstream or model.upstream_model or name, weight)
-            )
+            upstream_name = upstream or model.upstream_model or name
+            out.append(Deployed(label, provider, env, upstream_name, weight, wires))
     return tuple(out)
 
 

@@ -201,7 +201,10 @@ class Model(Frozen):
     deployments: tuple[Deployment, ...] = ()
     balance: Literal["weighted", "ordered", "least_busy"] = "weighted"
     context_window: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
     prefill: bool = False
+    upstream_api: Literal["chat", "responses"] | None = None
+    reasoning: bool | None = None
 
     @model_validator(mode="after")
     def _provider_or_deployments(self) -> Self:

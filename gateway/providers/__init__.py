@@ -73,7 +73,15 @@ class Target:
 
 
 def speaks(provider: Provider, endpoint: Endpoint) -> bool:
+    """The provider takes the endpoint's bodies as they are (no translation)."""
     return provider.api == "sim" or provider.api == endpoint.dialect
+
+
+def serves(provider: Provider, endpoint: Endpoint) -> bool:
+    """A model of the provider may be called on the endpoint: chat completions, Messages
+    and Responses on every provider (translated when its format differs, SPEC §13); legacy
+    completions and embeddings only on OpenAI-format ones."""
+    return endpoint.continuable or speaks(provider, endpoint)
 
 
 @dataclass(frozen=True, slots=True)

@@ -189,6 +189,14 @@ def verdict(path: str, stream: bool, status: int, headers: Any, raw: bytes) -> s
     name, last = events[-1]
     if _is_error_event(path, name, last):
         return "failed_properly"
+    if (  # Responses: the error event, then response.failed (what the Codex CLI reads)
+        path == "/v1/responses"
+        and isinstance(last, dict)
+        and last.get("type") == "response.failed"
+        and len(events) > 1
+        and _is_error_event(path, *events[-2])
+    ):
+        return "failed_properly"
     if not _is_final(path, last):
         raise Lost(f"{path}: stream cut silently; last event {last!r}")
     text = _stream_text(path, [d for _, d in events])

@@ -156,10 +156,11 @@ async def test_claude_code_style_request(gw: Harness, fake: FakeProvider) -> Non
     assert seen.headers["x-api-key"] == PROVIDER_KEY
 
 
-async def test_openai_endpoint_rejects_anthropic_model(gw: Harness) -> None:
-    """Calling an Anthropic-format model on /v1/chat/completions is a clear 400."""
+async def test_legacy_completions_reject_an_anthropic_model(gw: Harness) -> None:
+    """Legacy completions have no Anthropic equivalent: an Anthropic-format model there is
+    a clear 400 (chat, Responses and Messages are translated, SPEC §13)."""
     import openai
 
     with pytest.raises(openai.BadRequestError) as exc:
-        await gw.async_openai().chat.completions.create(model="claude-test", messages=MESSAGES)
-    assert "/v1/messages" in exc.value.message or "anthropic" in exc.value.message
+        await gw.async_openai().completions.create(model="claude-test", prompt="Say hello")
+    assert "anthropic" in exc.value.message

@@ -52,6 +52,7 @@ models:
     deployments: [{provider: eu}, {provider: nope}]
   formats:
     deployments: [{provider: eu}, {provider: claude}]
+    upstream_api: responses
   twice:
     deployments: [{provider: eu}, {provider: eu}]
 """})  # fmt: skip
@@ -60,9 +61,9 @@ models:
         "p/a.yaml:8: models.neither: provider is required (or deployments)",
         "p/a.yaml:10: models.unknown.deployments[1].provider: unknown provider 'nope'"
         " (did you mean 'openai'?)",
-        "p/a.yaml:12: models.formats.deployments: deployments of one model must share a"
-        " provider api (found anthropic, openai)",
-        "p/a.yaml:14: models.twice.deployments: two deployments are named 'eu': give each a"
+        "p/a.yaml:13: models.formats.upstream_api: upstream_api chooses between OpenAI's chat"
+        " completions and Responses APIs; this model is served by anthropic-format providers",
+        "p/a.yaml:15: models.twice.deployments: two deployments are named 'eu': give each a"
         " distinct name",
     ]
 

@@ -1,0 +1,264 @@
+"""JSON answers: the provider's answer -> the neutral :class:`Answer` -> the client's.
+
+What an answer keeps across formats: the text (several text blocks become one), tool
+calls with their ids (towards Anthropic made ``[A-Za-z0-9_-]``; arguments that are not a
+JSON object become ``{}``), reasoning (chat ``reasoning_content`` / ``reasoning`` <->
+Anthropic ``thinking`` <-> Responses ``reasoning`` items; an Anthropic signature rides in
+a Responses item's ``encrypted_content``, sealed, and is lost in chat), refusals (chat
+``refusal`` <-> Responses ``refusal`` parts; Anthropic text), the stop reason
+(:mod:`~gateway.translate.stops`), usage (:mod:`~gateway.translate.usage`), ``model``.
+Not kept: chat ``created`` when the provider gives none (the engine should set
+``Answer.created`` to the time it answered; 0 otherwise), ``system_fingerprint``,
+``logprobs``, Anthropic ``stop_sequence`` towards OpenAI (its stop is ``stop``), OpenAI
+item ids (Responses item ids are made from the answer's id: ``msg_<id>``,
+``rs_<id>_<n>``, ``fc_<call id>``), Anthropic ``redacted_thinking`` and server-tool
+blocks, annotations / citations. An answer without usage gets zero usage in Anthropic's
+form (its ``Message`` requires one) and none elsewhere.
+
+References: https://platform.openai.com/docs/api-reference/chat/object,
+https://docs.anthropic.com/en/api/messages (response),
+https://platform.openai.com/docs/api-reference/responses/object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.translate import stops, usage
+from gateway.translate.ir import (
+    Answer,
+    Part,
+    Reasoning,
+    Refusal,
+    Text,
+    ToolCall,
+    Usage,
+    seal_signature,
+    unseal_signature,
+)
+from gateway.translate.requests.anthropic import tool_id
+
+# ---------------------------------------------------------------- reading
+
+
+def read_chat(body: dict[str, Any]) -> Answer:
+    choices = body.get("choices") or [{}]
+    choice = choices[0]
+    msg = choice.get("message") or {}
+    parts: list[Part] = []
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+    if reasoning:
+        parts.append(Reasoning(reasoning))
+    if msg.get("content"):
+        parts.append(Text(msg["content"]))
+    if msg.get("refusal"):
+        parts.append(Refusal(msg["refusal"]))
+    for call in msg.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        parts.append(ToolCall(str(call.get("id")), fn.get("name", ""), fn.get("arguments") or ""))
+    u = body.get("usage")
+    return Answer(
+        str(body.get("id", "")),
+        body.get("model"),
+        parts,
+        stops.from_chat(choice.get("finish_reason")),
+        usage.from_chat(u) if isinstance(u, dict) else None,
+        body.get("created"),
+    )
+
+
+def read_anthropic(body: dict[str, Any]) -> Answer:
+    parts: list[Part] = []
+    for b in body.get("content") or ():
+        kind = b.get("type")
+        if kind == "text":
+            parts.append(Text(b.get("text", "")))
+        elif kind == "thinking":
+            parts.append(Reasoning(b.get("thinking", ""), b.get("signature")))
+        elif kind == "tool_use":
+            args = orjson.dumps(b.get("input") or {}).decode()
+            parts.append(ToolCall(str(b.get("id")), b.get("name", ""), args))
+    u = body.get("usage")
+    return Answer(
+        str(body.get("id", "")),
+        body.get("model"),
+        parts,
+        body.get("stop_reason") or "end_turn",
+        usage.from_anthropic(u) if isinstance(u, dict) else None,
+        stop_sequence=body.get("stop_sequence"),
+    )
+
+
+def read_responses(body: dict[str, Any]) -> Answer:
+    parts: list[Part] = []
+    calls = False
+    for item in body.get("output") or ():
+        kind = item.get("type")
+        if kind == "message":
+            for c in item.get("content") or ():
+                if c.get("type") == "output_text":
+                    parts.append(Text(c.get("text", "")))
+                elif c.get("type") == "refusal":
+                    parts.append(Refusal(c.get("refusal", "")))
+        elif kind == "function_call":
+            calls = True
+            call_id, args = str(item.get("call_id")), item.get("arguments", "")
+            parts.append(ToolCall(call_id, item.get("name", ""), args))
+        elif kind == "reasoning":
+            text = "".join(s.get("text", "") for s in item.get("summary") or ())
+            parts.append(Reasoning(text, unseal_signature(item.get("encrypted_content"))))
+    u = body.get("usage")
+    stop = stops.from_responses(body.get("status"), body.get("incomplete_details"), calls)
+    return Answer(
+        str(body.get("id", "")),
+        body.get("model"),
+        parts,
+        stop,
+        usage.from_responses(u) if isinstance(u, dict) else None,
+        body.get("created_at"),
+    )
+
+
+READERS = {"openai": read_chat, "anthropic": read_anthropic, "responses": read_responses}
+
+# ---------------------------------------------------------------- writing
+
+
+def write_chat(a: Answer) -> dict[str, Any]:
+    texts = [p.text for p in a.parts if isinstance(p, Text)]
+    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    refusals = [p.text for p in a.parts if isinstance(p, Refusal)]
+    msg["refusal"] = "".join(refusals) if refusals else None
+    reasoning = [p.text for p in a.parts if isinstance(p, Reasoning)]
+    if reasoning:
+        msg["reasoning_content"] = "".join(reasoning)
+    calls = [
+        {"id": p.id, "type": "function", "function": {"name": p.name, "arguments": p.arguments}}
+        for p in a.parts
+        if isinstance(p, ToolCall)
+    ]
+    if calls:
+        msg["tool_calls"] = calls
+    body: dict[str, Any] = {
+        "id": a.id,
+        "object": "chat.completion",
+        "created": a.created or 0,
+        "model": a.model,
+        "choices": [
+            {"index": 0, "message": msg, "logprobs": None, "finish_reason": stops.to_chat(a.stop)}
+        ],
+    }
+    if a.usage is not None:
+        body["usage"] = usage.to_chat(a.usage)
+    return body
+
+
+def write_anthropic(a: Answer) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for p in a.parts:
+        if isinstance(p, Text | Refusal):
+            content.append({"type": "text", "text": p.text})
+        elif isinstance(p, Reasoning):
+            content.append({"type": "thinking", "thinking": p.text, "signature": p.signature or ""})
+        elif isinstance(p, ToolCall):
+            try:
+                args = orjson.loads(p.arguments) if p.arguments else {}
+            except orjson.JSONDecodeError:
+                args = {}
+            content.append({"type": "tool_use", "id": tool_id(p.id), "name": p.name, "input": args})
+    return {
+        "id": a.id,
+        "type": "message",
+        "role": "assistant",
+        "model": a.model,
+        "content": content,
+        "stop_reason": a.stop or "end_turn",
+        "stop_sequence": a.stop_sequence,
+        "usage": usage.to_anthropic(a.usage or Usage()),
+    }
+
+
+def write_responses(a: Answer) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
+    for p in a.parts:
+        if isinstance(p, Text):
+            content.append({"type": "output_text", "text": p.text, "annotations": []})
+        elif isinstance(p, Refusal):
+            content.append({"type": "refusal", "refusal": p.text})
+        elif isinstance(p, Reasoning):
+            output.append(reasoning_item(f"rs_{a.id}_{len(output)}", p.text, p.signature))
+        elif isinstance(p, ToolCall):
+            output.append(call_item(p.id, p.name, p.arguments))
+    if content:
+        output.insert(
+            sum(1 for o in output if o["type"] == "reasoning"),
+            message_item(f"msg_{a.id}", content),
+        )
+    status, details = stops.to_responses(a.stop)
+    return response_object(a.id, a.model, a.created or 0, status, details, output, a.usage)
+
+
+def message_item(item_id: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": content,
+    }
+
+
+def call_item(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {
+        "id": f"fc_{call_id}",
+        "type": "function_call",
+        "status": "completed",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def reasoning_item(item_id: str, text: str, signature: str | None = None) -> dict[str, Any]:
+    """A Responses reasoning item; an Anthropic thinking ``signature`` rides in
+    ``encrypted_content`` (sealed, see :func:`~gateway.translate.ir.seal_signature`) so that
+    the client's next request can hand the thinking back to the Anthropic model."""
+    item: dict[str, Any] = {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": text}],
+    }
+    if signature:
+        item["encrypted_content"] = seal_signature(signature)
+    return item
+
+
+def response_object(
+    rid: str,
+    model: Any,
+    created: int,
+    status: str,
+    details: dict[str, str] | None,
+    output: list[dict[str, Any]],
+    u: Usage | None,
+) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": None,
+        "incomplete_details": details,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage.to_responses(u) if u is not None else None,
+    }
+
+
+WRITERS = {"openai": write_chat, "anthropic": write_anthropic, "responses": write_responses}

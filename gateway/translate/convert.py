@@ -1,0 +1,112 @@
+"""Any client on any model (SPEC §13): requests, answers, streams and errors translated
+between OpenAI chat completions (``openai``), OpenAI Responses (``responses``) and
+Anthropic Messages (``anthropic``). Pure: no I/O.
+
+The attempter (:mod:`gateway.proxy`) is the only user: when the deployment an attempt
+goes to speaks another format than the client's endpoint, it sends
+:func:`request`'s body, and turns what comes back into the client's format with
+:func:`answer`, :func:`error` or a :class:`Splitter` that translates the stream event by
+event. Everything else (compaction, continuation, resume, the relay, the transcript)
+works on the client's format, before the request is translated and after the answer is;
+so a fallback chain may cross formats inside one request, streaming included.
+
+The rules per field are in :mod:`gateway.translate.requests` (requests),
+:mod:`gateway.translate.streams` (stream events) and :mod:`gateway.translate.errors`;
+docs/translation.md has the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gateway import streaming
+from gateway.translate import answers, requests
+from gateway.translate.errors import translate_error
+from gateway.translate.ir import Answer, Caps, Dropped, Refused
+from gateway.translate.streams import StreamTranslator
+
+__all__ = ["Refused", "Splitter", "answer", "error", "request"]
+
+_READ: dict[str, Callable[[dict[str, Any]], Answer]] = {
+    "openai": answers.read_chat,
+    "anthropic": answers.read_anthropic,
+    "responses": answers.read_responses,
+}
+_WRITE: dict[str, Callable[[Answer], dict[str, Any]]] = {
+    "openai": answers.write_chat,
+    "anthropic": answers.write_anthropic,
+    "responses": answers.write_responses,
+}
+
+
+def request(
+    body: dict[str, Any],
+    source: str,
+    target: str,
+    *,
+    max_output_tokens: int | None,
+    reasoning: bool | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The client's body (format ``source``) in the provider's format ``target``, and the
+    names of the fields dropped on the way. Raises :class:`Refused` (a 400 naming the
+    field) for a field whose loss would change what the answer means. ``max_output_tokens``
+    and ``reasoning`` are the model's (policy ``models.*``): its output cap, and whether it
+    takes reasoning settings (None: they are sent and the provider judges; False: dropped).
+
+    A streamed request to a chat completions provider asks for the usage chunk, so that
+    an Anthropic or Responses client gets its token counts.
+    """
+    drops = Dropped()
+    conv = requests.READERS[source](body, drops)
+    out = requests.write(conv, target, drops, max_output_tokens, Caps(reasoning=reasoning))
+    if target == "openai" and out.get("stream") is True:
+        out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
+    return out, drops.names
+
+
+def answer(data: dict[str, Any], source: str, target: str, model: str) -> dict[str, Any]:
+    """A JSON answer of the provider (format ``source``) as the client's (``target``); its
+    ``model`` is the public name of the model that answered."""
+    a = _READ[source](data)
+    a.model = model
+    return _WRITE[target](a)
+
+
+error = translate_error
+"""``error(status, body, source, target)``: an error body in the client's format (the
+status is kept; the provider's message and its meaning stay recognisable)."""
+
+
+class Splitter:
+    """:class:`gateway.streaming.Splitter` for a stream of another format: whole upstream
+    events in, the client's events out (:class:`StreamTranslator`).
+
+    An upstream in-band error event is handed on as the provider sent it: it is classified
+    as such (never written to the client as is: the relay ends the stream with its own
+    error event in the client's format, or the attempt is retried).
+    """
+
+    __slots__ = ("_split", "_tr")
+
+    def __init__(self, source: str, target: str, model: str, include_usage: bool) -> None:
+        self._split = streaming.Splitter()
+        self._tr = StreamTranslator(source, target, model=model, include_usage=include_usage)
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        tr = self._tr
+        for raw in self._split.feed(piece):
+            if b"error" in raw and streaming.is_error_event(raw):
+                out.append(raw)
+            else:
+                out.extend(tr.feed(raw))
+        return out
+
+    def close(self) -> list[bytes]:
+        """What still closes the client's stream when the upstream body ended."""
+        return self._tr.finish()
+
+    @property
+    def pending(self) -> bytes:
+        return self._split.pending

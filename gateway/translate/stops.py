@@ -1,0 +1,53 @@
+"""Stop reasons. The neutral reason is Anthropic's (the richest set):
+``end_turn``, ``stop_sequence``, ``max_tokens``, ``tool_use``, ``refusal`` (and
+Anthropic's own ``pause_turn``, ``model_context_window_exceeded``).
+
+References: https://platform.openai.com/docs/api-reference/chat/object (finish_reason),
+https://docs.anthropic.com/en/api/messages (stop_reason),
+https://platform.openai.com/docs/api-reference/responses/object (status, incomplete_details).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FROM_CHAT = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+TO_CHAT = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def from_chat(reason: Any) -> str:
+    return FROM_CHAT.get(reason, "end_turn")
+
+
+def to_chat(stop: str | None) -> str:
+    return TO_CHAT.get(stop or "end_turn", "stop")
+
+
+def from_responses(status: Any, details: Any, tool_calls: bool) -> str:
+    if status == "incomplete":
+        reason = details.get("reason") if isinstance(details, dict) else None
+        return "refusal" if reason == "content_filter" else "max_tokens"
+    return "tool_use" if tool_calls else "end_turn"
+
+
+def to_responses(stop: str | None) -> tuple[str, dict[str, str] | None]:
+    """(status, incomplete_details) of a Responses answer that stopped for ``stop``."""
+    if stop in ("max_tokens", "model_context_window_exceeded"):
+        return "incomplete", {"reason": "max_output_tokens"}
+    if stop == "refusal":
+        return "incomplete", {"reason": "content_filter"}
+    return "completed", None

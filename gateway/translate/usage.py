@@ -1,0 +1,131 @@
+"""Token usage between the formats.
+
+OpenAI's ``prompt_tokens`` / ``input_tokens`` count every prompt token, cached ones
+included (``cached_tokens`` says how many were read from the cache); Anthropic's
+``input_tokens`` counts only the uncached ones, next to ``cache_read_input_tokens``
+and ``cache_creation_input_tokens``. The neutral :class:`Usage` keeps OpenAI's total:
+
+    Usage.input        = anth input_tokens + cache_read_input_tokens
+                         + cache_creation_input_tokens
+                       = chat prompt_tokens = resp input_tokens
+    Usage.cache_read   = anth cache_read_input_tokens = OpenAI cached_tokens
+    Usage.cache_creation = anth cache_creation_input_tokens = OpenAI cache_write_tokens
+    anth input_tokens  = Usage.input - cache_read - cache_creation  (never below 0)
+    Usage.output       = chat completion_tokens = resp output_tokens = anth output_tokens
+                         (reasoning / thinking tokens included in all three)
+    Usage.reasoning    = OpenAI reasoning_tokens = anth output_tokens_details.thinking_tokens
+    total_tokens       = input + output
+
+OpenAI's ``cached_tokens`` and ``cache_write_tokens`` (``prompt_tokens_details`` /
+``input_tokens_details``) are parts of its prompt total; a provider that reports no
+cache writes counts as 0 written.
+
+References: https://platform.openai.com/docs/api-reference/chat/object (usage),
+https://docs.anthropic.com/en/api/messages (usage),
+https://platform.openai.com/docs/api-reference/responses/object (usage).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.translate.ir import Usage
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def from_chat(u: Any) -> Usage:
+    details = u.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens")
+    if cached is None:
+        cached = u.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
+    out = u.get("completion_tokens_details") or {}
+    return Usage(
+        _int(u.get("prompt_tokens")),
+        _int(u.get("completion_tokens")),
+        _int(cached),
+        _int(details.get("cache_write_tokens")),
+        out.get("reasoning_tokens"),
+    )
+
+
+def to_chat(u: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "prompt_tokens": u.input,
+        "completion_tokens": u.output,
+        "total_tokens": u.input + u.output,
+        "prompt_tokens_details": {
+            "cached_tokens": u.cache_read,
+            "cache_write_tokens": u.cache_creation,
+        },
+    }
+    if u.reasoning is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": u.reasoning}
+    return out
+
+
+def from_anthropic(u: Any) -> Usage:
+    read = _int(u.get("cache_read_input_tokens"))
+    written = _int(u.get("cache_creation_input_tokens"))
+    details = u.get("output_tokens_details") or {}
+    thinking = details.get("thinking_tokens")
+    uncached = _int(u.get("input_tokens"))
+    return Usage(uncached + read + written, _int(u.get("output_tokens")), read, written, thinking)
+
+
+def update_anthropic(usage: Usage, u: Any) -> None:
+    """A ``message_delta`` usage over the ``message_start`` one (its counts are totals)."""
+    if u.get("output_tokens") is not None:
+        usage.output = _int(u["output_tokens"])
+    details = u.get("output_tokens_details")
+    if isinstance(details, dict) and details.get("thinking_tokens") is not None:
+        usage.reasoning = _int(details["thinking_tokens"])
+    uncached = u.get("input_tokens")
+    read = u.get("cache_read_input_tokens")
+    written = u.get("cache_creation_input_tokens")
+    if uncached is None and read is None and written is None:
+        return
+    if uncached is None:
+        uncached = usage.input - usage.cache_read - usage.cache_creation
+    usage.cache_read = _int(read) if read is not None else usage.cache_read
+    usage.cache_creation = _int(written) if written is not None else usage.cache_creation
+    usage.input = _int(uncached) + usage.cache_read + usage.cache_creation
+
+
+def to_anthropic(u: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "input_tokens": max(u.input - u.cache_read - u.cache_creation, 0),
+        "output_tokens": u.output,
+        "cache_creation_input_tokens": u.cache_creation,
+        "cache_read_input_tokens": u.cache_read,
+    }
+    if u.reasoning is not None:
+        out["output_tokens_details"] = {"thinking_tokens": u.reasoning}
+    return out
+
+
+def from_responses(u: Any) -> Usage:
+    details = u.get("input_tokens_details") or {}
+    out = u.get("output_tokens_details") or {}
+    return Usage(
+        _int(u.get("input_tokens")),
+        _int(u.get("output_tokens")),
+        _int(details.get("cached_tokens")),
+        _int(details.get("cache_write_tokens")),
+        out.get("reasoning_tokens"),
+    )
+
+
+def to_responses(u: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": u.input,
+        "input_tokens_details": {
+            "cached_tokens": u.cache_read,
+            "cache_write_tokens": u.cache_creation,
+        },
+        "output_tokens": u.output,
+        "output_tokens_details": {"reasoning_tokens": u.reasoning or 0},
+        "total_tokens": u.input + u.output,
+    }
