@@ -102,7 +102,7 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("asyncio.timeout() contexts elsewhere (read_body)", ("(asyncio/timeouts.py",)),
     (
         "gateway request path (routes, handlers, engine, proxy, answer, state, policy)",
-        ("(gateway/routes.py", "(gateway/middlewares.py"),
+        ("(gateway/web/routes.py", "(gateway/middlewares.py"),
     ),
     ("HTTP server (gateway/server: parsing, writing) + event loop, outside the request path", ()),
 ]

@@ -188,11 +188,11 @@ def _serve(args: argparse.Namespace) -> int:
             overrides["policy_dir"] = bundled_policy_dir()
     settings = GatewaySettings(**overrides)
     if settings.worker_count() > 1:
-        # before gateway.app: prometheus_client must see its multiprocess directory
-        from gateway.workers import supervise
+        # before gateway.web.app: prometheus_client must see its multiprocess directory
+        from gateway.web.workers import supervise
 
         return supervise(settings)
-    from gateway.app import serve
+    from gateway.web.app import serve
 
     result = serve(settings)
     return int(result) if isinstance(result, int) else 0

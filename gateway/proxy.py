@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway import streaming
 from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request
 from gateway.errors import Category
@@ -27,6 +26,7 @@ from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED, FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
+from gateway.streams import sse
 from gateway.translate import convert as translate
 from gateway.upstream import MAPPED, Response, Upstream, UpstreamFailure, failure
 
@@ -56,8 +56,8 @@ class OpenStream:
     """A streaming answer whose first events were read; the relay sends the rest."""
 
     resp: Response
-    splitter: streaming.Splitter | translate.Splitter  # whole events, in the client's format
-    head: list[streaming.Event]
+    splitter: sse.Splitter | translate.Splitter  # whole events, in the client's format
+    head: list[sse.Event]
     trace: StreamTrace | None = None  # the attempt's span, ended by the relay (when traced)
 
 
@@ -153,7 +153,9 @@ class HttpAttempter:
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
-            elif isinstance(out.stream, OpenStream):  # ends with its stream (gateway/relay.py)
+            elif isinstance(
+                out.stream, OpenStream
+            ):  # ends with its stream (gateway/streams/relay.py)
                 s = out.stream
                 s.trace = tracing.streamed(span, s.resp.status, (e.data for e in s.head))
             else:
@@ -243,20 +245,20 @@ class HttpAttempter:
         crossing: Crossing | None = None,
     ) -> Outcome:
         """Read up to the first event: an error there is a failed attempt, not a cut stream."""
-        splitter: streaming.Splitter | translate.Splitter
+        splitter: sse.Splitter | translate.Splitter
         if crossing is None:
-            splitter = streaming.Splitter()
+            splitter = sse.Splitter()
         else:
             options = self.req.body.get("stream_options")  # a chat client's own choice
             asked = isinstance(options, dict) and options.get("include_usage") is True
             usage = crossing.client != "openai" or asked
             splitter = translate.Splitter(crossing.wire, crossing.client, crossing.model, usage)
-        head: list[streaming.Event] = []
+        head: list[sse.Event] = []
         content = resp.content
         cap = self.upstream.limits.max_event_bytes
         try:
             with Limit(first_byte):
-                while all(streaming.is_preamble(e) for e in head) and len(head) < _MAX_HELD:
+                while all(sse.is_preamble(e) for e in head) and len(head) < _MAX_HELD:
                     piece = await content.readany()
                     if not piece:
                         raise UpstreamFailure(
@@ -264,9 +266,7 @@ class HttpAttempter:
                             "upstream stream ended before its first event",
                             "first_byte",
                         )
-                    head.extend(
-                        streaming.classify_event(r, self.endpoint) for r in splitter.feed(piece)
-                    )
+                    head.extend(sse.classify_event(r, self.endpoint) for r in splitter.feed(piece))
                     if len(splitter.pending) > cap:
                         raise UpstreamFailure(
                             Category.connection, f"upstream event over {cap} bytes", "first_byte"
@@ -285,8 +285,8 @@ class HttpAttempter:
                 f = transport_failure(u.category, u.message)
             self._count(provider, model, f)
             return Outcome(f, status=0)
-        first = next((e for e in head if not streaming.is_preamble(e)), head[-1])
-        if first.kind is streaming.Kind.error:
+        first = next((e for e in head if not sse.is_preamble(e)), head[-1])
+        if first.kind is sse.Kind.error:
             resp.close()
             f = classify_error_event(first.data, rules=self.req.policy.classify, now=time.time())
             self._count(provider, model, f)
@@ -324,7 +324,7 @@ class HttpAttempter:
                 keepalive = self.req.policy.stream.keepalive
                 while not (await asyncio.wait({task}, timeout=keepalive))[0]:
                     out = await self.commit()
-                    await out.write(streaming.KEEPALIVE)
+                    await out.write(sse.KEEPALIVE)
             return await task
         finally:
             task.cancel()  # a no-op when done; else the client left, and so does the call
@@ -346,14 +346,12 @@ class HttpAttempter:
             await asyncio.sleep(seconds)
             return
         out = await self.commit()
-        await out.write(
-            streaming.retry_comment(decision.retry_number + 1, seconds, failure.category)
-        )
+        await out.write(sse.retry_comment(decision.retry_number + 1, seconds, failure.category))
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             await asyncio.sleep(min(keepalive, left))
             if end - time.monotonic() > 0:
-                await out.write(streaming.KEEPALIVE)
+                await out.write(sse.KEEPALIVE)
 
     def _count(self, provider: str, model: str, f: Failure | None) -> None:
         self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)

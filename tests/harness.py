@@ -15,12 +15,12 @@ import openai
 import yaml
 from prometheus_client import CollectorRegistry
 
-from gateway.app import Gateway, create_app
 from gateway.observe.metrics import Metrics
 from gateway.policy.merge import deep_merge
 from gateway.policy.policyset import hash_key
 from gateway.settings import GatewaySettings
 from gateway.testing import FakeProvider
+from gateway.web.app import Gateway, create_app
 
 CLIENT_KEY = "team-a-client-key"
 PROVIDER_KEY = "provider-secret-key"

@@ -212,13 +212,13 @@ def test_no_command_is_a_usage_error() -> None:
 
 
 def test_serve_builds_settings_from_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`serve` passes only the given flags to GatewaySettings and calls gateway.app.serve."""
+    """`serve` passes only the given flags to GatewaySettings and calls gateway.web.app.serve."""
     import types
 
     seen: list[Any] = []
-    fake_app = types.ModuleType("gateway.app")
+    fake_app = types.ModuleType("gateway.web.app")
     fake_app.serve = seen.append  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gateway.app", fake_app)
+    monkeypatch.setitem(sys.modules, "gateway.web.app", fake_app)
     monkeypatch.delenv("GATEWAY_PORT", raising=False)
     assert cli.main(["serve", "--host", "0.0.0.0", "--port", "9999", "--policies", "x"]) == 0
     (settings,) = seen
@@ -234,9 +234,9 @@ def test_serve_demo_uses_bundled_policies(monkeypatch: pytest.MonkeyPatch) -> No
     from gateway.policy.load import bundled_policy_dir
 
     seen: list[Any] = []
-    fake_app = types.ModuleType("gateway.app")
+    fake_app = types.ModuleType("gateway.web.app")
     fake_app.serve = seen.append  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gateway.app", fake_app)
+    monkeypatch.setitem(sys.modules, "gateway.web.app", fake_app)
     assert cli.main(["serve", "--demo"]) == 0
     assert seen[0].demo is True
     assert seen[0].policy_dir == bundled_policy_dir()

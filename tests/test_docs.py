@@ -289,7 +289,7 @@ def _named_paths(text: str) -> set[str]:
 def _exists(name: str, here: Path) -> bool:
     if name.startswith("gateway.") and "/" not in name:
         parts = name.split(".")
-        # a module, or an attribute of one (gateway.app.create_app)
+        # a module, or an attribute of one (gateway.web.app.create_app)
         for cut in range(len(parts), 1, -1):
             base = ROOT.joinpath(*parts[:cut])
             if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():

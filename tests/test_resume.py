@@ -1,4 +1,4 @@
-"""Splicing a resumed upstream stream into the client's ongoing stream (gateway/resume.py)."""
+"""Splicing a resumed upstream stream into the client's ongoing stream (gateway/streams/splice.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from gateway.providers import Endpoint
 from gateway.resilience.continuation import answer_text, continuation_request, join_texts
-from gateway.resume import Diverged, Splice, Transcript, partial_response
-from gateway.streaming import Event, Kind, Splitter, classify_event
+from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
+from gateway.streams.sse import Event, Kind, Splitter, classify_event
 from gateway.testing import shapes
 
 ENDPOINTS = [Endpoint.chat, Endpoint.messages, Endpoint.responses]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gateway.errors import GatewayError
 from gateway.providers import Endpoint
-from gateway.shapes import TOKEN_FIELDS, check_shape
+from gateway.web.shapes import TOKEN_FIELDS, check_shape
 
 CHAT, MESSAGES, RESPONSES = Endpoint.chat, Endpoint.messages, Endpoint.responses
 COMPLETIONS, EMBEDDINGS = Endpoint.completions, Endpoint.embeddings

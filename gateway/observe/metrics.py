@@ -13,7 +13,7 @@ A scrape sees what the plain ``Counter`` / ``Histogram`` objects showed: the sam
 types, help, labels, buckets and ``_created`` series, a series from the request that first
 counted it (tests/test_observe_fast.py compares every sample with plain ``inc()`` /
 ``observe()`` calls). In prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``
-set, as ``llm-gateway serve --workers N`` sets it for its workers: gateway/workers.py) the
+set, as ``llm-gateway serve --workers N`` sets it for its workers: gateway/web/workers.py) the
 values are read from every process's files, never from collectors: there the per-request
 series are plain Prometheus objects fed directly, :meth:`Metrics.render` adds up every
 process's files (``MultiProcessCollector``), the in-flight gauge is moved by the gateway

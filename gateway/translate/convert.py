@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway import streaming
+from gateway.streams import sse
 from gateway.translate import answers, requests
 from gateway.translate.errors import translate_error
 from gateway.translate.ir import Answer, Caps, Dropped, Refused
@@ -79,7 +79,7 @@ status is kept; the provider's message and its meaning stay recognisable)."""
 
 
 class Splitter:
-    """:class:`gateway.streaming.Splitter` for a stream of another format: whole upstream
+    """:class:`gateway.streams.sse.Splitter` for a stream of another format: whole upstream
     events in, the client's events out (:class:`StreamTranslator`).
 
     An upstream in-band error event is handed on as the provider sent it: it is classified
@@ -90,14 +90,14 @@ class Splitter:
     __slots__ = ("_split", "_tr")
 
     def __init__(self, source: str, target: str, model: str, include_usage: bool) -> None:
-        self._split = streaming.Splitter()
+        self._split = sse.Splitter()
         self._tr = StreamTranslator(source, target, model=model, include_usage=include_usage)
 
     def feed(self, piece: bytes) -> list[bytes]:
         out: list[bytes] = []
         tr = self._tr
         for raw in self._split.feed(piece):
-            if b"error" in raw and streaming.is_error_event(raw):
+            if b"error" in raw and sse.is_error_event(raw):
                 out.append(raw)
             else:
                 out.extend(tr.feed(raw))

@@ -79,7 +79,7 @@ class ErrorRecords(logging.Handler):
     """Collects ERROR records of aiohttp's server (a handler that raised) and asyncio
     ("Task exception was never retrieved")."""
 
-    NAMES = ("aiohttp.server", "gateway.listener", "asyncio")
+    NAMES = ("aiohttp.server", "gateway.web.listener", "asyncio")
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)

@@ -26,9 +26,9 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import routes
-from gateway.app import create_app
 from gateway.testing import FakeProvider, ScriptEntry
+from gateway.web import routes
+from gateway.web.app import create_app
 
 
 def _without_sdks() -> None:

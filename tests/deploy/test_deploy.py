@@ -33,7 +33,7 @@ GATEWAY_PORT = 8080
 METRICS_PORT = 9100  # GATEWAY_METRICS_PORT: /metrics off the public port
 POLICY_DIR_IN_IMAGE = "/etc/llm-gateway/policies"
 # On SIGTERM the gateway keeps accepting new requests for at most this long before it
-# stops listening and gives in-flight requests GATEWAY_SHUTDOWN_GRACE_S (gateway/app.py).
+# stops listening and gives in-flight requests GATEWAY_SHUTDOWN_GRACE_S (gateway/web/app.py).
 ACCEPT_WINDOW_S = 5.0
 
 # SPEC §11: metric name -> Prometheus type.
@@ -383,8 +383,8 @@ def registered_metrics() -> dict[str, str]:
 
     import aiohttp
 
-    from gateway.app import create_app
     from gateway.settings import GatewaySettings
+    from gateway.web.app import create_app
 
     async def scrape() -> str:
         gw = create_app(GatewaySettings(demo=True, policy_dir="-"))

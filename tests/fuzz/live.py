@@ -31,10 +31,10 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from gateway.app import create_app
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import hash_key
 from gateway.settings import GatewaySettings
+from gateway.web.app import create_app
 from tests.harness import CLIENT_KEY, PROVIDER_KEY_ENV, write_policies
 
 T = TypeVar("T")
@@ -258,7 +258,7 @@ class LiveGateway:
 
     def start(self) -> LiveGateway:
         self.thread.start()
-        for name in ("aiohttp.server", "gateway.listener", "asyncio"):
+        for name in ("aiohttp.server", "gateway.web.listener", "asyncio"):
             logging.getLogger(name).addHandler(self.errors)
         self.call(self._start())
         return self
@@ -272,7 +272,7 @@ class LiveGateway:
 
     def stop(self) -> None:
         self.call(self._stop())
-        for name in ("aiohttp.server", "gateway.listener", "asyncio"):
+        for name in ("aiohttp.server", "gateway.web.listener", "asyncio"):
             logging.getLogger(name).removeHandler(self.errors)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.shapes import TOKEN_FIELDS
+from gateway.web.shapes import TOKEN_FIELDS
 from tests.fuzz.conftest import FUZZ, MAX_BODY
 from tests.fuzz.live import LiveGateway, Reply, error_shape_ok, raw_http
 from tests.harness import CLIENT_KEY

@@ -285,9 +285,9 @@ def sha256_of(path: Path) -> str:
 @pytest.fixture
 def watcher_polls(monkeypatch: pytest.MonkeyPatch) -> Counter[Path]:
     """How many times the file watcher has looked at each policy dir so far (it calls
-    ``gateway.reload.fingerprint`` once per poll and decides in the same step), so a test
+    ``gateway.web.reload.fingerprint`` once per poll and decides in the same step), so a test
     waits for the polls it needs instead of guessing how long they take."""
-    from gateway import reload
+    from gateway.web import reload
 
     polls: Counter[Path] = Counter()
     real = reload.fingerprint

@@ -1,4 +1,4 @@
-"""``llm-gateway serve --workers 2``: real processes on one real port (gateway/workers.py).
+"""``llm-gateway serve --workers 2``: real processes on one real port (gateway/web/workers.py).
 
 Each test runs ``python -m gateway serve`` with ``GATEWAY_WORKERS=2`` in front of the fake
 provider served by the test process and reads its JSON log lines (the supervisor's and

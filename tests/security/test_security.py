@@ -21,10 +21,10 @@ import orjson
 import pytest
 
 import gateway
-from gateway import admin
 from gateway.policy.load import load_policy_texts
 from gateway.policy.policyset import HELD_KEY
 from gateway.testing import FakeProvider
+from gateway.web import admin
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness
 
 ADMIN_KEY = "admin-key-for-tests"

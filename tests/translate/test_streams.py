@@ -12,7 +12,7 @@ from unittest import mock
 import orjson
 import pytest
 
-from gateway.streaming import Splitter
+from gateway.streams.sse import Splitter
 from gateway.translate import stops, usage
 from gateway.translate.ir import Usage
 from gateway.translate.streams import StreamTranslator

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.streaming import Splitter
+from gateway.streams.sse import Splitter
 from gateway.translate.ir import Usage
 from gateway.translate.streams import WRITERS
 from tests.translate.test_streams import (

@@ -1,7 +1,7 @@
 """Streams between the three client APIs, translated event by event (SPEC §8, §13).
 
 ``StreamTranslator(source, target, model=...)`` is fed one complete upstream SSE event at
-a time (as framed by :class:`gateway.streaming.Splitter`) and returns the client-format
+a time (as framed by :class:`gateway.streams.sse.Splitter`) and returns the client-format
 events it makes complete; :meth:`~StreamTranslator.finish` returns what is still owed
 when the upstream body ended after its final event. Formats: ``openai`` (chat
 completions chunks), ``anthropic`` (Messages events), ``responses`` (Responses events).

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from gateway.providers import Endpoint
-from gateway.streaming import error_event
+from gateway.streams.sse import error_event
 from gateway.translate import stops, usage
 from gateway.translate.errors import UpstreamError
 from gateway.translate.ir import Usage

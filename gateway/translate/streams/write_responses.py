@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from gateway.providers import Endpoint
-from gateway.streaming import error_event
+from gateway.streams.sse import error_event
 from gateway.translate import stops
 from gateway.translate.answers import call_item, message_item, reasoning_item, response_object
 from gateway.translate.errors import UpstreamError

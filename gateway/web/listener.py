@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-log = logging.getLogger("gateway.listener")
+log = logging.getLogger("gateway.web.listener")
 
 _END = b"\r\n\r\n"
 
@@ -117,7 +117,7 @@ class Listener:
         socks: list[socket.socket] | None = None,
     ) -> Listener:
         """Listen on ``host:port``, or on ``socks`` bound and listening already (a worker's
-        share of its parent's sockets: gateway/workers.py)."""
+        share of its parent's sockets: gateway/web/workers.py)."""
         loop = asyncio.get_running_loop()
 
         def factory() -> Guard:

@@ -1,8 +1,8 @@
 """The policy file watcher: reload when the files change, debounced.
 
 Polls the policy directory's fingerprint (path, mtime, size of each policy file: cheap)
-and asks :meth:`gateway.app.Gateway.reload` once a change has settled. SIGHUP and
-``POST /admin/reload`` (:mod:`gateway.admin`) reload at once.
+and asks :meth:`gateway.web.app.Gateway.reload` once a change has settled. SIGHUP and
+``POST /admin/reload`` (:mod:`gateway.web.admin`) reload at once.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.web.app import Gateway
 
 #: What a directory's policy files look like to the watcher: (relative path, mtime_ns, size).
 Fingerprint = tuple[tuple[str, int, int], ...]

@@ -3,7 +3,7 @@
 It records the text, the ids (chat completion id, Anthropic message id, Responses
 response and item ids), the indexes and the last Responses ``sequence_number``, so
 that a resumed or continued answer can be spliced into the same stream
-(:mod:`gateway.resume`). :func:`partial_response` turns it into the earlier part of a
+(:mod:`gateway.streams.splice`). :func:`partial_response` turns it into the earlier part of a
 continuation request.
 
 Pure: no aiohttp, asyncio, time or random.
@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gateway.providers import Endpoint
-from gateway.streaming import Event, Kind
+from gateway.streams.sse import Event, Kind
 
 _TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
 

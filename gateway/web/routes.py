@@ -1,7 +1,7 @@
 """Which handler answers a request, and what every ``/v1/`` request gets around it:
 a request id, the access log, the in-flight gauge, errors in the caller's API format.
 
-This is the one handler of aiohttp's low-level ``web.Server`` (``gateway/app.py``): a
+This is the one handler of aiohttp's low-level ``web.Server`` (``gateway/web/app.py``): a
 dict lookup instead of aiohttp's router and middleware chain, which the gateway's
 handful of fixed paths does not need.
 """
@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway import admin, handlers
 from gateway.deadlines import Limit
 from gateway.errors import GatewayError
-from gateway.listener import GUARDS
 from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint, dialect_of
-from gateway.relay import ClientStalled
+from gateway.streams.relay import ClientStalled
+from gateway.web import admin, handlers
+from gateway.web.listener import GUARDS
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.web.app import Gateway
 
 Handler = Callable[["Gateway", web.BaseRequest], Awaitable[web.StreamResponse]]
 V1Handler = Callable[["Gateway", web.BaseRequest, RequestLog], Awaitable[web.StreamResponse]]
@@ -43,7 +43,7 @@ def _new_id_prefix() -> None:
     _ID_PREFIX, _ids = os.urandom(8).hex(), itertools.count(1)
 
 
-os.register_at_fork(after_in_child=_new_id_prefix)  # workers are forked: gateway/workers.py
+os.register_at_fork(after_in_child=_new_id_prefix)  # workers are forked: gateway/web/workers.py
 #: A complete answer larger than this is written inside the handler, bounded by the
 #: client write timeout (smaller ones fit the socket buffers and never wait).
 _BIG_ANSWER = 256 * 1024

@@ -58,8 +58,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.providers import Endpoint
-from gateway.streaming import Event, Kind
-from gateway.transcript import Transcript, partial_response, sse_event
+from gateway.streams.sse import Event, Kind
+from gateway.streams.transcript import Transcript, partial_response, sse_event
 
 __all__ = ["Diverged", "Splice", "Transcript", "partial_response"]
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import streaming
 from gateway.continuing import continue_answer, decoded
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError
@@ -22,9 +21,10 @@ from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
-from gateway.relay import STREAM_ERROR_TYPE, end, relay
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
+from gateway.streams import sse
+from gateway.streams.relay import STREAM_ERROR_TYPE, end, relay
 
 _EXHAUSTED = {
     Category.server_error: 502,
@@ -80,7 +80,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
     if att.response is not None:  # already committed (keepalives): only an in-band event is left
         etype = STREAM_ERROR_TYPE.get(f.category, "api_error")
         await att.response.write(
-            streaming.error_event(
+            sse.error_event(
                 att.endpoint,
                 etype,
                 err.message if err else f"upstream failed ({f.category.value}): {f.message}"[:500],

@@ -17,7 +17,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import streaming
 from gateway.continuing import Segment, follow_stream, same_model
 from gateway.deadlines import Limit
 from gateway.engine import Env, Request, recover
@@ -29,10 +28,11 @@ from gateway.proxy import HttpAttempter, OpenStream
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
-from gateway.resume import Diverged, Splice, Transcript, partial_response
+from gateway.streams import sse
+from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.upstream import MAPPED, UpstreamFailure, failure
 
-Kind = streaming.Kind
+Kind = sse.Kind
 READ, WRITE = "read", "write"  # the waits of a stream
 STREAM_ERROR_TYPE = {
     Category.rate_limit: "rate_limit_error",
@@ -167,7 +167,7 @@ class LiveStream:
         etype = STREAM_ERROR_TYPE.get(original.category, "api_error")
         message = f"upstream stream interrupted ({original.category.value}): {original.message}"
         rid = (tx.id if tx is not None else None) or f"resp_{self.log.request_id}"
-        await self.out.write(streaming.error_event(ep, etype, message[:500], original.code, rid))
+        await self.out.write(sse.error_event(ep, etype, message[:500], original.code, rid))
 
 
 async def end(out: web.StreamResponse, write_timeout: float) -> None:
@@ -201,7 +201,7 @@ async def _pump(
     seg = Segment()
     trace = s.trace  # None unless traced: then it collects what the attempt's span ends with
 
-    def take(batch: list[streaming.Event]) -> bytes:
+    def take(batch: list[sse.Event]) -> bytes:
         keep: list[bytes] = []
         for ev in batch:
             kind = ev.kind
@@ -218,7 +218,7 @@ async def _pump(
                     log.finish_reasons = tuple(trace.reasons)
                 elif log.span is not None:
                     log.finish_reasons = tuple(finish_reasons(ev.data))
-            if ev.data is not None and (u := streaming.usage_of(ev.data, ep)):
+            if ev.data is not None and (u := sse.usage_of(ev.data, ep)):
                 log.prompt_tokens += u[0]
                 log.completion_tokens = max(log.completion_tokens, u[1])
                 if trace is not None:
@@ -241,7 +241,7 @@ async def _pump(
     write_s = att.write_timeout
     cap = att.upstream.limits.max_event_bytes
     content = s.resp.content
-    feed, classify = s.splitter.feed, streaming.classify_event
+    feed, classify = s.splitter.feed, sse.classify_event
     lim = Limit(None)
     broken: UpstreamFailure | None = None
     try:
@@ -297,7 +297,7 @@ async def _pump(
 
 async def _flush(
     out: web.StreamResponse,
-    held: list[streaming.Event],
+    held: list[sse.Event],
     tx: Transcript | None,
     splice: Splice | None,
 ) -> None:
@@ -314,7 +314,7 @@ async def _flush(
     await out.write(b"".join(d for d in fed if isinstance(d, bytes)))
 
 
-def _cut_at_length(held: list[streaming.Event], ep: Endpoint) -> bool:
+def _cut_at_length(held: list[sse.Event], ep: Endpoint) -> bool:
     for ev in held:
         d: Any = ev.data
         if not isinstance(d, dict):

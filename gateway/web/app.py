@@ -7,7 +7,7 @@ in-flight requests and streams get up to ``GATEWAY_SHUTDOWN_GRACE_S`` to finish;
 streams still running then end with an error event; the process exits 0. SIGINT
 (Ctrl-C) with no request in flight skips the accept window and exits at once.
 With ``GATEWAY_WORKERS`` > 1 each worker process runs ``_run`` on its parent's sockets
-(gateway/workers.py), drains the same way and logs ``worker_started`` / ``worker_stopped``
+(gateway/web/workers.py), drains the same way and logs ``worker_started`` / ``worker_stopped``
 where a single process logs ``gateway_started`` / ``gateway_stopped``.
 """
 
@@ -30,9 +30,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from gateway import egress, reload, routes, streaming
+from gateway import egress
 from gateway.engine import Env
-from gateway.listener import Listener
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
@@ -42,7 +41,10 @@ from gateway.providers import Endpoint, Wiring, wire
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
+from gateway.streams import sse
 from gateway.upstream import Limits, Upstream
+from gateway.web import reload, routes
+from gateway.web.listener import Listener
 
 #: How long unread request bytes are drained after an early answer (a 401 or 413 before
 #: the body), before the connection closes: closing with unread input would send a RST
@@ -54,7 +56,7 @@ log = structlog.get_logger("gateway")
 
 @dataclass(frozen=True)
 class Worker:
-    """A worker's share of its parent (gateway/workers.py): the listening sockets the
+    """A worker's share of its parent (gateway/web/workers.py): the listening sockets the
     parent bound, its number, and what to call once it serves and on ``/admin/reload``."""
 
     index: int
@@ -447,7 +449,7 @@ async def _drain(gw: Gateway, inflight_s: float, who: dict[str, Any]) -> None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(1.0):
                     await out.write(
-                        streaming.error_event(
+                        sse.error_event(
                             endpoint,
                             "api_error",
                             "the gateway is shutting down: retry the request",

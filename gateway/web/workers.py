@@ -116,7 +116,7 @@ class Supervisor:
 
     # ---- life cycle ------------------------------------------------------------------
     def run(self) -> int:
-        from gateway import app  # after PROMETHEUS_MULTIPROC_DIR is set (see supervise)
+        from gateway.web import app  # after PROMETHEUS_MULTIPROC_DIR is set (see supervise)
 
         s = self.settings
         try:
@@ -189,7 +189,7 @@ class Supervisor:
     def _check_deadline(self) -> None:
         if self.stopping is None or self.killed:
             return
-        from gateway.app import drain_timeline
+        from gateway.web.app import drain_timeline
 
         accept_s, grace_s = drain_timeline(self.settings.shutdown_grace_s)
         if time.monotonic() - self.stopping > accept_s + grace_s + 10.0:
@@ -312,7 +312,7 @@ def _worker(
     ready_w: int,
 ) -> int:
     """Run worker ``i`` (in the forked child): the gateway on the parent's sockets."""
-    from gateway import app
+    from gateway.web import app
 
     with contextlib.suppress(ImportError):
         import uvloop
@@ -354,7 +354,7 @@ def _worker(
 
 def supervise(settings: GatewaySettings) -> int:
     """Run ``settings.worker_count()`` workers on one port until SIGTERM/SIGINT; 0 when all
-    drained, 1 when the gateway could not start. Call before ``gateway.app`` is imported
+    drained, 1 when the gateway could not start. Call before ``gateway.web.app`` is imported
     (prometheus_client reads ``PROMETHEUS_MULTIPROC_DIR`` when it is imported)."""
     logs.configure(settings.log_level, settings.log_format)
     if "prometheus_client" in sys.modules and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:

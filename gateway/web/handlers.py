@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from gateway.answer import answer
 from gateway.deadlines import Limit
 from gateway.engine import Request, compact_ahead
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
 from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, serves
 from gateway.proxy import HttpAttempter
-from gateway.shapes import check_shape
+from gateway.web.answer import answer
+from gateway.web.shapes import check_shape
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.web.app import Gateway
 
 _CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
 

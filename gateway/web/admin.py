@@ -1,7 +1,7 @@
 """The admin endpoints: ``POST /admin/reload``, ``GET /admin/policies`` and
 ``GET /admin/deployments``.
 
-A reload (here, on SIGHUP, or by the file watcher of :mod:`gateway.reload`) parses and
+A reload (here, on SIGHUP, or by the file watcher of :mod:`gateway.web.reload`) parses and
 validates the whole directory, then swaps the new set in at once; a request keeps the
 set it started with. A bad set is rejected whole and the old one keeps serving.
 
@@ -23,7 +23,7 @@ from aiohttp import web
 from gateway.errors import GatewayError
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.web.app import Gateway
 
 
 def _refused(gw: Gateway, request: web.BaseRequest) -> web.Response | None:

@@ -1,0 +1,2 @@
+"""The stream machinery: SSE framing and what an event means (sse), the relay, what the
+client was sent (transcript) and splicing a resumed or continued stream into it (splice)."""
