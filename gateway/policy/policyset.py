@@ -83,12 +83,14 @@ class Deployed:
     wires: tuple[str, ...] = ("openai", "responses")  # the body formats it speaks, see wires_of
 
 
-def wires_of(api: str, upstream_api: str | None) -> tuple[str, ...]:
+def wires_of(api: str, upstream_api: str | None, speaks: str | None = None) -> tuple[str, ...]:
     """The body formats a deployment speaks (SPEC §13), the one a translated request is
     sent in first: an ``openai`` provider's model speaks chat completions and the Responses
     API (as OpenAI does), or only the one its ``upstream_api`` names (``chat`` for most
     OpenAI-compatible servers: GLM, DeepSeek, vLLM); ``anthropic`` speaks Messages; the
-    built-in ``sim`` provider speaks all three."""
+    built-in ``sim`` provider speaks all three, or the one of its ``speaks``."""
+    if api == "sim" and speaks is not None:
+        api = speaks
     if api == "openai":
         if upstream_api is None:
             return ("openai", "responses")
@@ -120,7 +122,7 @@ def resolve_deployments(
     for provider, upstream, weight, given in specs:
         p = providers.get(provider)
         envs = key_envs(p) if p is not None else (None,)
-        wires = wires_of(p.api, model.upstream_api) if p is not None else ("openai",)
+        wires = wires_of(p.api, model.upstream_api, p.speaks) if p is not None else ("openai",)
         base = given or provider
         for n, env in enumerate(envs, 1):
             label = base if len(envs) == 1 else f"{base}#{n}"

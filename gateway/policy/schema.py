@@ -120,6 +120,13 @@ class Provider(Frozen):
         ),
     )
     headers: dict[str, str] = Field(default_factory=dict, description="extra headers sent upstream")
+    speaks: Literal["openai", "anthropic"] | None = Field(
+        default=None,
+        description=(
+            "api sim only: the built-in simulated provider answers in this format only (default:"
+            " every format), so that serve --demo shows requests translated between formats"
+        ),
+    )
     proxy: str | None = Field(
         default=None,
         repr=False,
@@ -172,6 +179,8 @@ class Provider(Frozen):
             raise ValueError(
                 f"{given} needs {missing}: set both (the same file twice when one PEM holds both)"
             )
+        if self.speaks is not None and self.api != "sim":
+            raise ValueError("speaks is for api sim (the format of other providers is their api)")
         if self.api == "sim":
             set_ = [f for f in EGRESS_FIELDS if f in self.model_fields_set]
             if set_:

@@ -10,6 +10,8 @@ sim-ok         always answers
 sim-flaky      429 with ``Retry-After: 1`` on the first attempt, then answers
 sim-down       always 500 (its demo route falls back to sim-ok)
 sim-overloaded "overloaded" (529 on /v1/messages, 503 otherwise) twice, then answers
+sim-claude     always "overloaded" (its demo route falls back to sim-gpt, of the other
+               format: the bundled policies serve it from a ``speaks: anthropic`` sim)
 sim-long       every answer is cut at 24 tokens (finish_reason ``length``)
 sim-small      a 2048-token context window: longer prompts get prompt-too-long
 any other      answers like sim-ok
@@ -52,6 +54,8 @@ class SimProvider(FakeProvider):
             return [Error.openai_rate_limit(retry_after=1)]
         if model == "sim-down":
             return [Error.anthropic_server(500) if anthropic else Error.openai_server(500)]
+        if model == "sim-claude":
+            return [Error.anthropic_overloaded() if anthropic else Error.overloaded_503()]
         if model == "sim-overloaded" and n <= 2:
             return [Error.anthropic_overloaded() if anthropic else Error.overloaded_503()]
         return []

@@ -44,6 +44,7 @@ from gateway.observe.events import RequestLog
 from gateway.policy.load import PolicyError, load_policy_dir
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
+from gateway.providers import ENDPOINT_OF
 from gateway.simulate.attempter import (
     Row,
     ScriptedAttempter,
@@ -54,6 +55,7 @@ from gateway.simulate.attempter import (
 from gateway.simulate.script import STREAM_FAULTS, Step, parse_script
 from gateway.simulate.stream import ScriptedStream
 from gateway.state.memory import MemoryState
+from gateway.translate import convert
 
 DeploymentsOf = Callable[[str], tuple[Sequence[Deployed], str]]
 
@@ -90,6 +92,7 @@ async def run(
     prefill_of: Callable[[str], bool] = lambda model: False,
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
+    client: str = "openai",
 ) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
     sim = await simulate(
@@ -104,6 +107,7 @@ async def run(
         prefill_of=prefill_of,
         deployments=deployments,
         deployments_of=deployments_of,
+        client=client,
     )
     return sim.timeline
 
@@ -121,17 +125,20 @@ async def simulate(
     prefill_of: Callable[[str], bool] = lambda model: False,
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
+    client: str = "openai",
 ) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
     ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
 
     ``deployments`` gives a script per deployment name (the others take the shared
-    ``script``); ``deployments_of`` says which deployments a model has (default one)."""
+    ``script``); ``deployments_of`` says which deployments a model has (default one);
+    ``client`` is the body format of the endpoint called (``openai``, ``anthropic`` or
+    ``responses``): an attempt on a model of another format shows as translated."""
     steps = parse_script(script)
     own = {name: parse_script(text) for name, text in (deployments or {}).items()}
     clock = VirtualClock()
     attempter = ScriptedAttempter(
-        steps, policy, clock, per_deployment=own, deployments_of=deployments_of
+        steps, policy, clock, per_deployment=own, deployments_of=deployments_of, client=client
     )
     every = [*steps, *(s for script in own.values() for s in script)]
     attempter.stream = stream or any(s.fault in STREAM_FAULTS for s in every)
@@ -140,9 +147,12 @@ async def simulate(
     body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "simulated"}]}
     if conversation == "agent":
         body = agent_conversation(model)
+    if client != "openai":  # the same conversation as the client's endpoint would carry it
+        body, _ = convert.request(body, "openai", client, max_output_tokens=None)
+        body["model"] = model
     if attempter.stream:
         body["stream"] = True
-    req = Request("openai", body, model, route_id, team, policy, policy.timeouts.total)
+    req = Request(client, body, model, route_id, team, policy, policy.timeouts.total)
     log = RequestLog("simulated", 0.0)
     result = await recover(req, log, env, attempter)
     out = result.outcome
@@ -208,6 +218,8 @@ def main(args: argparse.Namespace) -> int:
             f"no route of team {args.team!r} matches {args.model!r} on {args.path}", file=sys.stderr
         )
         return 1
+    endpoint = ENDPOINT_OF.get(args.path)
+    client = endpoint.shape if endpoint is not None and endpoint.continuable else "openai"
     own: dict[str, str] = {}
     for given in args.deployment or ():
         name, sep, text = given.partition("=")
@@ -236,6 +248,7 @@ def main(args: argparse.Namespace) -> int:
                 prefill_of=lambda m: policies.models[m].prefill,
                 deployments=own,
                 deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
+                client=client,
             )
         )
     except ValueError as e:

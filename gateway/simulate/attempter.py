@@ -19,6 +19,7 @@ from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.simulate.script import Step, json_answer
+from gateway.translate import convert
 
 
 @dataclass(slots=True)
@@ -61,8 +62,12 @@ class ScriptedAttempter:
         *,
         per_deployment: Mapping[str, list[Step]] | None = None,
         deployments_of: Callable[[str], tuple[Sequence[Deployed], str]] | None = None,
+        client: str = "openai",
     ) -> None:
         self.steps = list(steps)
+        #: The client's body format (``openai`` chat, ``anthropic``, ``responses``): an
+        #: attempt on a deployment speaking another is translated, and shown so.
+        self.client = client
         #: A script per deployment name (``--deployment NAME=SCRIPT``); others use ``steps``.
         self.per_deployment = {k: list(v) for k, v in (per_deployment or {}).items()}
         self.deployments_of = deployments_of
@@ -98,10 +103,12 @@ class ScriptedAttempter:
         has one, else the shared one), and how the timeline names where it went."""
         where = model
         found, _ = self.deployments(model)
+        d = found[progress.deployment] if progress.deployment < len(found) else found[0]
+        if self.client not in d.wires:  # translated (SPEC §13)
+            where += f" ({API_NAME[self.client]}->{API_NAME[d.wires[0]]})"
         if len(found) > 1:
-            name = found[progress.deployment].name
-            where = f"{model}@{name}"
-            own = self.per_deployment.get(name)
+            where = where.replace(model, f"{model}@{d.name}", 1)
+            own = self.per_deployment.get(d.name)
             if own is not None:
                 return (own.pop(0) if own else _OK), where
         return (self.steps.pop(0) if self.steps else _OK), where
@@ -131,7 +138,11 @@ class ScriptedAttempter:
                 return Outcome(stream=step)
             row.outcome = "ok, cut at the limit" if step.fault == "length" else "ok"
             row.action = "answered"
-            return Outcome(body=json_answer(step, len(self.answered)))
+            answer = json_answer(step, len(self.answered))
+            if self.client != "openai":  # in the client's format, as the attempter answers
+                translated = convert.answer(orjson.loads(answer), "openai", self.client, model)
+                answer = orjson.dumps(translated)
+            return Outcome(body=answer)
         f = classify_response(
             step.status, step.headers, step.body, rules=self.policy.classify, now=self.clock.wall()
         )
@@ -175,6 +186,10 @@ class ScriptedAttempter:
         )
         row.outcome = f"summary {step.label} {f.category.value}"
         return Outcome(f, step.status, step.body)
+
+
+#: How the timeline names a body format.
+API_NAME = {"openai": "chat", "anthropic": "messages", "responses": "responses", "sim": "sim"}
 
 
 class TimelineEvents(Events):

@@ -119,12 +119,17 @@ def test_bundled_standard_policy_is_the_default() -> None:
 
 
 def test_bundled_demo_set() -> None:
-    """The bundled demo team routes sim-down to sim-ok and sim-small to sim-large."""
+    """The bundled demo team routes sim-down to sim-ok, sim-small to sim-large and the
+    Anthropic-format sim-claude to the OpenAI-format sim-gpt."""
     ps = load_policy_dir(bundled_policy_dir(), env={})
     assert ps.team_for_key("demo-key") == "demo"
     assert ps.default_team == "demo"
-    assert all(m.provider == "sim" for m in ps.models.values())
-    assert ps.providers["sim"].api == "sim"
+    assert {p.api for p in ps.providers.values()} == {"sim"}
+    assert ps.providers["sim-anthropic"].speaks == "anthropic"
+    assert ps.deployments["sim-claude"][0].wires == ("anthropic",)
+    assert ps.deployments["sim-gpt"][0].wires == ("openai", "responses")
+    cross = ps.route("demo", "sim-claude", "/v1/messages")
+    assert cross is not None and cross.policy.fallback.chain == ("sim-gpt",)
     assert ps.models["sim-small"].context_window == 2048
     down = ps.route("demo", "sim-down", "/v1/chat/completions")
     assert down is not None
