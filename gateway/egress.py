@@ -335,13 +335,17 @@ def _context(trust: _Trust) -> ssl.SSLContext:
     return ctx
 
 
-def _reason(exc: OSError | ssl.SSLError) -> str:
+def _reason(
+    exc: OSError | ssl.SSLError, not_pem: str = "not a PEM file of the expected kind"
+) -> str:
+    """What went wrong loading a PEM file, in words (``not_pem``: when it is no PEM of the
+    kind asked for)."""
     if isinstance(exc, ssl.SSLError):
         reason = exc.reason or ""
         if reason == "KEY_VALUES_MISMATCH":
             return "client_key does not match client_cert"
         if reason in ("NO_CERTIFICATE_OR_CRL_FOUND", "NO_START_LINE", "PEM_LIB") or not reason:
-            return "not a PEM file of the expected kind"
+            return not_pem
         return reason.replace("_", " ").lower()
     if exc.filename is not None:
         return f"cannot read {exc.filename}: {exc.strerror or exc}"
@@ -433,9 +437,7 @@ def check_files(provider: Provider) -> list[tuple[str, str]]:
         except EgressError as exc:
             found.append(("client_key", str(exc)))
         except (OSError, ssl.SSLError) as exc:
-            reason = _reason(exc)
-            if reason == "not a PEM file of the expected kind":
-                reason = "they are not a PEM certificate and its PEM private key"
+            reason = _reason(exc, "they are not a PEM certificate and its PEM private key")
             found.append(("client_cert", f"cannot use client_cert with client_key: {reason}"))
     return found
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -49,6 +49,8 @@ class Crossing:
     wire: str
     client: str
     model: str  # the public model name, which a translated answer names
+    # a Responses client's namespaced functions, flattened upstream: named back in answers
+    names: translate.Names = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -106,8 +108,10 @@ class HttpAttempter:
         remaining = self.req.deadline - time.monotonic()
         if remaining <= 0:
             passed = "the request's deadline passed"
-            return Outcome(Failure(Category.timeout, None, passed, code=DEADLINE_PASSED))
-        crossing = self._crossing(d.wires, model)
+            return Outcome(
+                Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
+            )
+        crossing = self._crossing(d.wires, model, body)
         if crossing is None:
             base = wiring.targets.get(self.endpoint)
             if base is None:
@@ -164,13 +168,15 @@ class HttpAttempter:
                 tracing.attempt_done(span, out.status, f.category.value if f else None, answer)
         return out
 
-    def _crossing(self, wires: tuple[str, ...], model: str) -> Crossing | None:
+    def _crossing(
+        self, wires: tuple[str, ...], model: str, body: dict[str, Any]
+    ) -> Crossing | None:
         """The translation an attempt on a deployment speaking ``wires`` needs (into the
         first of them); None when it speaks the client's format: relayed as it is."""
         client = self.endpoint.shape
         if client in wires or not self.endpoint.continuable:
             return None
-        return Crossing(wires[0], client, model)
+        return Crossing(wires[0], client, model, translate.tool_names(body, client))
 
     async def _exchange(
         self,
@@ -214,7 +220,13 @@ class HttpAttempter:
         except UpstreamFailure as e:
             f = transport_failure(e.category, e.message)
             if e.category is Category.timeout and e.stage == "first_byte":
-                f = Failure(Category.timeout, None, e.message, code=FIRST_BYTE_TIMEOUT)
+                f = Failure(
+                    Category.timeout,
+                    None,
+                    e.message,
+                    code=FIRST_BYTE_TIMEOUT,
+                    stage=FIRST_BYTE_TIMEOUT,
+                )
             self._count(provider, model, f)
             return Outcome(f, status=0)
         if crossing is not None:
@@ -233,7 +245,9 @@ class HttpAttempter:
             self._count(provider, model, f)
             return Outcome(f, status=502)
         self._count(provider, model, None)
-        answer = translate.answer(data, crossing.wire, crossing.client, crossing.model)
+        answer = translate.answer(
+            data, crossing.wire, crossing.client, crossing.model, crossing.names
+        )
         return Outcome(body=orjson.dumps(answer), headers=headers, data=answer)
 
     async def _open_stream(
@@ -252,7 +266,9 @@ class HttpAttempter:
             options = self.req.body.get("stream_options")  # a chat client's own choice
             asked = isinstance(options, dict) and options.get("include_usage") is True
             usage = crossing.client != "openai" or asked
-            splitter = translate.Splitter(crossing.wire, crossing.client, crossing.model, usage)
+            splitter = translate.Splitter(
+                crossing.wire, crossing.client, crossing.model, usage, crossing.names
+            )
         head: list[sse.Event] = []
         content = resp.content
         cap = self.upstream.limits.max_event_bytes
@@ -279,6 +295,7 @@ class HttpAttempter:
                     None,
                     "no event before the first-byte timeout",
                     code=FIRST_BYTE_TIMEOUT,
+                    stage=FIRST_BYTE_TIMEOUT,
                 )
             else:
                 u = failure(e, "first_byte")

@@ -55,8 +55,8 @@ class GiveUp:
 
 Decision = Retry | Reroute | Compact | GiveUp
 
-FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # Failure.code of a model that stayed silent
-DEADLINE_PASSED = "deadline_passed"  # Failure.code of an attempt not made: no time was left
+FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # Failure.stage of a model that stayed silent
+DEADLINE_PASSED = "deadline_passed"  # Failure.stage of an attempt not made: no time was left
 _MOVE_ON = frozenset({Category.quota_exhausted, Category.auth})
 
 
@@ -118,7 +118,7 @@ def decide(
             return GiveUp("retries_exhausted")
     elif f.category.never_retried or not policy.retries_on(f.category):
         return GiveUp("not_retryable")
-    if f.code == FIRST_BYTE_TIMEOUT and nxt is not None:
+    if f.stage == FIRST_BYTE_TIMEOUT and nxt is not None:
         return _reroute(p, nxt, FIRST_BYTE_TIMEOUT)
     if p.retries_on_model >= policy.retry.max_retries:
         if nxt is not None:

@@ -128,7 +128,13 @@ class ScriptedAttempter:
             f = transport_failure(step.transport, step.label)
             if step.label == "timeout":
                 self.clock.now += self.policy.timeouts.first_byte
-                f = Failure(Category.timeout, None, "first-byte timeout", code=FIRST_BYTE_TIMEOUT)
+                f = Failure(
+                    Category.timeout,
+                    None,
+                    "first-byte timeout",
+                    code=FIRST_BYTE_TIMEOUT,
+                    stage=FIRST_BYTE_TIMEOUT,
+                )
             row.outcome = f.category.value
             return Outcome(f, status=0)
         if step.status < 300:

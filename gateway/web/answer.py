@@ -133,7 +133,7 @@ def _gateway_error(f: Failure, result: Result) -> GatewayError | None:
             param="messages",
         )
     if f.status is None or f.status == 0:
-        if result.reason == "deadline" or f.code == DEADLINE_PASSED:
+        if result.reason == "deadline" or f.stage == DEADLINE_PASSED:
             return GatewayError(
                 504,
                 f"no answer from upstream before the request's deadline "

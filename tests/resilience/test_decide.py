@@ -128,10 +128,17 @@ def test_retry_after_honoured_with_jitter_and_cap() -> None:
 
 def test_first_byte_timeout_moves_to_fallback() -> None:
     """A silent model is not waited out again when there is a fallback."""
-    silent = Failure(Category.timeout, None, "silent", code=FIRST_BYTE_TIMEOUT)
+    silent = Failure(Category.timeout, None, "silent", stage=FIRST_BYTE_TIMEOUT)
     d = decide(progress(("a", "b")), silent, Policy(), 0.0, Fixed())
     assert d == Reroute("b", FIRST_BYTE_TIMEOUT, chain_index=1)
     assert isinstance(decide(progress(), silent, Policy(), 0.0, Fixed()), Retry)
+
+
+def test_a_provider_code_never_stands_for_the_gateways_own_stage() -> None:
+    """A 504 whose body says code "first_byte_timeout" is a timeout like any other: only the
+    gateway's own stage marker moves a request to the fallback at once."""
+    said = Failure(Category.timeout, 504, "upstream said so", code=FIRST_BYTE_TIMEOUT)
+    assert isinstance(decide(progress(("a", "b")), said, Policy(), 0.0, Fixed()), Retry)
 
 
 def test_route_activation_reroutes_the_current_request() -> None:
