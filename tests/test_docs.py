@@ -10,6 +10,9 @@ Conventions (also written down at the end of docs/policies.md):
   set; ``---`` separates files, named by a ``# name.yaml`` comment on their first line.
   ``<!-- policy-fragment -->`` before a block opts it out.
 - Every ``env:NAME`` team key of a set gets a dummy value.
+- Every folder under ``docs/examples/`` is a policy set that loads as it is (no env
+  values: its team keys are ``sha256:``); where a doc has a set of that folder's name,
+  its blocks are the folder's files, byte for byte.
 - In a ```console block, every ``$ llm-gateway simulate ...`` / ``$ llm-gateway check ...``
   line is run from the repository root as ``python -m gateway ...`` and must print
   exactly the lines that follow it (up to the next ``$`` line or the end of the block).
@@ -33,7 +36,9 @@ import pytest
 from gateway.policy.load import load_policy_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-POLICY_DOCS = ("README.md", "docs/policies.md")
+POLICY_DOCS = ("README.md", "docs/policies.md", "docs/translation.md")
+EXAMPLES = ROOT / "docs" / "examples"
+EXAMPLE_DIRS = sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
 COMMAND_DOCS = (
     "README.md",
     *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md")),
@@ -136,6 +141,7 @@ def test_the_docs_have_policy_examples() -> None:
     assert "docs/policies.md:worked" in ids, ids
     worked = next(s for s in POLICY_SETS if s.id == "docs/policies.md:worked")
     assert len(worked.files) == 4, sorted(worked.files)
+    assert "docs/translation.md:translation" in ids, ids
 
 
 def test_markers_precede_yaml_blocks() -> None:
@@ -161,6 +167,30 @@ def test_policy_example_loads(policy_set: PolicySet, tmp_path: Path) -> None:
             env[var] = f"docs-example-key-{var}"
     loaded = load_policy_dir(tmp_path, env=env)
     assert loaded.counts()["files"] == len(policy_set.files)
+
+
+def _yaml_files(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted(folder.rglob("*.y*ml"))
+    }
+
+
+@pytest.mark.parametrize("folder", EXAMPLE_DIRS, ids=[p.name for p in EXAMPLE_DIRS])
+def test_example_folder_loads(folder: Path) -> None:
+    """A folder of docs/examples/ is what `llm-gateway check` accepts, with no secrets set."""
+    files = _yaml_files(folder)
+    assert files, f"{folder}: no policy files"
+    loaded = load_policy_dir(folder, env={})
+    assert loaded.counts()["files"] == len(files)
+
+
+def test_example_folders_match_the_docs() -> None:
+    """A doc's `policy-file: NAME/...` blocks for docs/examples/NAME are that folder's files."""
+    for s in POLICY_SETS:
+        folder = EXAMPLES / s.id.rsplit(":", 1)[1]
+        if folder.is_dir():
+            assert s.files == _yaml_files(folder), f"{s.id} differs from {folder}"
 
 
 # ---- CLI commands and their output ------------------------------------------------------
@@ -281,7 +311,8 @@ def _named_paths(text: str) -> set[str]:
     for token in re.findall(r"`([^`\s]+)`", text):
         token = token.split("::")[0].split(":")[0].rstrip(".,")
         is_file = re.fullmatch(r"[\w./-]+\.(py|md|yaml|yml|json|toml|conf)", token) and "/" in token
-        if is_file or re.fullmatch(r"gateway(\.\w+)+", token):
+        is_module = re.fullmatch(r"\w+\.py", token)  # a bare module name: `watchdog.py`
+        if is_file or is_module or re.fullmatch(r"gateway(\.\w+)+", token):
             names.add(token)
     return names
 
@@ -297,6 +328,10 @@ def _exists(name: str, here: Path) -> bool:
         return False
     if name.startswith(("../", "/", "~")) or "shared/" in name:
         return True  # outside the repository
+    if "/" not in name and name.endswith(".py"):  # a bare module name: one of ours somewhere
+        return any(
+            any((ROOT / top).rglob(name)) for top in ("gateway", "tests", "bench", "deploy")
+        )
     bases = (here, ROOT, ROOT / "gateway", ROOT / "policies")
     return any((base / name).exists() for base in bases)
 

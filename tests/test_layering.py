@@ -32,6 +32,14 @@ def test_resilience_is_pure(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "path", sorted((GATEWAY / "translate").rglob("*.py")), ids=lambda p: p.name
+)
+def test_translation_is_pure(path: Path) -> None:
+    """gateway/translate/ does no I/O either: the attempter is the only one that calls it."""
+    assert not imports_of(path) & (FORBIDDEN_IN_PURE - {"time"})  # ids carry a creation time
+
+
+@pytest.mark.parametrize(
     ("module", "owner"),
     [("prometheus_client", {"observe/metrics.py"}),
      ("yaml", {"policy/source.py"}),

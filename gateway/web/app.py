@@ -241,6 +241,11 @@ class Gateway:
             raise
         return self.port
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections open now, on every port (aiohttp's count)."""
+        return sum(len(listener.server.connections) for listener in self._listeners)
+
     async def _listen(
         self, handler: Any, host: str, port: int | None, socks: list[socket.socket] | None
     ) -> Listener:

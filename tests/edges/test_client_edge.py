@@ -199,7 +199,15 @@ async def test_unauthenticated_body_is_not_read(
                 return sent
 
             pushed = await asyncio.gather(*(push(w) for _, w in conns))
-            await asyncio.sleep(0.3)  # what the gateway does with what it got
+
+            async def closed(r: asyncio.StreamReader) -> None:
+                """Until the gateway is done with the connection (it closes it)."""
+                with contextlib.suppress(TimeoutError, ConnectionError):
+                    async with asyncio.timeout(5):
+                        while await r.read(65536):
+                            pass
+
+            await asyncio.gather(*(closed(r) for r, _ in conns))
     finally:
         for _, w in conns:
             await close(w)

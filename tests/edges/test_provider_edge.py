@@ -242,9 +242,12 @@ def content_of(body: bytes) -> str:
 # ---- 11. bytes after a complete response -------------------------------------------------------
 
 
-def forging(delay: float | None) -> Callable[[Exchange], Awaitable[bool]]:
+def forging(
+    delay: float | None, forged_sent: asyncio.Event | None = None
+) -> Callable[[Exchange], Awaitable[bool]]:
     """Answer every request; after the first answer, on the same connection, a second
-    complete response nobody asked for (in the same write, or ``delay`` s later)."""
+    complete response nobody asked for (in the same write, or ``delay`` s later; then
+    ``forged_sent`` is set once it is written)."""
 
     async def answer(ex: Exchange) -> bool:
         genuine = response_bytes(chat_json(f"genuine answer {ex.n}"))
@@ -257,8 +260,11 @@ def forging(delay: float | None) -> Callable[[Exchange], Awaitable[bool]]:
         else:
             ex.send(genuine)
             await ex.writer.drain()
-            await asyncio.sleep(delay)
+            await asyncio.sleep(delay)  # the scenario: the forgery comes later, unasked
             ex.send(forged)
+            await ex.writer.drain()
+            if forged_sent is not None:
+                forged_sent.set()
         return True
 
     return answer
@@ -269,13 +275,15 @@ async def test_bytes_after_a_complete_response_never_answer_a_request(
     gateway_at: Callable[..., Awaitable[Harness]], evil: Evil, delay: float | None
 ) -> None:
     """A response sent after a complete one never answers any request (same write or later)."""
-    up = await evil(forging(delay))
+    forged_sent = asyncio.Event()
+    up = await evil(forging(delay, forged_sent))
     gw = await gateway_at(up.url)
     answers = []
-    for _ in range(3):
+    for i in range(3):
         resp = await send_and_read(gw.url, chat_request())
         answers.append((resp.status, content_of(resp.body)))
-        await asyncio.sleep(0.15)  # the delayed forgery is in by the next request
+        if i == 0 and delay is not None:  # the forgery is on the idle connection first
+            await asyncio.wait_for(forged_sent.wait(), 5)
     assert all(status == 200 for status, _ in answers), answers
     assert all(str(c).startswith("genuine answer") for _, c in answers), answers
 

@@ -26,6 +26,7 @@ from gateway.policy.policyset import HELD_KEY
 from gateway.testing import FakeProvider
 from gateway.web import admin
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness
+from tests.waiting import eventually
 
 ADMIN_KEY = "admin-key-for-tests"
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -343,7 +344,7 @@ async def test_no_object_holds_a_client_key(make_gateway: Callable[..., Any]) ->
                     assert r.status == 200
             del headers, r
         del s
-        await asyncio.sleep(0.2)  # the server side of the closed connections goes
+        await eventually(lambda: gw.gateway.open_connections == 0, what="connections closed")
         gc.collect()
         owned = gateway_objects(gc.get_objects())
     finally:
