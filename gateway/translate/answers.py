@@ -29,6 +29,7 @@ import orjson
 from gateway.translate import stops, usage
 from gateway.translate.ir import (
     Answer,
+    Names,
     Part,
     Reasoning,
     Refusal,
@@ -180,7 +181,9 @@ def write_anthropic(a: Answer) -> dict[str, Any]:
     }
 
 
-def write_responses(a: Answer) -> dict[str, Any]:
+def write_responses(a: Answer, names: Names | None = None) -> dict[str, Any]:
+    """``names``: the request's namespaced functions (``responses.namespaces``), whose calls
+    are named back in their namespace."""
     output: list[dict[str, Any]] = []
     content: list[dict[str, Any]] = []
     for p in a.parts:
@@ -191,7 +194,7 @@ def write_responses(a: Answer) -> dict[str, Any]:
         elif isinstance(p, Reasoning):
             output.append(reasoning_item(f"rs_{a.id}_{len(output)}", p.text, p.signature))
         elif isinstance(p, ToolCall):
-            output.append(call_item(p.id, p.name, p.arguments))
+            output.append(call_item(p.id, p.name, p.arguments, names))
     if content:
         output.insert(
             sum(1 for o in output if o["type"] == "reasoning"),
@@ -211,8 +214,12 @@ def message_item(item_id: str, content: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def call_item(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    return {
+def call_item(
+    call_id: str, name: str, arguments: str, names: Names | None = None
+) -> dict[str, Any]:
+    """A Responses function call; one of a namespace tool's functions (in ``names``, as the
+    other formats call it) is named in its namespace again."""
+    item = {
         "id": f"fc_{call_id}",
         "type": "function_call",
         "status": "completed",
@@ -220,6 +227,9 @@ def call_item(call_id: str, name: str, arguments: str) -> dict[str, Any]:
         "name": name,
         "arguments": arguments,
     }
+    if names and name in names:
+        item["namespace"], item["name"] = names[name]
+    return item
 
 
 def reasoning_item(item_id: str, text: str, signature: str | None = None) -> dict[str, Any]:

@@ -23,10 +23,10 @@ from typing import Any
 from gateway.streams import sse
 from gateway.translate import answers, requests
 from gateway.translate.errors import translate_error
-from gateway.translate.ir import Answer, Caps, Dropped, Refused
+from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
 from gateway.translate.streams import StreamTranslator
 
-__all__ = ["Refused", "Splitter", "answer", "error", "request"]
+__all__ = ["Names", "Refused", "Splitter", "answer", "error", "request", "tool_names"]
 
 _READ: dict[str, Callable[[dict[str, Any]], Answer]] = {
     "openai": answers.read_chat,
@@ -65,12 +65,26 @@ def request(
     return out, drops.names
 
 
-def answer(data: dict[str, Any], source: str, target: str, model: str) -> dict[str, Any]:
+def answer(
+    data: dict[str, Any], source: str, target: str, model: str, names: Names | None = None
+) -> dict[str, Any]:
     """A JSON answer of the provider (format ``source``) as the client's (``target``); its
-    ``model`` is the public name of the model that answered."""
+    ``model`` is the public name of the model that answered. ``names``: the request's
+    namespaced functions (:func:`tool_names`), whose calls a Responses client gets back in
+    their namespace."""
     a = _READ[source](data)
     a.model = model
+    if target == "responses":
+        return answers.write_responses(a, names)
     return _WRITE[target](a)
+
+
+def tool_names(body: dict[str, Any], source: str) -> Names:
+    """The functions of a Responses client's namespace tools, as the other formats call
+    them -> (namespace, name); empty for every other request (no cost)."""
+    if source != "responses":
+        return {}
+    return requests.responses.namespaces(body.get("tools"))
 
 
 error = translate_error
@@ -89,9 +103,13 @@ class Splitter:
 
     __slots__ = ("_split", "_tr")
 
-    def __init__(self, source: str, target: str, model: str, include_usage: bool) -> None:
+    def __init__(
+        self, source: str, target: str, model: str, include_usage: bool, names: Names | None = None
+    ) -> None:
         self._split = sse.Splitter()
-        self._tr = StreamTranslator(source, target, model=model, include_usage=include_usage)
+        self._tr = StreamTranslator(
+            source, target, model=model, include_usage=include_usage, names=names
+        )
 
     def feed(self, piece: bytes) -> list[bytes]:
         out: list[bytes] = []

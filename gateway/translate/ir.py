@@ -204,6 +204,20 @@ def data_url(media_type: str | None, data: str) -> str:
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"
 
 
+#: Joins a Responses namespace and the name of one of its functions into the one name the
+#: other formats know it by (they have no namespaces): ``multi_agent_v1__spawn_agent``.
+NAMESPACE_SEPARATOR = "__"
+
+
+#: A request's namespaced functions: the name other formats call one by -> (namespace, name).
+Names = dict[str, tuple[str, str]]
+
+
+def qualified(namespace: str, name: str) -> str:
+    """The name a function of a Responses namespace tool goes by in the other formats."""
+    return f"{namespace}{NAMESPACE_SEPARATOR}{name}"
+
+
 def text_of(content: str | list[Part]) -> str:
     if isinstance(content, str):
         return content

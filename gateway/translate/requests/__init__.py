@@ -72,10 +72,18 @@ Tools
 - ``strict`` (all): MAPPED (false and absent are the same outside resp); resp writes it
   always (resp makes a tool without it strict, the others do not); a resp tool without
   it is sent without it.
-- built-in / server tools (``tools[].type`` other than function / custom: ``web_search``,
-  ``file_search``, ``code_interpreter``, ``mcp``, anth ``bash_*``, ``web_fetch_*``, chat
-  / resp ``custom`` grammar tools), chat ``web_search_options``, anth ``mcp_servers``,
-  ``container`` (all): REFUSED (the model would answer without running them).
+- resp ``namespace`` tools (a group of the client's own functions, e.g. the Codex CLI's
+  ``multi_agent_v1``) (resp -> chat, anth): MAPPED, flattened: each function is offered as
+  ``<namespace>__<name>`` (the other formats have no groups), a ``function_call`` item or a
+  ``tool_choice`` with a ``namespace`` likewise, and the model's call of one comes back to
+  the client as ``name`` + ``namespace`` again (``convert.tool_names``); the namespace's
+  ``description``: DROPPED; a custom tool in it: REFUSED; two tools of one name once
+  flattened: REFUSED (``tools.namespace``).
+- built-in / server tools (``tools[].type`` other than function / custom / namespace:
+  ``web_search``, ``file_search``, ``code_interpreter``, ``mcp``, anth ``bash_*``,
+  ``web_fetch_*``, chat / resp ``custom`` grammar tools), chat ``web_search_options``, anth
+  ``mcp_servers``, ``container`` (all): REFUSED (the model would answer without running
+  them).
 - ``tool_choice`` (all): MAPPED auto <-> auto, none <-> none, required <-> any, a named
   function <-> ``tool``; ``allowed_tools`` / hosted-tool / custom choices: REFUSED;
   towards anth without tools, auto / none are left out, required / a named tool REFUSED.

@@ -26,6 +26,7 @@ from gateway.translate.ir import (
     ToolResult,
     data_url,
     parse_data_url,
+    qualified,
     unseal_signature,
     unset,
 )
@@ -64,7 +65,7 @@ def read(body: dict[str, Any], drops: Dropped) -> Conv:
         elif key == "max_output_tokens":
             conv.max_tokens = value
         elif key == "tools":
-            _read_tools(conv, value)
+            _read_tools(conv, value, drops)
         elif key == "tool_choice":
             _read_tool_choice(conv, value)
         elif key == "reasoning":
@@ -121,8 +122,10 @@ def _read_input(conv: Conv, value: Any, drops: Dropped) -> None:
         elif kind in ("function_call", "reasoning"):
             part: Part
             if kind == "function_call":
-                args = item.get("arguments", "")
-                part = ToolCall(str(item.get("call_id")), item.get("name", ""), args)
+                args, name = item.get("arguments", ""), item.get("name", "")
+                if item.get("namespace"):  # a function of a namespace tool, flattened
+                    name = qualified(item["namespace"], name)
+                part = ToolCall(str(item.get("call_id")), name, args)
             else:
                 text = "".join(s.get("text", "") for s in item.get("summary") or ())
                 part = Reasoning(text, unseal_signature(item.get("encrypted_content")))
@@ -178,20 +181,64 @@ def _read_parts(content: Any) -> list[Part]:
     return parts
 
 
-def _read_tools(conv: Conv, value: Any) -> None:
+def _read_tools(conv: Conv, value: Any, drops: Dropped) -> None:
     conv.tools = []
     for t in value:
-        if t.get("type") != "function":
-            raise Refused(f"tools.{t.get('type')}", "this tool type is not available on this model")
+        kind = t.get("type")
+        if kind == "namespace":
+            _read_namespace(conv.tools, t, drops)
+            continue
+        if kind != "function":
+            raise Refused(f"tools.{kind}", "this tool type is not available on this model")
         tool = Tool(t.get("name", ""), t.get("description"), t.get("parameters"), t.get("strict"))
         conv.tools.append(tool)
+    names = [t.name for t in conv.tools]
+    if len(set(names)) < len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise Refused("tools.namespace", f"two tools are named {twice!r} once flattened")
+
+
+def _read_namespace(tools: list[Tool], t: dict[str, Any], drops: Dropped) -> None:
+    """A namespace tool: a group of the client's own functions (which the client runs, as
+    any function). The other formats have no groups: each function is offered as
+    ``<namespace>__<name>`` (:func:`namespaces` names it back in an answer)."""
+    ns = t.get("name", "")
+    if t.get("description"):
+        drops.add("tools.namespace.description")
+    for f in t.get("tools") or ():
+        kind = f.get("type")
+        if kind != "function":
+            raise Refused(
+                f"tools.namespace.{kind}", "this tool type is not available on this model"
+            )
+        name = qualified(ns, f.get("name", ""))
+        tools.append(Tool(name, f.get("description"), f.get("parameters"), f.get("strict")))
+
+
+def namespaces(tools: Any) -> dict[str, tuple[str, str]]:
+    """The functions of a Responses request's namespace tools as the other formats name
+    them (``<namespace>__<name>``) -> (namespace, name): what a call of one made by a model
+    of another format is turned back into for the client."""
+    out: dict[str, tuple[str, str]] = {}
+    if not isinstance(tools, list):
+        return out
+    for t in tools:
+        if isinstance(t, dict) and t.get("type") == "namespace":
+            ns = t.get("name", "")
+            for f in t.get("tools") or ():
+                if isinstance(f, dict) and f.get("type") == "function":
+                    out[qualified(ns, f.get("name", ""))] = (ns, f.get("name", ""))
+    return out
 
 
 def _read_tool_choice(conv: Conv, value: Any) -> None:
     if isinstance(value, str):
         conv.tool_choice = value
     elif value.get("type") == "function":
-        conv.tool_choice, conv.tool_name = "tool", value.get("name")
+        name = value.get("name")
+        if value.get("namespace"):
+            name = qualified(value["namespace"], name or "")
+        conv.tool_choice, conv.tool_name = "tool", name
     else:
         raise Refused(f"tool_choice.{value.get('type')}", "not available on this model")
 

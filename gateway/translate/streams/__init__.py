@@ -81,7 +81,7 @@ import time
 
 import orjson
 
-from gateway.translate.ir import Usage
+from gateway.translate.ir import Names, Usage
 from gateway.translate.streams.read import READERS
 from gateway.translate.streams.write import AnthropicWriter, ChatWriter, Writer
 from gateway.translate.streams.write_responses import ResponsesWriter
@@ -123,12 +123,22 @@ class StreamTranslator:
 
     __slots__ = ("_r", "_w", "malformed", "source", "target")
 
-    def __init__(self, source: str, target: str, *, model: str, include_usage: bool = True):
+    def __init__(
+        self,
+        source: str,
+        target: str,
+        *,
+        model: str,
+        include_usage: bool = True,
+        names: Names | None = None,
+    ):
         if source not in FORMATS or target not in FORMATS:
             raise ValueError(f"unknown stream format: {source} -> {target}")
         self.source = source
         self.target = target
         self._w = WRITERS[target](model, include_usage, int(time.time()))
+        if names and isinstance(self._w, ResponsesWriter):
+            self._w.names = names  # calls of namespaced functions named in their namespace
         self._r = READERS[source](self._w)
         self.malformed = 0
 

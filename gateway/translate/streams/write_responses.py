@@ -16,6 +16,7 @@ from gateway.streams.sse import error_event
 from gateway.translate import stops
 from gateway.translate.answers import call_item, message_item, reasoning_item, response_object
 from gateway.translate.errors import UpstreamError
+from gateway.translate.ir import Names
 from gateway.translate.streams.write import Writer, base_id, dumps
 
 
@@ -41,6 +42,7 @@ class ResponsesWriter(Writer):
         "_parts",
         "_rid",
         "_seq",
+        "names",
     )
 
     def __init__(self, model: Any, include_usage: bool, created: int) -> None:
@@ -58,6 +60,7 @@ class ResponsesWriter(Writer):
         self._parts: list[str] = []  # the open part's (or reasoning's, or call's) text so far
         self._content: list[dict[str, Any]] = []  # the open message's finished parts
         self._calls: dict[Any, tuple[int, bytes, dict[str, Any], list[str]]] = {}
+        self.names: Names | None = None  # the request's namespaced functions
 
     def _ev(self, etype: str, fields: dict[str, Any]) -> None:
         obj = {"type": etype, "sequence_number": self._seq, **fields}
@@ -208,7 +211,7 @@ class ResponsesWriter(Writer):
         )
 
     def tool_start(self, key: Any, call_id: str, name: str) -> None:
-        item = call_item(call_id, name, "")
+        item = call_item(call_id, name, "", self.names)
         item["status"] = "in_progress"
         self._open("call", dict(item))
         item["status"] = "completed"
