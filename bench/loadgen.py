@@ -23,6 +23,13 @@ BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello to t
 STREAM_BODY = {**BODY, "stream": True}
 CHUNKS = 20
 
+# The same conversation in each client format, with the same output cap (Messages requires
+# one), for bench/translation.py: CHAT_BODY is what MESSAGES_BODY is translated to.
+_SAY = BODY["messages"]
+CHAT_BODY = {"model": MODEL, "max_tokens": 256, "messages": _SAY}
+MESSAGES_BODY = {"model": MODEL, "max_tokens": 256, "messages": _SAY}
+RESPONSES_BODY = {"model": MODEL, "max_output_tokens": 256, "input": _SAY}
+
 _LUA = """
 wrk.method = "POST"
 wrk.body = %(body)s
@@ -42,10 +49,10 @@ end
 """
 
 
-def _lua_script() -> str:
+def _lua_script(body: dict[str, Any] | None = None) -> str:
     fd, path = tempfile.mkstemp(prefix="bench-wrk-", suffix=".lua")
     with os.fdopen(fd, "w") as f:
-        f.write(_LUA % {"body": json.dumps(json.dumps(BODY)), "key": KEY})
+        f.write(_LUA % {"body": json.dumps(json.dumps(BODY if body is None else body)), "key": KEY})
     return path
 
 
@@ -80,9 +87,11 @@ def wrk(
     cpu: int | None,
     path: str = "/v1/chat/completions",
     around: Callable[[], Any] | None = None,
+    body: dict[str, Any] | None = None,
 ) -> WrkResult:
-    """Run wrk (1 thread) and parse the Lua ``done`` summary."""
-    script = _lua_script()
+    """Run wrk (1 thread) and parse the Lua ``done`` summary. ``body``: the JSON POSTed
+    (default :data:`BODY`, the chat request); ``path`` the endpoint it goes to."""
+    script = _lua_script(body)
     try:
         argv = [
             *pin_prefix(cpu),
@@ -159,6 +168,20 @@ def is_complete(data: bytes) -> bool:
     return b'"finish_reason":"stop"' in data and data.rstrip().endswith(b"data: [DONE]")
 
 
+def is_complete_messages(data: bytes) -> bool:
+    """An Anthropic Messages stream: the stop reason (``message_delta``) arrived and the
+    stream ended with ``message_stop``."""
+    return b'"stop_reason":"end_turn"' in data and data.rstrip().endswith(
+        b'event: message_stop\ndata: {"type":"message_stop"}'
+    )
+
+
+def is_complete_responses(data: bytes) -> bool:
+    """A Responses stream: it ended with ``response.completed`` (status completed)."""
+    last = data.rstrip().rsplit(b"\n\n", 1)[-1]
+    return last.startswith(b"event: response.completed\n") and b'"status":"completed"' in last
+
+
 def _headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
 
@@ -166,8 +189,35 @@ def _headers() -> dict[str, str]:
 _CONTENT = re.compile(rb'"content":"[^"]')
 
 
+@dataclass(frozen=True)
+class StreamFormat:
+    """What the stream client sends and checks for one client format."""
+
+    path: str
+    body: dict[str, Any]
+    complete: Callable[[bytes], bool]
+    content: re.Pattern[bytes]  # a piece with a text token in it (first token)
+
+
+STREAM_FORMATS = {
+    "openai": StreamFormat("/v1/chat/completions", STREAM_BODY, is_complete, _CONTENT),
+    "anthropic": StreamFormat(
+        "/v1/messages",
+        {**MESSAGES_BODY, "stream": True},
+        is_complete_messages,
+        re.compile(rb'"text_delta","text":"[^"]'),
+    ),
+    "responses": StreamFormat(
+        "/v1/responses",
+        {**RESPONSES_BODY, "stream": True},
+        is_complete_responses,
+        re.compile(rb'"type":"response.output_text.delta"'),
+    ),
+}
+
+
 async def _one_stream(
-    session: aiohttp.ClientSession, url: str, payload: bytes
+    session: aiohttp.ClientSession, url: str, payload: bytes, content: re.Pattern[bytes] = _CONTENT
 ) -> tuple[float, float, float, bytes, int]:
     """(time to first byte, time to first content token, total, body, status)."""
     t0 = time.perf_counter()
@@ -178,16 +228,27 @@ async def _one_stream(
         async for piece in r.content.iter_any():
             if not parts:
                 ttfb = time.perf_counter() - t0
-            if ttft != ttft and _CONTENT.search(piece):  # nan: not seen yet
+            if ttft != ttft and content.search(piece):  # nan: not seen yet
                 ttft = time.perf_counter() - t0
             parts.append(piece)
     return ttfb, ttft, time.perf_counter() - t0, b"".join(parts), status
 
 
-async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
-    """``concurrency`` workers open streams back to back for ``seconds``."""
-    url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    payload = json.dumps(STREAM_BODY).encode()
+async def streams(
+    port: int,
+    concurrency: int,
+    seconds: float,
+    fmt: str = "openai",
+    body: dict[str, Any] | None = None,
+) -> StreamResult:
+    """``concurrency`` workers open streams back to back for ``seconds``. ``fmt``: the client's
+    format (:data:`STREAM_FORMATS`: ``openai`` chat completions, the default, ``anthropic``
+    Messages, ``responses``), which says the endpoint, the body (``body`` replaces it) and
+    what a complete stream ends with. ``chunks_seen`` counts ``data:`` lines (SSE events)."""
+    spec = STREAM_FORMATS[fmt]
+    url = f"http://127.0.0.1:{port}{spec.path}"
+    payload = json.dumps(spec.body if body is None else body).encode()
+    complete, content = spec.complete, spec.content
     ttfbs: list[float] = []
     ttfts: list[float] = []
     totals: list[float] = []
@@ -198,21 +259,25 @@ async def streams(port: int, concurrency: int, seconds: float) -> StreamResult:
         connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
     ) as session:
         # warm the pool (connections made before the clock starts)
-        await asyncio.gather(*(_one_stream(session, url, payload) for _ in range(concurrency)))
+        await asyncio.gather(
+            *(_one_stream(session, url, payload, content) for _ in range(concurrency))
+        )
         end = time.monotonic() + seconds
         t_start = time.monotonic()
 
         async def worker() -> None:
             while time.monotonic() < end:
                 try:
-                    ttfb, ttft, total, data, status = await _one_stream(session, url, payload)
+                    ttfb, ttft, total, data, status = await _one_stream(
+                        session, url, payload, content
+                    )
                 except (TimeoutError, aiohttp.ClientError, OSError) as e:
                     counts["errors"] += 1
                     if len(examples) < 3:
                         examples.append(repr(e))
                     continue
                 counts["streams"] += 1
-                if status == 200 and is_complete(data):
+                if status == 200 and complete(data):
                     counts["complete"] += 1
                     ttfbs.append(ttfb)
                     ttfts.append(ttft)

@@ -960,6 +960,10 @@ def main() -> int:
         import workers
 
         return int(workers.main(sys.argv[3:]))
+    if sys.argv[1:3] == ["--phase", "translation"]:  # translated vs same-format: translation.py
+        import translation
+
+        return int(translation.main(sys.argv[3:]))
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
