@@ -88,6 +88,7 @@ class Segment:
     failure: Failure | None = None
     diverged: bool = False
     held: list[Any] = field(default_factory=list)  # closing events held back
+    prompt_tokens: int = 0  # the most this stream reported (counted once per stream)
 
 
 class StreamSide(Protocol):

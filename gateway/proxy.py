@@ -24,7 +24,13 @@ from gateway.observe.tracing import StreamTrace, Tracing
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
-from gateway.resilience.decide import DEADLINE_PASSED, FIRST_BYTE_TIMEOUT, Progress, Retry
+from gateway.resilience.decide import (
+    DEADLINE_PASSED,
+    FIRST_BYTE_TIMEOUT,
+    UNTRANSLATABLE,
+    Progress,
+    Retry,
+)
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
 from gateway.translate import convert as translate
@@ -131,7 +137,9 @@ class HttpAttempter:
                     reasoning=spec.reasoning,
                 )
             except translate.Refused as e:
-                refused = Failure(Category.invalid_request, 400, e.message, code=e.code)
+                refused = Failure(
+                    Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE
+                )
                 return Outcome(refused, status=400, body=e.body_bytes(self.endpoint.dialect))
             self.log.drop(dropped)
             # the client's query and provider headers belong to its own API: not passed

@@ -329,9 +329,7 @@ def _exists(name: str, here: Path) -> bool:
     if name.startswith(("../", "/", "~")) or "shared/" in name:
         return True  # outside the repository
     if "/" not in name and name.endswith(".py"):  # a bare module name: one of ours somewhere
-        return any(
-            any((ROOT / top).rglob(name)) for top in ("gateway", "tests", "bench", "deploy")
-        )
+        return any(any((ROOT / top).rglob(name)) for top in ("gateway", "tests", "bench", "deploy"))
     bases = (here, ROOT, ROOT / "gateway", ROOT / "policies")
     return any((base / name).exists() for base in bases)
 

@@ -57,6 +57,8 @@ Decision = Retry | Reroute | Compact | GiveUp
 
 FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # Failure.stage of a model that stayed silent
 DEADLINE_PASSED = "deadline_passed"  # Failure.stage of an attempt not made: no time was left
+UNTRANSLATABLE = "untranslatable"  # Failure.stage: the request has no equivalent in the
+# model's format (SPEC §13); another model of the chain may take it as it is
 _MOVE_ON = frozenset({Category.quota_exhausted, Category.auth})
 
 
@@ -111,6 +113,8 @@ def decide(
     if activated is not None and activated > p.chain_index and activated < len(p.chain):
         return _reroute(p, activated, "consecutive_server_errors")
     nxt = p.next_in_chain()
+    if f.stage == UNTRANSLATABLE:
+        return _reroute(p, nxt, UNTRANSLATABLE) if nxt is not None else GiveUp("not_retryable")
     if f.category in _MOVE_ON or (f.category is Category.invalid_request and f.status == 404):
         return _reroute(p, nxt, f.category.value) if nxt is not None else GiveUp("not_retryable")
     if f.category is Category.conflict:

@@ -26,9 +26,10 @@ from gateway.translate import convert
 class Row:
     attempt: int | None  # None: the summary call of the summarize strategy
     at: float
-    model: str
+    model: str  # as the timeline shows it: with the deployment, and the translation
     outcome: str
     action: str = ""
+    asked: str = ""  # the public model the attempt went to
 
 
 class VirtualClock:
@@ -117,11 +118,11 @@ class ScriptedAttempter:
         last = self.last
         if last is not None and not last.action:
             last.action = f"fallback -> {model}"
-        elif last is not None and last.model.split("@")[0] != model:  # after a compaction step
+        elif last is not None and last.asked != model:  # after a compaction step
             last.action += f"; fallback -> {model}"
         step, where = self._step(model, progress)
         self.attempts += 1  # across the request: follow-ups too (progress counts per recover)
-        row = Row(self.attempts, self.clock.now, where, step.label)
+        row = Row(self.attempts, self.clock.now, where, step.label, asked=model)
         self.rows.append(row)
         self.last = row
         if step.transport is not None:

@@ -219,7 +219,9 @@ async def _pump(
                 elif log.span is not None:
                     log.finish_reasons = tuple(finish_reasons(ev.data))
             if ev.data is not None and (u := sse.usage_of(ev.data, ep)):
-                log.prompt_tokens += u[0]
+                if u[0] > seg.prompt_tokens:  # each stream's prompt once, the largest count
+                    log.prompt_tokens += u[0] - seg.prompt_tokens
+                    seg.prompt_tokens = u[0]
                 log.completion_tokens = max(log.completion_tokens, u[1])
                 if trace is not None:
                     trace.usage(u, ev.data)

@@ -162,7 +162,10 @@ def is_preamble(ev: Event) -> bool:
 
 
 def usage_of(obj: Any, endpoint: Endpoint) -> tuple[int, int] | None:
-    """(prompt, completion) tokens carried by one decoded event, if any."""
+    """(prompt, completion) tokens carried by one decoded event, if any. Counts are the
+    stream's so far (an Anthropic ``message_delta`` repeats the input tokens of
+    ``message_start``, or brings them when they were not known then): a stream's tokens are
+    the largest it reported."""
     if not isinstance(obj, dict):
         return None
     if endpoint is Endpoint.messages:
@@ -170,9 +173,9 @@ def usage_of(obj: Any, endpoint: Endpoint) -> tuple[int, int] | None:
         if etype == "message_start":
             u = (obj.get("message") or {}).get("usage") or {}
             return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
-        if etype == "message_delta":
+        if etype == "message_delta":  # cumulative counts; input ones too when known late
             u = obj.get("usage") or {}
-            return 0, int(u.get("output_tokens") or 0)
+            return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
         return None
     if endpoint is Endpoint.responses:
         if obj.get("type") in _FINAL_TYPES[Endpoint.responses]:

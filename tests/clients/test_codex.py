@@ -160,8 +160,9 @@ def test_midstream_cut_continued(codex: str, tmp_path: Path) -> None:
 ANTHROPIC_MODEL = "claude-test"
 MESSAGES = "/v1/messages"
 # codex offers its hosted ``web_search`` tool (OpenAI runs the search) unless told not to;
-# for a model of another format it is refused with a 400 naming it (see
-# test_anthropic_model_hosted_web_search_is_refused), so a codex user turns it off there.
+# a model of another format answers without it: the tool is dropped and named in
+# x-gateway-dropped (test_anthropic_model_answers_without_the_hosted_web_search). The other
+# tests turn it off, as a codex user on such a model may.
 NO_WEB_SEARCH = 'web_search = "disabled"\n'
 
 
@@ -248,14 +249,16 @@ def test_anthropic_model_overload_absorbed(codex: str, tmp_path: Path) -> None:
     assert all(r["path"] == MESSAGES for r in fake_posts(out, ANTHROPIC_MODEL))
 
 
-def test_anthropic_model_hosted_web_search_is_refused(codex: str, tmp_path: Path) -> None:
+def test_anthropic_model_answers_without_the_hosted_web_search(codex: str, tmp_path: Path) -> None:
     """With its default config codex offers the hosted web_search tool, which an Anthropic
-    model cannot run for it: a 400 naming the field (SPEC §13), shown by codex; nothing
-    goes upstream."""
+    model cannot run: it is dropped and named in x-gateway-dropped (SPEC §13), and codex
+    gets its answer."""
     sc = scenario(codex, "Say hello", model=ANTHROPIC_MODEL, retries=False)
     out = run_scenario(sc, tmp_path)
     cmd = only(out)
-    assert cmd.returncode != 0, show(out)
-    assert "tools.web_search" in cmd.stderr, show(out)
-    assert {r.status for r in gateway_posts(out, RESPONSES)} == {400}, show(out)
-    assert fake_posts(out) == [], show(out)
+    assert cmd.returncode == 0, show(out)
+    assert REPLY.format(model=ANTHROPIC_MODEL) in cmd.stdout, show(out)
+    answered = gateway_posts(out, RESPONSES)
+    assert {r.status for r in answered} == {200}, show(out)
+    assert all("tools.web_search" in r.headers["x-gateway-dropped"] for r in answered), show(out)
+    assert all("web_search" not in str(r["body"].get("tools")) for r in fake_posts(out)), show(out)

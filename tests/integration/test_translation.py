@@ -284,3 +284,34 @@ async def test_reasoning_false_drops_thinking_for_a_model_without_it(make_gatewa
     await client.messages.create(model="gpt-test", max_tokens=4000, messages=HELLO,
                                  thinking=thinking)  # fmt: skip
     assert fake.requests[-1].body["reasoning_effort"] == "low"
+
+
+async def test_a_translated_stream_counts_its_tokens(gw: Harness, fake: FakeProvider) -> None:
+    """A Messages stream answered by an OpenAI-format model: the chat usage chunk arrives
+    last, so the input tokens come in message_delta; they are counted (tokens_total, which
+    team token limits use) as the output tokens are."""
+    async with gw.async_anthropic().messages.stream(
+        model="gpt-test", max_tokens=200, messages=HELLO
+    ) as stream:
+        final = await stream.get_final_message()
+    assert final.usage.input_tokens > 0
+    labels = {"team": "team-a", "model": "gpt-test"}
+    assert (
+        gw.metric("llm_gateway_tokens_total", kind="prompt", **labels) == final.usage.input_tokens
+    )
+    assert (
+        gw.metric("llm_gateway_tokens_total", kind="completion", **labels)
+        == final.usage.output_tokens
+    )
+
+
+async def test_a_request_a_model_cannot_take_goes_to_the_next_one(make_gateway, fake) -> None:  # type: ignore[no-untyped-def]
+    """`n: 2` has no Anthropic equivalent: with an OpenAI-format model next in the chain,
+    that model answers it as it is, instead of a 400."""
+    gw: Harness = await make_gateway(policy={"fallback": {"chain": ["gpt-backup"]}})
+    raw = await gw.async_openai().chat.completions.with_raw_response.create(
+        model="claude-test", messages=HELLO, n=2
+    )
+    assert raw.headers["x-gateway-model"] == "gpt-backup"
+    assert [r.path for r in fake.requests] == ["/v1/chat/completions"]
+    assert fake.requests[-1].body["n"] == 2

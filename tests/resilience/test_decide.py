@@ -8,6 +8,7 @@ from gateway.errors import Category
 from gateway.policy.schema import Policy
 from gateway.resilience.decide import (
     FIRST_BYTE_TIMEOUT,
+    UNTRANSLATABLE,
     Compact,
     GiveUp,
     Progress,
@@ -167,3 +168,12 @@ def test_prompt_too_long_sequence_is_bounded() -> None:
         GiveUp("prompt_too_long"),
     ]
     assert pr.tried == ["model big", "model bigger"]
+
+
+def test_a_request_a_model_cannot_take_moves_on_along_the_chain() -> None:
+    """A request with no equivalent in a model's format (a translation refusal) is not
+    retried there: the next model of the chain takes it; with none left, it is final."""
+    refused = Failure(Category.invalid_request, 400, "n: no equivalent", stage=UNTRANSLATABLE)
+    d = decide(progress(("a", "b")), refused, Policy(), 0.0, Fixed())
+    assert d == Reroute("b", UNTRANSLATABLE, chain_index=1)
+    assert decide(progress(), refused, Policy(), 0.0, Fixed()) == GiveUp("not_retryable")

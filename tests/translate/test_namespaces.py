@@ -83,11 +83,11 @@ def test_a_forced_namespaced_function_is_named_flat() -> None:
 
 
 @pytest.mark.parametrize("target", ["anthropic", "openai"])
-def test_a_custom_tool_in_a_namespace_is_refused(target: str) -> None:
+def test_a_custom_tool_in_a_namespace_is_dropped_and_named(target: str) -> None:
     custom = {**NAMESPACE, "tools": [{"type": "custom", "name": "apply_patch"}]}
-    with pytest.raises(Refused) as info:
-        translate({**CODEX, "tools": [custom]}, "responses", target)
-    assert info.value.field == "tools.namespace.custom"
+    body, _, drops = translate({**CODEX, "tools": [custom]}, "responses", target)
+    assert "tools.namespace.custom" in drops.names
+    assert "apply_patch" not in str(body.get("tools"))
 
 
 def test_two_tools_of_one_flat_name_are_refused() -> None:

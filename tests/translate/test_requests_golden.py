@@ -110,6 +110,8 @@ LOSSES: dict[Any, Any] = {
     "responses_function_output": lambda b: [b["input"][1].pop(k) for k in ("id", "status")],
     # no cap given: Anthropic gets room for the thinking budget (16384) and an answer
     ("responses_reasoning", "anthropic"): _cap("max_output_tokens", 20480),
+    # the hosted search tool is dropped (offered, not forced): no tools come back
+    "responses_web_search": lambda b: b.pop("tools"),
 }
 for _name in NAMES:  # Anthropic requires a cap: the default comes back
     if (_name, "anthropic") not in LOSSES and not _name.startswith("anthropic"):

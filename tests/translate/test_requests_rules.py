@@ -35,6 +35,7 @@ def user(content: Any, fmt: str = "openai") -> dict[str, Any]:
 
 
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+TOOL_RESP = {"type": "function", "name": "f", "parameters": {"type": "object"}}
 
 # (client format, fields over the base body, the provider formats it is refused for, field)
 REFUSED: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
@@ -70,17 +71,11 @@ REFUSED: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("responses", {"prompt": {"id": "pmpt_1"}}, OTHERS["responses"], "prompt"),
     ("responses", {"background": True}, OTHERS["responses"], "background"),
     ("responses", {"top_logprobs": 2}, OTHERS["responses"], "top_logprobs"),
-    ("responses", {"tools": [{"type": "web_search"}]}, OTHERS["responses"], "tools.web_search"),
-    ("responses", {"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
-     OTHERS["responses"], "tools.file_search"),
-    ("responses", {"tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]},
-     OTHERS["responses"], "tools.code_interpreter"),
-    ("responses", {"tools": [{"type": "mcp", "server_label": "x"}]}, OTHERS["responses"],
-     "tools.mcp"),
-    ("responses", {"tools": [{"type": "custom", "name": "apply_patch"}]}, OTHERS["responses"],
-     "tools.custom"),
     ("responses", {"tool_choice": {"type": "file_search"}}, OTHERS["responses"],
      "tool_choice.file_search"),
+    ("anthropic", {"tools": [{"type": "web_search_20250305", "name": "web_search"}],
+                   "tool_choice": {"type": "tool", "name": "web_search"}}, OTHERS["anthropic"],
+     "tool_choice"),
     ("responses", {"input": [{"type": "item_reference", "id": "msg_1"}]}, OTHERS["responses"],
      "input.item_reference"),
     ("responses", user([{"type": "input_image", "file_id": "file-1", "detail": "auto"}],
@@ -94,10 +89,6 @@ REFUSED: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("anthropic", {"mcp_servers": [{"type": "url", "url": "https://x", "name": "x"}]},
      OTHERS["anthropic"], "mcp_servers"),
     ("anthropic", {"container": "container_1"}, OTHERS["anthropic"], "container"),
-    ("anthropic", {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
-     OTHERS["anthropic"], "tools.web_search_20250305"),
-    ("anthropic", {"tools": [{"type": "bash_20250124", "name": "bash"}]}, OTHERS["anthropic"],
-     "tools.bash_20250124"),
     ("anthropic", user([{"type": "image", "source": {"type": "file", "file_id": "f"}}]),
      OTHERS["anthropic"], "image.source.file"),
     ("anthropic", user([{"type": "document", "source": {"type": "file", "file_id": "f"}}]),
@@ -241,6 +232,13 @@ DROPPED: list[tuple[str, dict[str, Any], str, Caps | None, list[str]]] = [
      "anthropic", None, ["include", "truncation", "max_tool_calls", "stream_options"]),
     ("responses", {"reasoning": {"effort": "low", "summary": "auto"}}, "openai", None,
      ["reasoning.summary"]),
+    ("responses", {"tools": [TOOL_RESP, {"type": "web_search"}, {"type": "mcp", "server_label": "x"},
+                             {"type": "custom", "name": "apply_patch"}]}, "anthropic", None,
+     ["tools.web_search", "tools.mcp", "tools.custom"]),
+    ("anthropic", {"tools": [{"name": "f", "input_schema": {"type": "object"}},
+                             {"type": "web_search_20250305", "name": "web_search"},
+                             {"type": "bash_20250124", "name": "bash"}]}, "openai", None,
+     ["tools.web_search_20250305", "tools.bash_20250124"]),
     ("responses", {"input": [{"role": "user", "content": "q"},
                              {"type": "web_search_call", "id": "ws_1", "status": "completed"},
                              {"type": "reasoning", "id": "rs_1", "summary": [],

@@ -77,13 +77,15 @@ Tools
   ``<namespace>__<name>`` (the other formats have no groups), a ``function_call`` item or a
   ``tool_choice`` with a ``namespace`` likewise, and the model's call of one comes back to
   the client as ``name`` + ``namespace`` again (``convert.tool_names``); the namespace's
-  ``description``: DROPPED; a custom tool in it: REFUSED; two tools of one name once
+  ``description``: DROPPED; a custom tool in it: DROPPED; two tools of one name once
   flattened: REFUSED (``tools.namespace``).
-- built-in / server tools (``tools[].type`` other than function / custom / namespace:
-  ``web_search``, ``file_search``, ``code_interpreter``, ``mcp``, anth ``bash_*``,
-  ``web_fetch_*``, chat / resp ``custom`` grammar tools), chat ``web_search_options``, anth
-  ``mcp_servers``, ``container`` (all): REFUSED (the model would answer without running
-  them).
+- built-in / server tools offered (``tools[].type`` other than function / namespace:
+  ``web_search``, ``file_search``, ``code_interpreter``, ``mcp``, resp ``custom`` grammar
+  tools, anth ``web_search_*``, ``bash_*``, ``web_fetch_*``; a custom tool in a namespace)
+  (resp, anth -> all): DROPPED and named (``tools.<type>``): the model answers without
+  them, as a model that does not use an offered tool would; a ``tool_choice`` forcing one:
+  REFUSED. Chat ``web_search_options``, anth ``mcp_servers``, ``container`` (asking for
+  the search or the server to be used): REFUSED.
 - ``tool_choice`` (all): MAPPED auto <-> auto, none <-> none, required <-> any, a named
   function <-> ``tool``; ``allowed_tools`` / hosted-tool / custom choices: REFUSED;
   towards anth without tools, auto / none are left out, required / a named tool REFUSED.
@@ -175,7 +177,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped
+from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped, Refused
 from gateway.translate.requests import anthropic, chat, responses
 
 READERS: dict[str, Callable[[dict[str, Any], Dropped], Conv]] = {
@@ -194,6 +196,12 @@ def write(
 ) -> dict[str, Any]:
     """The body for ``provider`` ("openai", "responses" or "anthropic"); ``max_output_tokens``
     is the model's own output cap (None when unknown)."""
+    if not conv.tools:  # none offered, or every one dropped (built-in tools)
+        conv.tools = None
+        if conv.tool_choice in ("auto", "none"):
+            conv.tool_choice = None  # the same without tools; providers refuse it alone
+    if conv.tool_choice == "tool" and conv.tool_name not in {t.name for t in conv.tools or ()}:
+        raise Refused("tool_choice", f"{conv.tool_name!r} is not available on this model")
     if max_output_tokens is not None and conv.max_tokens is not None:
         # a cap above what the model can write means the same as the model's own cap
         conv.max_tokens = min(conv.max_tokens, max_output_tokens)

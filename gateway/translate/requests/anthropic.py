@@ -209,8 +209,9 @@ _TOOL_KEYS = frozenset({"name", "description", "input_schema", "type", "strict",
 def _read_tools(conv: Conv, value: Any, drops: Dropped) -> None:
     conv.tools = []
     for t in value:
-        if t.get("type") not in (None, "custom"):
-            raise Refused(f"tools.{t.get('type')}", "Anthropic's own tools are not available here")
+        if t.get("type") not in (None, "custom"):  # Anthropic's own (server or schema) tools
+            drops.add(f"tools.{t.get('type')}")  # offered, not forced: answered without it
+            continue
         _extras(t, drops)
         for key in t.keys() - _TOOL_KEYS:
             drops.add(f"tools.{key}")

@@ -188,8 +188,9 @@ def _read_tools(conv: Conv, value: Any, drops: Dropped) -> None:
         if kind == "namespace":
             _read_namespace(conv.tools, t, drops)
             continue
-        if kind != "function":
-            raise Refused(f"tools.{kind}", "this tool type is not available on this model")
+        if kind != "function":  # built-in (run by OpenAI) or custom: nothing to map it to
+            drops.add(f"tools.{kind}")  # offered, not forced: the model answers without it
+            continue
         tool = Tool(t.get("name", ""), t.get("description"), t.get("parameters"), t.get("strict"))
         conv.tools.append(tool)
     names = [t.name for t in conv.tools]
@@ -208,9 +209,8 @@ def _read_namespace(tools: list[Tool], t: dict[str, Any], drops: Dropped) -> Non
     for f in t.get("tools") or ():
         kind = f.get("type")
         if kind != "function":
-            raise Refused(
-                f"tools.namespace.{kind}", "this tool type is not available on this model"
-            )
+            drops.add(f"tools.namespace.{kind}")
+            continue
         name = qualified(ns, f.get("name", ""))
         tools.append(Tool(name, f.get("description"), f.get("parameters"), f.get("strict")))
 
