@@ -55,6 +55,9 @@ def policy_files(
         "gpt-prefill": {"provider": "fake", "prefill": True},
         "forbidden-model": {"provider": "fake"},
     }
+    for spec in models.values():  # the fake speaks both OpenAI APIs, as OpenAI does
+        if spec["provider"] == "fake":
+            spec["upstream_api"] = ["chat", "responses"]
     return {
         "platform.yaml": {
             "providers": {

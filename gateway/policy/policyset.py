@@ -80,21 +80,23 @@ class Deployed:
     key_env: str | None
     upstream_model: str
     weight: float = 1.0
-    wires: tuple[str, ...] = ("openai", "responses")  # the body formats it speaks, see wires_of
+    wires: tuple[str, ...] = ("openai",)  # the body formats it speaks, see wires_of
 
 
-def wires_of(api: str, upstream_api: str | None, speaks: str | None = None) -> tuple[str, ...]:
+def wires_of(
+    api: str, upstream_api: str | tuple[str, ...] = "chat", speaks: str | None = None
+) -> tuple[str, ...]:
     """The body formats a deployment speaks (SPEC §13), the one a translated request is
-    sent in first: an ``openai`` provider's model speaks chat completions and the Responses
-    API (as OpenAI does), or only the one its ``upstream_api`` names (``chat`` for most
-    OpenAI-compatible servers: GLM, DeepSeek, vLLM); ``anthropic`` speaks Messages; the
-    built-in ``sim`` provider speaks all three, or the one of its ``speaks``."""
+    sent in first: an ``openai`` provider's model speaks chat completions (the default,
+    as GLM, DeepSeek and vLLM do), the Responses API, or both (``[chat, responses]``, as
+    OpenAI does); ``anthropic`` speaks Messages; the built-in ``sim`` provider speaks all
+    three, or the one of its ``speaks``."""
     if api == "sim" and speaks is not None:
         api = speaks
     if api == "openai":
-        if upstream_api is None:
-            return ("openai", "responses")
-        return ("responses",) if upstream_api == "responses" else ("openai",)
+        names = (upstream_api,) if isinstance(upstream_api, str) else upstream_api
+        wires = tuple(dict.fromkeys("responses" if n == "responses" else "openai" for n in names))
+        return wires or ("openai",)
     if api == "sim":
         return ("openai", "responses", "anthropic")
     return (api,)

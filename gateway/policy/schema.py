@@ -202,6 +202,10 @@ class Deployment(Frozen):
     name: str | None = Field(default=None, min_length=1, pattern=r"^[^\s#]+$")
 
 
+UpstreamApi = Literal["chat", "responses"]
+"""The OpenAI APIs a model of an ``openai`` provider speaks (SPEC §13)."""
+
+
 class Model(Frozen):
     """A public model: one ``provider``, or several ``deployments`` and how to balance them."""
 
@@ -212,7 +216,7 @@ class Model(Frozen):
     context_window: int | None = Field(default=None, gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
     prefill: bool = False
-    upstream_api: Literal["chat", "responses"] | None = None
+    upstream_api: UpstreamApi | tuple[UpstreamApi, ...] = "chat"
     reasoning: bool | None = None
 
     @model_validator(mode="after")

@@ -84,6 +84,12 @@ def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
     """What one upstream event means for the relay."""
     if raw.startswith(b"data: {") and raw.find(b"\n") == len(raw) - 2:
         data: bytes | None = raw[6:-2]  # the usual event: one JSON data line
+    elif (
+        raw.startswith(b"event: ")
+        and (i := raw.find(b"\ndata: {")) > 0
+        and raw.find(b"\n", i + 1) == len(raw) - 2
+    ):
+        data = raw[i + 7 : -2]  # Anthropic's and Responses' usual: a name, one JSON data line
     elif raw.startswith(b":"):
         return Event(raw, Kind.comment)
     else:

@@ -63,7 +63,8 @@ def fuzz_policies(upstream_url: str, admin_models: bool = False) -> dict[str, An
                                    "api_key_env": PROVIDER_KEY_ENV},
             },
             "models": {
-                "gpt-echo": {"provider": "echo", "context_window": 1000},
+                "gpt-echo": {"provider": "echo", "context_window": 1000,
+                             "upstream_api": ["chat", "responses"]},
                 "claude-echo": {"provider": "echo-anthropic", "prefill": True},
                 "forbidden-model": {"provider": "echo"},
             },

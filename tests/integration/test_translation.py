@@ -201,18 +201,25 @@ async def test_a_broken_stream_resumes_on_a_model_of_the_other_format(make_gatew
 
 
 async def test_upstream_api_chat_translates_a_responses_client(make_gateway, fake) -> None:  # type: ignore[no-untyped-def]
-    """A model whose provider speaks only chat completions (`upstream_api: chat`, as GLM,
-    DeepSeek or vLLM): the Responses API (Codex) is translated to chat; a model with no
-    `upstream_api` is called on the Responses API itself, as the client asked."""
+    """A model of an OpenAI-format provider speaks chat completions unless it says more
+    (`upstream_api`, default `chat`, as GLM, DeepSeek or vLLM): the Responses API (Codex) is
+    translated to chat; a model that speaks both (`[chat, responses]`, as OpenAI does) is
+    called on the Responses API itself."""
     gw: Harness = await make_gateway(
-        models={"gpt-glm": {"provider": "fake", "upstream_api": "chat"}}
+        models={
+            "gpt-glm": {"provider": "fake"},
+            "gpt-chat": {"provider": "fake", "upstream_api": "chat"},
+        }
     )
     client = gw.async_openai()
-    r = await client.responses.create(model="gpt-glm", input="Say hello")
-    assert r.output_text.startswith("Hello! This is the fake provider")
-    assert fake.requests[-1].path == "/v1/chat/completions"
-    await client.responses.create(model="gpt-test", input="Say hello")
+    for model in ("gpt-glm", "gpt-chat"):
+        r = await client.responses.create(model=model, input="Say hello")
+        assert r.output_text.startswith("Hello! This is the fake provider")
+        assert fake.requests[-1].path == "/v1/chat/completions"
+    await client.responses.create(model="gpt-test", input="Say hello")  # [chat, responses]
     assert fake.requests[-1].path == "/v1/responses"
+    await client.chat.completions.create(model="gpt-test", messages=HELLO)
+    assert fake.requests[-1].path == "/v1/chat/completions"
 
 
 async def test_upstream_api_responses_translates_a_chat_client(make_gateway, fake) -> None:  # type: ignore[no-untyped-def]
@@ -315,3 +322,19 @@ async def test_a_request_a_model_cannot_take_goes_to_the_next_one(make_gateway, 
     assert raw.headers["x-gateway-model"] == "gpt-backup"
     assert [r.path for r in fake.requests] == ["/v1/chat/completions"]
     assert fake.requests[-1].body["n"] == 2
+
+
+async def test_a_responses_stream_on_a_chat_only_model(make_gateway, fake) -> None:  # type: ignore[no-untyped-def]
+    """The Codex CLI's way (a streamed Responses request) on a chat-only model: chat chunks
+    upstream, Responses events to the client, ending with response.completed and usage."""
+    gw: Harness = await make_gateway(
+        models={"gpt-glm": {"provider": "fake", "upstream_api": "chat"}}
+    )
+    async with gw.async_openai().responses.stream(model="gpt-glm", input="Say hello") as stream:
+        kinds = [event.type async for event in stream]
+        final = await stream.get_final_response()
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert final.output_text.startswith("Hello! This is the fake provider")
+    assert final.usage is not None and final.usage.output_tokens > 0
+    assert fake.requests[-1].path == "/v1/chat/completions"
+    assert fake.requests[-1].body["stream_options"] == {"include_usage": True}

@@ -127,7 +127,7 @@ def test_bundled_demo_set() -> None:
     assert {p.api for p in ps.providers.values()} == {"sim"}
     assert ps.providers["sim-anthropic"].speaks == "anthropic"
     assert ps.deployments["sim-claude"][0].wires == ("anthropic",)
-    assert ps.deployments["sim-gpt"][0].wires == ("openai", "responses")
+    assert ps.deployments["sim-gpt"][0].wires == ("openai",)  # chat: Responses translated
     cross = ps.route("demo", "sim-claude", "/v1/messages")
     assert cross is not None and cross.policy.fallback.chain == ("sim-gpt",)
     assert ps.models["sim-small"].context_window == 2048
