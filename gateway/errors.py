@@ -64,13 +64,14 @@ _NEVER_RETRIED = frozenset(
     }
 )
 
-# Anthropic's error.type for a given HTTP status (their documented table).
-_ANTHROPIC_TYPES = {
+#: Anthropic's error.type for a given HTTP status (their documented table).
+ANTHROPIC_TYPE_OF_STATUS = {
     400: "invalid_request_error",
     401: "authentication_error",
     402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "timeout_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
@@ -116,8 +117,8 @@ class GatewayError(Exception):
         }
 
     def anthropic_body(self) -> dict[str, object]:
-        etype = self.type if self.type in _ANTHROPIC_TYPES.values() else None
-        etype = etype or _ANTHROPIC_TYPES.get(self.status, "api_error")
+        etype = self.type if self.type in ANTHROPIC_TYPE_OF_STATUS.values() else None
+        etype = etype or ANTHROPIC_TYPE_OF_STATUS.get(self.status, "api_error")
         return {"type": "error", "error": {"type": etype, "message": self.message}}
 
     def body_bytes(self, api: str) -> bytes:

@@ -40,24 +40,10 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import Category
+from gateway.errors import ANTHROPIC_TYPE_OF_STATUS, Category
 from gateway.resilience.keywords import KEYWORDS
 
-_ANTHROPIC_OF_STATUS = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    408: "timeout_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    502: "api_error",
-    503: "overloaded_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
+_ANTHROPIC_OF_STATUS = ANTHROPIC_TYPE_OF_STATUS  # the one table (gateway/errors.py)
 _ANTHROPIC_TYPES = frozenset(_ANTHROPIC_OF_STATUS.values())
 
 # OpenAI error.code or error.type (lowercased) -> the Anthropic type it means.
