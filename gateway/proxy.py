@@ -248,14 +248,17 @@ class HttpAttempter:
     ) -> Outcome:
         """A provider's JSON answer in the client's format (an undecodable one: a failure)."""
         data = _decoded(raw)
-        if not isinstance(data, dict):
-            f = transport_failure(Category.server_error, "the provider's answer is not JSON")
+        try:
+            if not isinstance(data, dict):
+                raise translate.Malformed("the provider's answer is not JSON")
+            answer = translate.answer(
+                data, crossing.wire, crossing.client, crossing.model, crossing.names
+            )
+        except translate.Malformed as e:  # a broken provider: retried like a server error
+            f = transport_failure(Category.server_error, str(e))
             self._count(provider, model, f)
             return Outcome(f, status=502)
         self._count(provider, model, None)
-        answer = translate.answer(
-            data, crossing.wire, crossing.client, crossing.model, crossing.names
-        )
         return Outcome(body=orjson.dumps(answer), headers=headers, data=answer)
 
     async def _open_stream(

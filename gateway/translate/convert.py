@@ -65,6 +65,10 @@ def request(
     return out, drops.names
 
 
+class Malformed(ValueError):
+    """A provider's JSON answer of a shape its format does not have (a broken provider)."""
+
+
 def answer(
     data: dict[str, Any], source: str, target: str, model: str, names: Names | None = None
 ) -> dict[str, Any]:
@@ -72,11 +76,14 @@ def answer(
     ``model`` is the public name of the model that answered. ``names``: the request's
     namespaced functions (:func:`tool_names`), whose calls a Responses client gets back in
     their namespace."""
-    a = _READ[source](data)
-    a.model = model
-    if target == "responses":
-        return answers.write_responses(a, names)
-    return _WRITE[target](a)
+    try:
+        a = _READ[source](data)
+        a.model = model
+        if target == "responses":
+            return answers.write_responses(a, names)
+        return _WRITE[target](a)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+        raise Malformed(f"the provider's answer is not a {source} answer ({e})") from None
 
 
 def tool_names(body: dict[str, Any], source: str) -> Names:

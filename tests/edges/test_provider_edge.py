@@ -362,3 +362,27 @@ async def test_gzipped_answer_reaches_the_client_plain_and_is_counted(
 
     await wait_for(lambda: tokens("prompt") == 11, 2)
     assert (tokens("prompt"), tokens("completion")) == (11, 7)
+
+
+@pytest.mark.parametrize("body", [b'{"choices": "x"}', b'{"choices": [{"message": 7}]}', b"[1]"])
+async def test_a_malformed_answer_to_translate_is_a_502_in_the_clients_format(
+    gateway_at: Callable[..., Awaitable[Harness]], evil: Evil, body: bytes
+) -> None:
+    """A 200 whose JSON is not a chat completion, on a request the gateway translates (an
+    Anthropic client, an OpenAI-format model): retried as a server error, then a 502 in
+    Anthropic's format, never a crash."""
+
+    async def answer(ex: Exchange) -> bool:
+        ex.send(response_bytes(body))
+        return True
+
+    up = await evil(answer)
+    gw = await gateway_at(up.url)
+    req = chat_request(path="/v1/messages", extra={"anthropic-version": "2023-06-01"})
+    resp = await send_and_read(gw.url, req)
+    assert resp.status == 502, resp
+    err = json.loads(resp.body)
+    assert (err["type"] == "error" and "not a openai answer" in err["error"]["message"]) or (
+        "not JSON" in err["error"]["message"]
+    ), err
+    assert len(up.requests) > 1  # retried

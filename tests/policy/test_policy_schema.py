@@ -144,3 +144,17 @@ def test_bundled_demo_set() -> None:
     assert flaky.policy.retry.rate_limit.base == 0.5
     assert flaky.policy.fallback.cooldown == 30.0
     assert ps.team_models("demo") == sorted(ps.models)
+
+
+def test_speaks_is_for_the_sim_provider_only() -> None:
+    """`speaks` picks the one format the built-in sim provider answers in; another
+    provider's format is its `api`, so `speaks` there is an error."""
+    import pydantic
+
+    from gateway.policy.policyset import wires_of
+    from gateway.policy.schema import Provider
+
+    assert wires_of("sim", "chat", Provider(api="sim", speaks="anthropic").speaks) == ("anthropic",)
+    assert wires_of("sim", "chat", None) == ("openai", "responses", "anthropic")
+    with pytest.raises(pydantic.ValidationError, match="speaks is for api sim"):
+        Provider(api="openai", base_url="https://x/v1", speaks="anthropic")
