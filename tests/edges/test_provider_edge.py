@@ -241,13 +241,14 @@ def content_of(body: bytes) -> str:
 
 # ---- 11. bytes after a complete response -------------------------------------------------------
 
+FORGED_HEAD = b"HTTP/1.1 400 Bad Request\r\nx-forged: "  # a head begun, never ended
 
-def forging(
-    delay: float | None, forged_sent: asyncio.Event | None = None
-) -> Callable[[Exchange], Awaitable[bool]]:
-    """Answer every request; after the first answer, on the same connection, a second
-    complete response nobody asked for (in the same write, or ``delay`` s later; then
-    ``forged_sent`` is set once it is written)."""
+
+def forging(how: str) -> Callable[[Exchange], Awaitable[bool]]:
+    """Answer every request; the first answer is followed, in the read that ends it, by
+    bytes nobody asked for: a whole second response (``same-write``; ``last-byte-later``:
+    the first answer's last byte comes 50 ms later, with the forgery) or the start of a
+    response head that the next answer would complete (``next-head``)."""
 
     async def answer(ex: Exchange) -> bool:
         genuine = response_bytes(chat_json(f"genuine answer {ex.n}"))
@@ -255,40 +256,117 @@ def forging(
             ex.send(genuine)
             return True
         forged = response_bytes(chat_json("FORGED answer"))
-        if delay is None:
+        if how == "same-write":
             ex.send(genuine + forged)
+        elif how == "last-byte-later":
+            ex.send(genuine[:-1])
+            await ex.writer.drain()
+            await asyncio.sleep(0.05)  # the gateway is waiting for the end of the body
+            ex.send(genuine[-1:] + forged)
         else:
-            ex.send(genuine)
-            await ex.writer.drain()
-            await asyncio.sleep(delay)  # the scenario: the forgery comes later, unasked
-            ex.send(forged)
-            await ex.writer.drain()
-            if forged_sent is not None:
-                forged_sent.set()
+            ex.send(genuine + FORGED_HEAD)
         return True
 
     return answer
 
 
-@pytest.mark.parametrize("delay", [None, 0.05], ids=["same-write", "50ms-later"])
+# Fails on 5fc9f70: its http1 client fed what followed the end of a response, in the same read,
+# to its parser as the next response. same-write, last-byte-later: answer 1 is both bodies
+# joined; next-head: answer 2 is a 400, the forged status over the genuine answer 2's body.
+@pytest.mark.parametrize("how", ["same-write", "last-byte-later", "next-head"])
 async def test_bytes_after_a_complete_response_never_answer_a_request(
-    gateway_at: Callable[..., Awaitable[Harness]], evil: Evil, delay: float | None
+    gateway_at: Callable[..., Awaitable[Harness]], evil: Evil, how: str
 ) -> None:
-    """A response sent after a complete one never answers any request (same write or later)."""
+    """Bytes that arrive with the end of a response never answer any request."""
+    up = await evil(forging(how))
+    gw = await gateway_at(up.url)
+    answers = []
+    for _ in range(3):
+        resp = await send_and_read(gw.url, chat_request())
+        answers.append((resp.status, content_of(resp.body)))
+    assert answers == [(200, f"genuine answer {n}") for n in (1, 2, 3)], answers
+
+
+def forging_later(forged_sent: asyncio.Event) -> Callable[[Exchange], Awaitable[bool]]:
+    """Answer every request; 50 ms after the first answer, on the same connection (idle
+    in the gateway's pool by then), a second complete response nobody asked for."""
+
+    async def answer(ex: Exchange) -> bool:
+        ex.send(response_bytes(chat_json(f"genuine answer {ex.n}")))
+        if ex.n == 1:
+            await ex.writer.drain()
+            await asyncio.sleep(0.05)  # the scenario: the forgery comes later, unasked
+            ex.send(response_bytes(chat_json("FORGED answer")))
+            await ex.writer.drain()
+            forged_sent.set()
+        return True
+
+    return answer
+
+
+# Passes on 5fc9f70 too (its client aborted a connection that received bytes while idle,
+# gateway/http1.py data_received); aiohttp's pool does not (aio-libs/aiohttp#13656): upstream._Pool.
+async def test_bytes_sent_to_an_idle_connection_never_answer_a_request(
+    gateway_at: Callable[..., Awaitable[Harness]], evil: Evil
+) -> None:
+    """A response sent later, to a connection idle in the pool, never answers a request."""
     forged_sent = asyncio.Event()
-    up = await evil(forging(delay, forged_sent))
+    up = await evil(forging_later(forged_sent))
     gw = await gateway_at(up.url)
     answers = []
     for i in range(3):
         resp = await send_and_read(gw.url, chat_request())
         answers.append((resp.status, content_of(resp.body)))
-        if i == 0 and delay is not None:  # the forgery is on the idle connection first
+        if i == 0:  # the forgery is on the idle connection first
             await asyncio.wait_for(forged_sent.wait(), 5)
-    assert all(status == 200 for status, _ in answers), answers
-    assert all(str(c).startswith("genuine answer") for _, c in answers), answers
+    assert answers == [(200, f"genuine answer {n}") for n in (1, 2, 3)], answers
 
 
 # ---- 12. a connection left mid-message ----------------------------------------------------------
+
+# The head of a response nobody asked for, whose body never comes.
+UNASKED_HEADS = {
+    "content-length": b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n",
+    "chunked": b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n10000\r\n",
+}
+
+
+# Fails on 5fc9f70: its http1 client pooled the connection (``done`` still set by the first
+# answer) with its parser inside the unasked body, which then swallowed the next answer: the
+# next request waited out its first-byte timeout (a 504 after 1 s).
+@pytest.mark.parametrize("framing", list(UNASKED_HEADS))
+async def test_connection_left_mid_message_is_not_reused(
+    gateway_at: Callable[..., Awaitable[Harness]], evil: Evil, framing: str
+) -> None:
+    """A connection whose bytes end inside a message (the head of an unasked response after
+    a complete one) is closed: the next request gets a fresh connection and its answer."""
+
+    async def answer(ex: Exchange) -> bool:
+        genuine = response_bytes(chat_json(f"genuine answer {ex.n}"))
+        ex.send(genuine + (UNASKED_HEADS[framing] if ex.n == 1 else b""))
+        return True
+
+    up = await evil(answer)
+    policy = {
+        "retry": {"max_retries": 0},
+        "turn_retry": {"max": 0},
+        "timeouts": {"first_byte": "1s", "stream_idle": "1s", "total": "5s"},
+    }
+    gw = await gateway_at(up.url, policy=policy)
+    first = await send_and_read(gw.url, chat_request(), within=3)
+    t0 = time.monotonic()
+    second = await send_and_read(gw.url, chat_request(), within=3)
+    seconds = time.monotonic() - t0
+    conns = [(e.n, e.conn) for e in up.requests]
+    assert (first.status, content_of(first.body)) == (200, "genuine answer 1"), first.body[:200]
+    assert (second.status, content_of(second.body)) == (200, "genuine answer 2"), (
+        second.status,
+        f"{seconds:.2f} s",
+        second.body[:200],
+        conns,
+    )
+    assert seconds < 0.8, seconds
+    assert up.requests[-1].conn != up.requests[0].conn, conns
 
 
 def stalling(chunked: bool) -> Callable[[Exchange], Awaitable[bool]]:
@@ -313,8 +391,10 @@ def stalling(chunked: bool) -> Callable[[Exchange], Awaitable[bool]]:
     return answer
 
 
+# Passes on 5fc9f70 too (its client closed every connection released before the end of its
+# response, and one whose read timed out); a guard for the aiohttp client.
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-async def test_connection_left_mid_message_is_not_reused(
+async def test_a_response_abandoned_mid_body_is_not_reused(
     gateway_at: Callable[..., Awaitable[Harness]], evil: Evil, chunked: bool
 ) -> None:
     """After an upstream answer stalled mid-body, the next request gets a fresh connection."""
