@@ -24,7 +24,7 @@ async def proxy(request: web.Request) -> web.StreamResponse:
     raw = await request.read()
     body = orjson.loads(raw)
     session = request.app[SESSION]
-    url = request.app[UPSTREAM] + request.path
+    url = request.app[UPSTREAM] + request.path_qs
     headers = {"authorization": "Bearer sk-bench-upstream", "content-type": "application/json"}
     async with session.post(url, data=raw, headers=headers) as resp:
         if body.get("stream") is True:

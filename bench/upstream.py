@@ -12,7 +12,9 @@ Streams:
   * chunks are written one ``transport.write`` each, ``--chunk-gap-ms`` apart
     (default 1 ms, the event loop's timer resolution), so a proxy sees every
     chunk as its own read, as with a real model that emits tokens over time;
-    ``?gap_ms=N`` on the request overrides it;
+    ``?gap_ms=N`` on the request overrides it, ``?chunks=N`` sends N SSE chunks
+    instead of 20 (the runner measures the per-chunk cost as the slope between two
+    stream lengths);
   * ``?hold=ID`` sends the role chunk and the first content chunk, then holds the
     stream open until ``GET /_bench/release?hold=ID`` (a stream arriving after its
     release does not hold), or 45 s, for the RSS-with-open-streams phase.
@@ -68,7 +70,7 @@ STREAM_HEAD = (
 )
 
 
-def _sse_chunk(i: int) -> bytes:
+def _sse_chunk(i: int, chunks: int = CHUNKS) -> bytes:
     if i == 0:
         delta: dict[str, str] = {"role": "assistant", "content": ""}
     else:
@@ -80,7 +82,7 @@ def _sse_chunk(i: int) -> bytes:
         "model": MODEL,
         "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
     }
-    if i == CHUNKS - 1:
+    if i == chunks - 1:
         obj["choices"] = [{"index": 0, "delta": {}, "finish_reason": "stop"}]
         obj["usage"] = {"prompt_tokens": 12, "completion_tokens": 19, "total_tokens": 31}
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
@@ -93,6 +95,16 @@ def _http_chunk(payload: bytes) -> bytes:
 SSE_EVENTS = [_sse_chunk(i) for i in range(CHUNKS)] + [b"data: [DONE]\n\n"]
 STREAM_PARTS = [_http_chunk(e) for e in SSE_EVENTS]
 STREAM_END = b"0\r\n\r\n"
+_PARTS: dict[int, list[bytes]] = {CHUNKS: STREAM_PARTS}
+
+
+def stream_parts(chunks: int) -> list[bytes]:
+    """The HTTP chunks of a stream of ``chunks`` SSE chunks (+ ``[DONE]``), made once."""
+    parts = _PARTS.get(chunks)
+    if parts is None:
+        events = [_sse_chunk(i, chunks) for i in range(chunks)] + [b"data: [DONE]\n\n"]
+        parts = _PARTS[chunks] = [_http_chunk(e) for e in events]
+    return parts
 
 _MODELS = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
 _OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
@@ -206,6 +218,7 @@ class Conn(asyncio.Protocol):
         st = self.state
         gap = st.gap_s
         hold = False
+        parts = STREAM_PARTS
         q = target.find(b"?")
         if q >= 0:
             for k, v in parse_qsl(target[q + 1 :].decode("latin-1")):
@@ -213,13 +226,15 @@ class Conn(asyncio.Protocol):
                     hold = v not in ("", "0") and v not in st.released
                 elif k == "gap_ms":
                     gap = float(v) / 1000.0
+                elif k == "chunks":
+                    parts = stream_parts(max(2, min(int(v), 10_000)))
         try:
             if hold:  # the role chunk and the first content chunk, then hold
-                t.write(STREAM_HEAD + STREAM_PARTS[0] + STREAM_PARTS[1])
-                rest = STREAM_PARTS[2:]
+                t.write(STREAM_HEAD + parts[0] + parts[1])
+                rest = parts[2:]
             else:
-                t.write(STREAM_HEAD + STREAM_PARTS[0])
-                rest = STREAM_PARTS[1:]
+                t.write(STREAM_HEAD + parts[0])
+                rest = parts[1:]
             if hold:
                 st.held += 1
                 try:

@@ -12,7 +12,9 @@ back until the gateway knows whether it goes on.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import replace
+from itertools import repeat
 from typing import Any
 
 from aiohttp import web
@@ -32,7 +34,8 @@ from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.upstream import MAPPED, UpstreamFailure, failure
 
-Kind = sse.Kind
+DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
+MESSAGES, RESPONSES = sse.MESSAGES, sse.RESPONSES
 READ, WRITE = "read", "write"  # the waits of a stream
 STREAM_ERROR_TYPE = {
     Category.rate_limit: "rate_limit_error",
@@ -199,51 +202,62 @@ async def _pump(
     ep = att.endpoint
     rules = att.req.policy.classify
     seg = Segment()
+    held = seg.held
     trace = s.trace  # None unless traced: then it collects what the attempt's span ends with
+    # Only a chat (completions) event with a "usage" key carries usage: the others are
+    # not looked at for it. Messages and Responses events are.
+    usage_key = None if ep is MESSAGES or ep is RESPONSES else "usage"
 
-    def take(batch: list[sse.Event]) -> bytes:
+    def take(batch: Iterable[sse.Event]) -> bytes:
         keep: list[bytes] = []
         for ev in batch:
             kind = ev.kind
-            if kind is Kind.malformed:
-                env.events.stream_event_dropped(log, log.answered_by)
-                continue
-            if kind is Kind.error:
-                seg.failure = classify_error_event(ev.data, rules=rules, now=time.time())
-                break
-            if kind is Kind.final:
-                seg.complete = True
-                if trace is not None:
-                    trace.final(ev.data)
-                    log.finish_reasons = tuple(trace.reasons)
-                elif log.span is not None:
-                    log.finish_reasons = tuple(finish_reasons(ev.data))
-            if ev.data is not None and (u := sse.usage_of(ev.data, ep)):
+            if kind is not DATA:  # the usual event is data: it skips these tests
+                if kind is MALFORMED:
+                    env.events.stream_event_dropped(log, log.answered_by)
+                    continue
+                if kind is ERROR:
+                    seg.failure = classify_error_event(ev.data, rules=rules, now=time.time())
+                    break
+                if kind is FINAL:
+                    seg.complete = True
+                    if trace is not None:
+                        trace.final(ev.data)
+                        log.finish_reasons = tuple(trace.reasons)
+                    elif log.span is not None:
+                        log.finish_reasons = tuple(finish_reasons(ev.data))
+            data = ev.data
+            if (
+                data is not None
+                and (usage_key is None or usage_key in data)
+                and (u := sse.usage_of(data, ep))
+            ):
                 if u[0] > seg.prompt_tokens:  # each stream's prompt once, the largest count
                     log.prompt_tokens += u[0] - seg.prompt_tokens
                     seg.prompt_tokens = u[0]
                 log.completion_tokens = max(log.completion_tokens, u[1])
                 if trace is not None:
-                    trace.usage(u, ev.data)
-            if tx is not None and (seg.held or tx.closes(ev)):
-                seg.held.append(ev)  # until we know whether the answer goes on
+                    trace.usage(u, data)
+            if tx is not None and (held or tx.closes(ev)):
+                held.append(ev)  # until we know whether the answer goes on
             elif splice is not None:
-                data = splice.feed(ev)
-                if isinstance(data, Diverged):
+                fed = splice.feed(ev)
+                if isinstance(fed, Diverged):
                     seg.diverged = True
                     break
-                keep.append(data)
+                keep.append(fed)
             else:
                 if tx is not None:
                     tx.observe(ev)
                 keep.append(ev.raw)
-        return b"".join(keep)
+        return keep[0] if len(keep) == 1 else b"".join(keep)
 
     idle = att.req.policy.timeouts.stream_idle
     write_s = att.write_timeout
     cap = att.upstream.limits.max_event_bytes
     content = s.resp.content
-    feed, classify = s.splitter.feed, sse.classify_event
+    splitter = s.splitter
+    feed, classify, eps = splitter.feed, sse.classify_event, repeat(ep)
     lim = Limit(None)
     broken: UpstreamFailure | None = None
     try:
@@ -255,23 +269,24 @@ async def _pump(
                     await out.write(data)  # a client that left raises here: not ours to handle
                 if seg.failure is not None or seg.diverged:
                     break
-                lim.set(idle, READ)
+                lim.set(idle, READ)  # no wait until the next set: no need to clear it
                 try:
                     piece = await content.readany()
                 except MAPPED as e:
                     broken = failure(e, "stream")
                     break
-                lim.set(None)
                 if not piece:
-                    if tail := s.splitter.close():  # a translated stream's closing events
-                        data = take([classify(r, ep) for r in tail])
+                    if tail := splitter.close():  # a translated stream's closing events
+                        data = take(map(classify, tail, eps))
                         if data:
                             lim.set(write_s, WRITE)
                             await out.write(data)
                     break
-                batch = [classify(r, ep) for r in feed(piece)]
-                data = take(batch) if batch else b""
-                if len(s.splitter.pending) > cap:
+                raws = feed(piece)
+                data = take(map(classify, raws, eps)) if raws else b""
+                # what is left over is at most this piece: a piece that yielded events and
+                # is under the cap cannot have put the splitter over it
+                if (not raws or len(piece) > cap) and len(splitter.pending) > cap:
                     broken = UpstreamFailure(
                         Category.connection, f"upstream event over {cap} bytes", "stream"
                     )

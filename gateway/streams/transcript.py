@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gateway.providers import Endpoint
-from gateway.streams.sse import Event, Kind
+from gateway.streams.sse import DATA, DONE, FINAL, MESSAGES, RESPONSES, Event
 
 _TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
 
@@ -35,6 +35,10 @@ class Transcript:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
+        # which reader applies, decided once (an enum member lookup is slow on 3.11)
+        self._messages = endpoint is MESSAGES
+        self._responses = endpoint is RESPONSES
+        self._completions = endpoint is Endpoint.completions
         self._parts: list[str] = []
         self.id: str | None = None
         self.model: Any = None
@@ -87,15 +91,16 @@ class Transcript:
 
     def observe(self, ev: Event) -> None:
         """Record one event the client was sent (``ev.data`` decoded, None for comments)."""
-        if ev.kind is Kind.done:
+        kind = ev.kind
+        if kind is DONE:
             self.closed = True
             return
         obj = ev.data
-        if not isinstance(obj, dict) or ev.kind in (Kind.error, Kind.malformed):
-            return
-        if self.endpoint is Endpoint.messages:
+        if (kind is not DATA and kind is not FINAL) or not isinstance(obj, dict):
+            return  # a comment, an error, a malformed event
+        if self._messages:
             self._observe_messages(obj)
-        elif self.endpoint is Endpoint.responses:
+        elif self._responses:
             self._observe_responses(obj)
         else:
             self._observe_chat(obj)
@@ -107,17 +112,19 @@ class Transcript:
         until the final event tells whether it was cut: once one is sent, the stream
         is no longer resumable.
         """
-        if ev.kind in (Kind.final, Kind.done):
+        kind = ev.kind
+        if kind is FINAL or kind is DONE:
             return True
         obj = ev.data
         if not isinstance(obj, dict):
             return False
-        etype = obj.get("type")
-        if self.endpoint is Endpoint.messages:
+        if self._messages:
+            etype = obj.get("type")
             if etype == "content_block_stop":
                 return obj.get("index") == self.text_index and self.text_open
             return etype in ("message_delta", "message_stop")
-        if self.endpoint is Endpoint.responses:
+        if self._responses:
+            etype = obj.get("type")
             if etype in ("response.output_text.done", "response.content_part.done"):
                 return obj.get("output_index") == self.output_index
             if etype == "response.output_item.done":
@@ -138,27 +145,34 @@ class Transcript:
         choices = obj.get("choices")
         if not isinstance(choices, list):
             return
-        if not choices and obj.get("usage") is not None:
-            self.closed = True
+        if not choices:
+            if obj.get("usage") is not None:
+                self.closed = True
+            return
         for c in choices:
             if not isinstance(c, dict):
                 continue
             index = c.get("index", 0)
-            if self.choice_index is None:
-                self.choice_index = index
-            elif index != self.choice_index:
-                self.multiple_choices = True
+            if index != self.choice_index:
+                if self.choice_index is None:
+                    self.choice_index = index
+                else:
+                    self.multiple_choices = True
             if c.get("finish_reason"):
                 self.closed = True
-            if self.endpoint is Endpoint.completions:
+            if self._completions:
                 if isinstance(c.get("text"), str):
                     self._add(c["text"])
                 continue
             delta = c.get("delta")
             if not isinstance(delta, dict):
                 continue
-            if isinstance(delta.get("content"), str):
-                self._add(delta["content"])
+            content = delta.get("content")
+            if isinstance(content, str):
+                if content:
+                    self._parts.append(content)
+                if len(delta) == 1:
+                    continue  # the usual chunk: text and nothing else
             if delta.get("tool_calls") or delta.get("function_call"):
                 self.tool = True
             if delta.get("refusal"):
