@@ -238,18 +238,23 @@ async def _pump(
                 log.completion_tokens = max(log.completion_tokens, u[1])
                 if trace is not None:
                     trace.usage(u, data)
-            if tx is not None and (held or tx.closes(ev)):
-                held.append(ev)  # until we know whether the answer goes on
-            elif splice is not None:
-                fed = splice.feed(ev)
+            if tx is None:
+                keep.append(ev.raw)  # nothing to keep track of: relayed as it came
+            elif held:
+                held.append(ev)  # after a closing event: held until the answer ends
+            elif splice is None:
+                if tx.record(ev):  # a closing event: held until we know if the answer goes on
+                    held.append(ev)
+                else:
+                    keep.append(ev.raw)
+            elif tx.closes(ev):
+                held.append(ev)
+            else:
+                fed = splice.feed(ev)  # a resumed or continued answer, spliced in
                 if isinstance(fed, Diverged):
                     seg.diverged = True
                     break
                 keep.append(fed)
-            else:
-                if tx is not None:
-                    tx.observe(ev)
-                keep.append(ev.raw)
         return keep[0] if len(keep) == 1 else b"".join(keep)
 
     idle = att.req.policy.timeouts.stream_idle

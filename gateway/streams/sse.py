@@ -51,6 +51,9 @@ class Splitter:
         self._buf = b""
 
     def feed(self, piece: bytes) -> list[bytes]:
+        end = piece.find(b"\n\n")
+        if end > 0 and end == len(piece) - 2 and not self._buf and b"\r" not in piece:
+            return [piece]  # the usual piece: exactly one whole event
         if b"\r" in piece:
             piece = piece.replace(b"\r\n", b"\n")
         buf = self._buf + piece if self._buf else piece
@@ -60,7 +63,7 @@ class Splitter:
             return []
         if end == len(buf) - 2 and buf.find(b"\n\n") == end and not buf.startswith(b"\n"):
             self._buf = b""
-            return [buf]  # the usual piece: exactly one whole event
+            return [buf]  # a piece that completes the event begun before
         self._buf = buf[end + 2 :]
         return [e + b"\n\n" for e in buf[:end].split(b"\n\n") if e]
 

@@ -96,14 +96,8 @@ class Transcript:
             self.closed = True
             return
         obj = ev.data
-        if (kind is not DATA and kind is not FINAL) or not isinstance(obj, dict):
-            return  # a comment, an error, a malformed event
-        if self._messages:
-            self._observe_messages(obj)
-        elif self._responses:
-            self._observe_responses(obj)
-        else:
-            self._observe_chat(obj)
+        if (kind is DATA or kind is FINAL) and isinstance(obj, dict):
+            self._read(obj)  # not a comment, an error or a malformed event
 
     def closes(self, ev: Event) -> bool:
         """True for an event that ends the answer's text.
@@ -116,8 +110,31 @@ class Transcript:
         if kind is FINAL or kind is DONE:
             return True
         obj = ev.data
+        return isinstance(obj, dict) and self._closes(obj)
+
+    def record(self, ev: Event) -> bool:
+        """:meth:`observe` ``ev`` unless it :meth:`closes` the answer: then True, and
+        nothing recorded (the relay holds it back). One call for the relay's usual event."""
+        kind = ev.kind
+        if kind is not DATA:
+            return kind is FINAL or kind is DONE  # a comment: nothing to record
+        obj = ev.data
         if not isinstance(obj, dict):
             return False
+        if self._closes(obj):
+            return True
+        self._read(obj)
+        return False
+
+    def _read(self, obj: dict[str, Any]) -> None:
+        if self._messages:
+            self._observe_messages(obj)
+        elif self._responses:
+            self._observe_responses(obj)
+        else:
+            self._observe_chat(obj)
+
+    def _closes(self, obj: dict[str, Any]) -> bool:
         if self._messages:
             etype = obj.get("type")
             if etype == "content_block_stop":
