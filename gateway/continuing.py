@@ -55,12 +55,14 @@ async def continue_answer(
     policy = req.policy.output_recovery
     while True:
         last = parts[-1]
+        if not continuation.cut_at_length(last, req.api):
+            break  # complete, the usual answer: nothing to decide (the decision says Stop)
         d = followup.continuation(
             req.body,
             req.api,
             policy,
             len(parts) - 1,
-            cut=continuation.cut_at_length(last, req.api),
+            cut=True,
             text=continuation.answer_text(last, req.api),
         )
         if isinstance(d, followup.Stop):

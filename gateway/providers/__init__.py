@@ -41,10 +41,11 @@ class Endpoint(enum.StrEnum):
     @property
     def continuable(self) -> bool:
         """An answer of this endpoint can be continued or resumed (chat, Messages, Responses)."""
-        return self in _SHAPE or self is Endpoint.chat
+        return self in _CONTINUABLE
 
 
 _SHAPE = {Endpoint.messages: "anthropic", Endpoint.responses: "responses"}
+_CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
 
 
 def dialect_of(path: str) -> str:

@@ -114,6 +114,7 @@ class Follow:
 Transition = Activated | Recovered | Follow
 
 INITIAL = FallbackState()
+PRIMARY = Choice(0)  # what the default state chooses
 
 
 def next_index(fb: Fallback, index: int) -> int | None:
@@ -145,7 +146,7 @@ def choose(state: FallbackState, fb: Fallback, now: float) -> tuple[FallbackStat
     """The model a new request starts on, and the state after taking a probe lease."""
     state = _normalise(state, fb)
     if state.active == 0:
-        return state, Choice(0)
+        return state, PRIMARY
     if now >= state.since + fb.cooldown and now >= state.probe_until:
         leased = replace(state, probe_until=now + probe_lease(fb))
         return leased, Choice(0, probe=True, back_to=state.active)

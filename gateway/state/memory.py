@@ -29,20 +29,27 @@ class MemoryState:
 
     def put_fallback(self, key: str, state: FallbackState) -> None:
         """Store ``state`` for ``key`` (deleting it when it is the default)."""
-        if state == fallback.INITIAL:
+        if state is fallback.INITIAL or state == fallback.INITIAL:
             self.fallbacks.pop(key, None)
         else:
             self.fallbacks[key] = state
 
     async def choose(self, key: str, fb: Fallback, now: float) -> Choice:
-        state, choice = fallback.choose(self.fallbacks.get(key, fallback.INITIAL), fb, now)
+        old = self.fallbacks.get(key)
+        if old is None:  # the default state (a route that never failed): the primary, as is
+            return fallback.PRIMARY
+        state, choice = fallback.choose(old, fb, now)
         self.put_fallback(key, state)
         return choice
 
     async def record(
         self, key: str, fb: Fallback, index: int, outcome: str, now: float, *, probe: bool
     ) -> Transition | None:
-        old = self.fallbacks.get(key, fallback.INITIAL)
+        old = self.fallbacks.get(key)
+        if old is None:
+            if outcome == "ok" and not probe:  # the default state stays as it is
+                return None
+            old = fallback.INITIAL
         state, transition = fallback.record(old, fb, index, outcome, now, probe=probe)
         self.put_fallback(key, state)
         return transition
