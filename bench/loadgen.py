@@ -240,13 +240,15 @@ async def streams(
     seconds: float,
     fmt: str = "openai",
     body: dict[str, Any] | None = None,
+    query: str = "",
 ) -> StreamResult:
     """``concurrency`` workers open streams back to back for ``seconds``. ``fmt``: the client's
     format (:data:`STREAM_FORMATS`: ``openai`` chat completions, the default, ``anthropic``
     Messages, ``responses``), which says the endpoint, the body (``body`` replaces it) and
-    what a complete stream ends with. ``chunks_seen`` counts ``data:`` lines (SSE events)."""
+    what a complete stream ends with. ``chunks_seen`` counts ``data:`` lines (SSE events).
+    ``query`` goes on the URL (``chunks=100``: the bench upstream's stream length)."""
     spec = STREAM_FORMATS[fmt]
-    url = f"http://127.0.0.1:{port}{spec.path}"
+    url = f"http://127.0.0.1:{port}{spec.path}" + (f"?{query}" if query else "")
     payload = json.dumps(spec.body if body is None else body).encode()
     complete, content = spec.complete, spec.content
     ttfbs: list[float] = []

@@ -960,6 +960,10 @@ def main() -> int:
         import workers
 
         return int(workers.main(sys.argv[3:]))
+    if sys.argv[1:3] == ["--phase", "ratios"]:  # floor and gateway interleaved: ratios.py
+        import ratios
+
+        return int(ratios.main(sys.argv[3:]))
     if sys.argv[1:3] == ["--phase", "translation"]:  # translated vs same-format: translation.py
         import translation
 

@@ -180,7 +180,7 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
             code="no_route",
         )
     log.route = route.id
-    for name in spec.providers:
+    for name in () if endpoint.continuable else spec.providers:  # every provider serves those
         provider = policies.providers[name]
         if not serves(provider, endpoint):
             raise bad_request(
