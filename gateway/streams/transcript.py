@@ -121,9 +121,15 @@ class Transcript:
         obj = ev.data
         if not isinstance(obj, dict):
             return False
-        if self._closes(obj):
+        if self._messages or self._responses:
+            if self._closes(obj):
+                return True
+            self._read(obj)
+            return False
+        choices = obj.get("choices")  # chat, inline (the usual event): what _closes says
+        if isinstance(choices, list) and not choices and obj.get("usage") is not None:
             return True
-        self._read(obj)
+        self._observe_chat(obj)
         return False
 
     def _read(self, obj: dict[str, Any]) -> None:
