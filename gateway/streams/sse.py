@@ -47,6 +47,10 @@ class Splitter:
 
     __slots__ = ("_buf",)
 
+    #: Undecodable events it dropped itself: none (the relay finds them, classifying each
+    #: event); a translating splitter drops and counts them (gateway.translate.Splitter).
+    malformed = 0
+
     def __init__(self) -> None:
         self._buf = b""
 

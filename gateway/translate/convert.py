@@ -135,3 +135,8 @@ class Splitter:
     @property
     def pending(self) -> bytes:
         return self._split.pending
+
+    @property
+    def malformed(self) -> int:
+        """Undecodable upstream events dropped so far (the relay counts them)."""
+        return self._tr.malformed

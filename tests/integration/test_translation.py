@@ -9,7 +9,7 @@ import anthropic
 import openai
 import pytest
 
-from gateway.testing import CutAfter, Error, FakeProvider
+from gateway.testing import CutAfter, Error, FakeProvider, MalformedEventAt
 from tests.harness import Harness
 
 HELLO = [{"role": "user", "content": "Say hello"}]
@@ -338,3 +338,18 @@ async def test_a_responses_stream_on_a_chat_only_model(make_gateway, fake) -> No
     assert final.usage is not None and final.usage.output_tokens > 0
     assert fake.requests[-1].path == "/v1/chat/completions"
     assert fake.requests[-1].body["stream_options"] == {"include_usage": True}
+
+
+async def test_a_translated_streams_undecodable_event_is_dropped_and_counted(
+    gw: Harness, fake: FakeProvider
+) -> None:
+    """SPEC §8.4 on a translated stream: an undecodable upstream event (here in an Anthropic
+    stream read by a chat client) is dropped and counted, and the answer is whole."""
+    fake.push(MalformedEventAt(2))
+    stream = await gw.async_openai().chat.completions.create(
+        model="claude-test", messages=HELLO, stream=True
+    )
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == "Hello! This is the fake provider answering model claude-test."
+    assert fake.requests[-1].path == "/v1/messages"
+    assert gw.metric("llm_gateway_stream_events_dropped_total", model="claude-test") == 1
