@@ -67,6 +67,7 @@ class OpenStream:
     splitter: sse.Splitter | translate.Splitter  # whole events, in the client's format
     head: list[sse.Event]
     trace: StreamTrace | None = None  # the attempt's span, ended by the relay (when traced)
+    hide_usage: bool = False  # the usage chunk was the gateway's request: counted, not sent
 
 
 class HttpAttempter:
@@ -99,6 +100,10 @@ class HttpAttempter:
         self.streams = streams if streams is not None else set()  # streams being relayed
         self.tracing = tracing
         self.response: web.StreamResponse | None = None  # committed early for keepalives
+        # A chat (or legacy completions) stream whose client did not ask for the usage
+        # chunk: the gateway asks for it all the same (its tokens are counted, for the team's
+        # tokens_per_minute and the metrics) and keeps it from the client.
+        self.hide_usage = stream and endpoint in _USAGE_CHUNK and not asks_usage(req.body)
 
     # ---- Attempter -------------------------------------------------------------------
     def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
@@ -126,6 +131,8 @@ class HttpAttempter:
                 return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
             query = self.request.rel_url.raw_query_string  # as the client wrote it
             t = target(base, self.request.headers, query)
+            if self.hide_usage:
+                body = with_usage(body)
         else:
             try:
                 spec = self.policies.models[model]
@@ -274,9 +281,8 @@ class HttpAttempter:
         if crossing is None:
             splitter = sse.Splitter()
         else:
-            options = self.req.body.get("stream_options")  # a chat client's own choice
-            asked = isinstance(options, dict) and options.get("include_usage") is True
-            usage = crossing.client != "openai" or asked
+            usage = crossing.client != "openai" or asks_usage(self.req.body)  # a chat client's
+            # own choice; the other formats always have their usage
             splitter = translate.Splitter(
                 crossing.wire, crossing.client, crossing.model, usage, crossing.names
             )
@@ -320,7 +326,10 @@ class HttpAttempter:
             self._count(provider, model, f)
             return Outcome(f, status=0, body=first.raw)
         self._count(provider, model, None)
-        return Outcome(stream=OpenStream(resp, splitter, head), headers=resp.headers)
+        hide = crossing is None and self.hide_usage  # a translated one is the translator's
+        return Outcome(
+            stream=OpenStream(resp, splitter, head, hide_usage=hide), headers=resp.headers
+        )
 
     # ---- the summarize compaction step's call (gateway/engine.py _summarize) -----------
     def model_info(self, model: str) -> tuple[str, int | None]:
@@ -397,6 +406,22 @@ class HttpAttempter:
             self.log.status = 200
             self.log.ttfb = time.monotonic() - self.log.started
         return self.response
+
+
+_USAGE_CHUNK = frozenset({Endpoint.chat, Endpoint.completions})
+
+
+def asks_usage(body: dict[str, Any]) -> bool:
+    """Whether a chat or completions stream request asks for the usage chunk."""
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def with_usage(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` asking for the stream's usage chunk (its other stream options kept)."""
+    options = body.get("stream_options")
+    kept = options if isinstance(options, dict) else {}
+    return {**body, "stream_options": {**kept, "include_usage": True}}
 
 
 def _decoded(body: bytes) -> Any:

@@ -207,6 +207,7 @@ async def _pump(
     # Only a chat (completions) event with a "usage" key carries usage: the others are
     # not looked at for it. Messages and Responses events are.
     usage_key = None if ep is MESSAGES or ep is RESPONSES else "usage"
+    hide_usage = s.hide_usage  # the chat usage chunk the client did not ask for: not sent
 
     def take(batch: Iterable[sse.Event]) -> bytes:
         keep: list[bytes] = []
@@ -229,7 +230,7 @@ async def _pump(
             data = ev.data
             if (
                 data is not None
-                and (usage_key is None or usage_key in data)
+                and (usage_key is None or data.get(usage_key) is not None)
                 and (u := sse.usage_of(data, ep))
             ):
                 if u[0] > seg.prompt_tokens:  # each stream's prompt once, the largest count
@@ -238,6 +239,8 @@ async def _pump(
                 log.completion_tokens = max(log.completion_tokens, u[1])
                 if trace is not None:
                     trace.usage(u, data)
+                if hide_usage and not data.get("choices"):
+                    continue  # the usage chunk only the gateway asked for: counted, not sent
             if tx is None:
                 keep.append(ev.raw)  # nothing to keep track of: relayed as it came
             elif held:

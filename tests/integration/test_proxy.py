@@ -67,6 +67,26 @@ async def test_chat_stream_async(gw: Harness, fake: FakeProvider) -> None:
     )
 
 
+async def test_a_stream_without_include_usage_is_counted_all_the_same(
+    gw: Harness, fake: FakeProvider
+) -> None:
+    """A chat stream whose client did not ask for usage: the gateway asks upstream (its
+    tokens count for the team's tokens_per_minute and the metrics) and keeps the usage
+    chunk, which has no choices, from the client, which did not ask for one."""
+    stream = await gw.async_openai().chat.completions.create(
+        model="gpt-test", messages=MESSAGES, stream=True
+    )
+    chunks = [c async for c in stream]
+    assert chunks and all(c.choices for c in chunks)  # chunk.choices[0] never fails
+    assert all(c.usage is None for c in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks).startswith("Hello!")
+    assert fake.requests[-1].body["stream_options"] == {"include_usage": True}
+    completion = gw.metric(
+        "llm_gateway_tokens_total", team="team-a", model="gpt-test", kind="completion"
+    )
+    assert completion is not None and completion > 0
+
+
 async def test_chat_stream_sync_client(gw: Harness) -> None:
     """The synchronous SDK client streams through the gateway."""
     client = gw.openai()
