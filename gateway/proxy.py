@@ -131,7 +131,7 @@ class HttpAttempter:
                 return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
             query = self.request.rel_url.raw_query_string  # as the client wrote it
             t = target(base, self.request.headers, query)
-            if self.hide_usage:
+            if self.hide_usage and self.policies.providers[provider].stream_usage:
                 body = with_usage(body)
         else:
             try:
@@ -149,6 +149,8 @@ class HttpAttempter:
                 )
                 return Outcome(refused, status=400, body=e.body_bytes(self.endpoint.dialect))
             self.log.drop(dropped)
+            if self.stream and not self.policies.providers[provider].stream_usage:
+                body.pop("stream_options", None)  # a server that rejects it: no usage chunk
             # the client's query and provider headers belong to its own API: not passed
             t = target(wiring.targets[ENDPOINT_OF_WIRE[crossing.wire]], {}, "")
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
@@ -326,7 +328,9 @@ class HttpAttempter:
             self._count(provider, model, f)
             return Outcome(f, status=0, body=first.raw)
         self._count(provider, model, None)
-        hide = crossing is None and self.hide_usage  # a translated one is the translator's
+        hide = (  # the usage chunk the gateway asked for (a translated one is the translator's)
+            crossing is None and self.hide_usage and self.policies.providers[provider].stream_usage
+        )
         return Outcome(
             stream=OpenStream(resp, splitter, head, hide_usage=hide), headers=resp.headers
         )

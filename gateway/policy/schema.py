@@ -156,6 +156,15 @@ class Provider(Frozen):
         default=True,
         description="false turns certificate verification off for this provider (warned at start)",
     )
+    stream_usage: bool = Field(
+        default=True,
+        description=(
+            "ask this provider for a chat stream's usage chunk (stream_options.include_usage)"
+            " even when the client did not, so that the stream's tokens are counted; false for"
+            " a server that rejects stream_options (Azure OpenAI api-versions before"
+            " 2024-09-01): its streams then count tokens only when the client asks"
+        ),
+    )
 
     @field_validator("proxy")
     @classmethod

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import aiohttp
 import openai
 import pytest
 
 from gateway.testing import FakeProvider
-from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness
+from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness, policy_files, write_policies
 
 MESSAGES = [{"role": "user", "content": "Say hello"}]
 
@@ -85,6 +86,32 @@ async def test_a_stream_without_include_usage_is_counted_all_the_same(
         "llm_gateway_tokens_total", team="team-a", model="gpt-test", kind="completion"
     )
     assert completion is not None and completion > 0
+
+
+async def test_stream_usage_false_leaves_the_stream_options_alone(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """``providers.*.stream_usage: false`` (a server that rejects stream_options): a chat
+    stream goes up as the client sent it, and a translated one without stream_options."""
+    files = policy_files(fake.url, None, None)
+    files["platform.yaml"]["providers"]["fake"]["stream_usage"] = False
+    gw = await Harness(fake, write_policies(tmp_path / "p", files)).start()
+    try:
+        stream = await gw.async_openai().chat.completions.create(
+            model="gpt-test", messages=MESSAGES, stream=True
+        )
+        assert "".join([c.choices[0].delta.content or "" async for c in stream]).startswith(
+            "Hello!"
+        )
+        assert "stream_options" not in fake.requests[-1].body
+        async with gw.async_anthropic().messages.stream(
+            model="gpt-test", max_tokens=100, messages=MESSAGES
+        ) as s:
+            assert "".join([t async for t in s.text_stream]).startswith("Hello!")
+        assert fake.requests[-1].path == "/v1/chat/completions"
+        assert "stream_options" not in fake.requests[-1].body
+    finally:
+        await gw.stop()
 
 
 async def test_chat_stream_sync_client(gw: Harness) -> None:
