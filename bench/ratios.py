@@ -62,21 +62,6 @@ def start_floor(up_port: int, port: int, cpu: int | None, prefix: list[str] | No
     return p
 
 
-def start_gateway(policy_dir: Path, port: int, cpu: int | None, log: Path,
-                  prefix: list[str] | None = None) -> Any:  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "GATEWAY_"))}
-    env.update({"GATEWAY_LOG_LEVEL": "info", "GATEWAY_LOG_FORMAT": "json",
-                "GATEWAY_SHUTDOWN_GRACE_S": "1", "GATEWAY_STATE_URL": "",
-                "BENCH_UPSTREAM_KEY": "sk-bench-upstream"})  # fmt: skip
-    argv = [sys.executable, "-m", "gateway", "serve", "--policies", str(policy_dir),
-            "--port", str(port), "--host", "127.0.0.1"]  # fmt: skip
-    with log.open("wb") as f:
-        p = procs.spawn([*(prefix or []), *argv], cpu=cpu, env=env, stdout=f,
-                        stderr=subprocess.STDOUT)  # fmt: skip
-    procs.wait_http(p, port, "/readyz", 300 if prefix else 30, "the gateway")
-    return p
-
-
 def one_round(name: str, pid: int, port: int, d: float, load_cpu: int | None) -> dict[str, float]:
     w, _ = bench.run_wrk(name, port, 64, d, load_cpu, [pid])
     row = {"cpu_us_per_req": w.cpu_us_per_req, "rps": w.rps}
@@ -144,7 +129,8 @@ def instructions(policy_dir: Path, up_port: int, tmp: Path, n: int, ns: int) -> 
                   "--dump-line=no"]  # fmt: skip
         port = bench._port(18100 + len(found))
         if name == "gateway":
-            p = start_gateway(policy_dir, port, None, tmp / "gw-callgrind.log", prefix)
+            p = bench.start_gateway(policy_dir, port, "info", None, tmp / "gw-callgrind.log",
+                                    prefix=prefix)  # fmt: skip
         else:
             p = start_floor(up_port, port, None, prefix)
         bench.say(f"{name} under callgrind: {n} requests, {ns} streams of {SHORT} and {LONG}")
@@ -196,7 +182,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     floor_port, gw_port = bench._port(18060), bench._port(bench.GATEWAY_PORT)
     targets = {
         "minimal proxy": (start_floor(up_port, floor_port, cpu), floor_port),
-        "gateway": (start_gateway(policy_dir, gw_port, cpu, tmp / "gw.log"), gw_port),
+        "gateway": (bench.start_gateway(policy_dir, gw_port, "info", cpu, tmp / "gw.log"), gw_port),
     }
     bench._check_answer(gw_port)
     time.sleep(1.0)
@@ -301,19 +287,6 @@ def report(out: dict[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
-def enter_netns(args: argparse.Namespace, argv: list[str]) -> None:
-    """Re-exec this script in a private network namespace (as ``bench/run.py`` does)."""
-    if args.no_netns or os.environ.get("BENCH_NETNS"):
-        return
-    prefix = bench._netns_prefix()
-    if prefix is None:
-        os.environ["BENCH_NETNS"] = "unavailable"
-        bench.say("NOTE: unshare --net is not permitted here; running on the host's loopback")
-        return
-    os.environ["BENCH_NETNS"] = "1"
-    os.execvp(prefix[0], [*prefix, "--", sys.executable, str(Path(__file__).resolve()), *argv])
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="2 rounds of 2 s")
@@ -330,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("wrk") is None:
         print("bench: 'wrk' not found", file=sys.stderr)
         return 2
-    enter_netns(args, sys.argv[1:] if argv is None else argv)
+    bench._enter_netns(args, str(Path(__file__).resolve()), sys.argv[1:] if argv is None else argv)
     procs.install_cleanup()
     try:
         out = measure(args)

@@ -119,20 +119,6 @@ def start_gateway(
     return p
 
 
-def enter_netns(args: argparse.Namespace) -> None:
-    """Re-exec this script in a private network namespace (as ``bench/run.py`` does)."""
-    if args.no_netns or os.environ.get("BENCH_NETNS"):
-        return
-    prefix = bench._netns_prefix()
-    if prefix is None:
-        os.environ["BENCH_NETNS"] = "unavailable"
-        bench.say("NOTE: unshare --net is not permitted here; running on the host's loopback")
-        return
-    os.environ["BENCH_NETNS"] = "1"
-    os.execvp(prefix[0], [*prefix, "--", sys.executable, str(Path(__file__).resolve()),
-                          *sys.argv[1:]])  # fmt: skip
-
-
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     isolation = bench._loopback_up()
     if procs.cpu_count() >= 2:
@@ -297,7 +283,7 @@ def main() -> int:
         if shutil.which(tool) is None:
             print(f"bench: '{tool}' not found", file=sys.stderr)
             return 2
-    enter_netns(args)
+    bench._enter_netns(args, str(Path(__file__).resolve()))
     procs.install_cleanup()
     try:
         out = measure(args)

@@ -91,8 +91,11 @@ def _netns_prefix() -> list[str] | None:
     return None
 
 
-def _enter_netns(args: argparse.Namespace) -> None:
-    """Re-exec this runner inside a fresh network namespace (only loopback exists there)."""
+def _enter_netns(
+    args: argparse.Namespace, script: str | None = None, argv: list[str] | None = None
+) -> None:
+    """Re-exec ``script`` (default: this runner) with ``argv`` (default: this process's)
+    inside a fresh network namespace (only loopback exists there)."""
     if args.no_netns or os.environ.get("BENCH_NETNS"):
         return
     prefix = _netns_prefix()
@@ -101,9 +104,9 @@ def _enter_netns(args: argparse.Namespace) -> None:
         say("NOTE: unshare --net is not permitted here; running on the host's loopback")
         return
     os.environ["BENCH_NETNS"] = "1"
-    os.execvp(
-        prefix[0], [*prefix, "--", sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
-    )
+    script = script or str(Path(__file__).resolve())
+    argv = sys.argv[1:] if argv is None else argv
+    os.execvp(prefix[0], [*prefix, "--", sys.executable, script, *argv])
 
 
 def _loopback_up() -> str:
@@ -343,7 +346,10 @@ def start_gateway(
     cpu: int | None,
     log_path: Path,
     extra_env: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
 ) -> subprocess.Popen[Any]:
+    """``llm-gateway serve`` on ``port``; ``prefix`` runs it under another program (valgrind),
+    which is slow to start."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(extra_env or {})
     env.update(
@@ -368,9 +374,10 @@ def start_gateway(
         "--host",
         "127.0.0.1",
     ]
+    argv = [*(prefix or []), *argv]
     p = procs.spawn(argv, cpu=cpu, env=env, stdout=log, stderr=subprocess.STDOUT)
     log.close()
-    procs.wait_http(p, port, "/readyz", 30, "the gateway")
+    procs.wait_http(p, port, "/readyz", 300 if prefix else 30, "the gateway")
     return p
 
 
