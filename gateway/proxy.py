@@ -123,6 +123,7 @@ class HttpAttempter:
                 Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
             )
         crossing = self._crossing(d.wires, model, body)
+        hide_usage = False  # the usage chunk this attempt asks for only for the gateway
         if crossing is None:
             base = wiring.targets.get(self.endpoint)
             if base is None:
@@ -131,7 +132,8 @@ class HttpAttempter:
                 return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
             query = self.request.rel_url.raw_query_string  # as the client wrote it
             t = target(base, self.request.headers, query)
-            if self.hide_usage and self.policies.providers[provider].stream_usage:
+            hide_usage = self.hide_usage and self.policies.providers[provider].stream_usage
+            if hide_usage:
                 body = with_usage(body)
         else:
             try:
@@ -161,7 +163,7 @@ class HttpAttempter:
             if self.log.traceparent is not None:  # traced, not sampled: the context goes on
                 t.headers["traceparent"] = self.log.traceparent
             return await self._exchange(
-                provider, model, t, wiring, data, remaining, self.stream, crossing
+                provider, model, t, wiring, data, remaining, self.stream, crossing, hide_usage
             )
         span = tracing.attempt(
             self.log, self.endpoint, provider, d.name, model, upstream_model, t.headers
@@ -169,7 +171,7 @@ class HttpAttempter:
         out: Outcome | None = None
         try:
             out = await self._exchange(
-                provider, model, t, wiring, data, remaining, self.stream, crossing
+                provider, model, t, wiring, data, remaining, self.stream, crossing, hide_usage
             )
         finally:
             if out is None:  # cancelled: the client left
@@ -205,9 +207,10 @@ class HttpAttempter:
         remaining: float,
         stream: bool,
         crossing: Crossing | None = None,
+        hide_usage: bool = False,
     ) -> Outcome:
         """One request to the provider and its answer (or the head of its stream), in the
-        client's format."""
+        client's format; ``hide_usage``: the stream's usage chunk is not the client's."""
         timeouts = self.req.policy.timeouts
         first_byte = min(timeouts.first_byte, remaining)
         try:
@@ -232,7 +235,9 @@ class HttpAttempter:
                     ctype = "application/json"
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
             if stream:
-                return await self._open_stream(resp, provider, model, first_byte, crossing)
+                return await self._open_stream(
+                    resp, provider, model, first_byte, crossing, hide_usage
+                )
             raw = await self.upstream.read(resp, timeouts.stream_idle)
         except UpstreamFailure as e:
             f = transport_failure(e.category, e.message)
@@ -277,6 +282,7 @@ class HttpAttempter:
         model: str,
         first_byte: float,
         crossing: Crossing | None = None,
+        hide_usage: bool = False,
     ) -> Outcome:
         """Read up to the first event: an error there is a failed attempt, not a cut stream."""
         splitter: sse.Splitter | translate.Splitter
@@ -328,11 +334,8 @@ class HttpAttempter:
             self._count(provider, model, f)
             return Outcome(f, status=0, body=first.raw)
         self._count(provider, model, None)
-        hide = (  # the usage chunk the gateway asked for (a translated one is the translator's)
-            crossing is None and self.hide_usage and self.policies.providers[provider].stream_usage
-        )
         return Outcome(
-            stream=OpenStream(resp, splitter, head, hide_usage=hide), headers=resp.headers
+            stream=OpenStream(resp, splitter, head, hide_usage=hide_usage), headers=resp.headers
         )
 
     # ---- the summarize compaction step's call (gateway/engine.py _summarize) -----------
