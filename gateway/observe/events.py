@@ -306,9 +306,13 @@ class Events:
                  "gen_ai.request.model": model},
             )  # fmt: skip
 
-    def stream_event_dropped(self, r: RequestLog, model: str) -> None:
-        self.metrics.stream_events_dropped.labels(model).inc()
-        log.warning("stream_event_dropped", request_id=r.request_id, model=model)
+    def stream_event_dropped(self, r: RequestLog, model: str, count: int = 1) -> None:
+        """``count`` undecodable upstream events dropped (one line, however many)."""
+        self.metrics.stream_events_dropped.labels(model).inc(count)
+        if count == 1:
+            log.warning("stream_event_dropped", request_id=r.request_id, model=model)
+        else:
+            log.warning("stream_event_dropped", request_id=r.request_id, model=model, count=count)
 
     def client_disconnected(self, r: RequestLog) -> None:
         self.metrics.client_disconnects.inc()

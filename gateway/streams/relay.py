@@ -307,8 +307,8 @@ async def _pump(
         )
     finally:
         s.resp.close()
-        for _ in range(splitter.malformed):  # a translated stream's undecodable events
-            env.events.stream_event_dropped(log, log.answered_by)
+        if splitter.malformed:  # a translated stream's undecodable events, counted at once
+            env.events.stream_event_dropped(log, log.answered_by, splitter.malformed)
     if broken is not None and not seg.complete:
         seg.failure = transport_failure(broken.category, broken.message)
     if seg.diverged:
