@@ -239,8 +239,10 @@ def _number(value: Any) -> bool:
 
 def _first_choice(response: Mapping[str, Any]) -> Mapping[str, Any]:
     choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        return choices[0]
+    if isinstance(choices, list) and choices:
+        first = choices[0]
+        if type(first) is dict or isinstance(first, Mapping):  # a JSON answer's: a dict, quickly
+            return first
     return {}
 
 

@@ -21,6 +21,7 @@ from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
+from gateway.resilience.continuation import cut_at_length
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
@@ -45,7 +46,8 @@ async def answer(
         return await relay(attempter, out.stream, req, log, env)
     body = out.body
     data = decoded(body) if attempter.endpoint is not Endpoint.embeddings else None
-    if attempter.endpoint.continuable and data is not None:
+    # the usual answer is complete: decided here, without entering the continuation loop
+    if attempter.endpoint.continuable and data is not None and cut_at_length(data, req.api):
         prefill = attempter.policies.models[result.progress.model].prefill
         body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
     _count_tokens(body, data, log)
