@@ -154,8 +154,11 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
     team = log.team = authenticate(gw, request)
     check_passed_headers(request)
     settings = gw.settings
-    raw = await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s)
-    body = parse_body(raw)
+    # The raw bytes are not kept: a stream would hold them (beside the decoded body and the
+    # upstream's copy) for as long as it runs, and prompts run to megabytes.
+    body = parse_body(
+        await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s)
+    )
     check_shape(endpoint, body)  # 400 naming a field of the wrong type: nothing goes upstream
     model = body.get("model")
     if not isinstance(model, str) or not model:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import types
 
 import aiohttp
 import anthropic
@@ -164,3 +166,39 @@ async def test_error_as_first_event_is_retried(gw: Harness, fake: FakeProvider) 
     text = await chat_text(gw)
     assert text.startswith("Hello!")
     assert len(fake.requests) == 2
+
+
+def _holders_of(size: int) -> list[str]:
+    """The gateway coroutines (not the fake provider's) whose frames hold a bytes object of
+    ``size`` bytes."""
+    found = []
+    for obj in gc.get_objects():
+        if not isinstance(obj, types.CoroutineType):
+            continue
+        code = obj.cr_code
+        if "/gateway/" not in code.co_filename or "/testing/" in code.co_filename:
+            continue
+        if any(type(r) is bytes and len(r) == size for r in gc.get_referents(obj)):
+            found.append(code.co_qualname)
+    return found
+
+
+async def test_a_stream_does_not_keep_the_raw_request(gw: Harness, fake: FakeProvider) -> None:
+    """While a stream is relayed, no gateway frame holds the client's request bytes: the
+    decoded body is what recovery reads (a prompt runs to megabytes, and a stream lasts)."""
+    fake.push(StallAfter(2))
+    raw = ('{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"'
+           + "hello " * 20000 + '"}]}').encode()  # fmt: skip
+    headers = {"authorization": f"Bearer {CLIENT_KEY}", "content-type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(gw.url + "/v1/chat/completions", data=raw, headers=headers) as r,
+    ):
+        assert r.status == 200
+        events = 0
+        async for line in r.content:
+            events += line.startswith(b"data: {")
+            if events == 2:
+                break
+        assert events == 2  # the stream is open and relaying
+        assert _holders_of(len(raw)) == []
