@@ -22,6 +22,7 @@ status line and headers in time), ``body`` (a JSON answer) or ``stream``.
 
 from __future__ import annotations
 
+import io
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -96,6 +97,8 @@ def failure(exc: BaseException, stage: Stage) -> UpstreamFailure:
         Category.connection, f"upstream {exc.__class__.__name__} ({stage})", stage
     )
 
+
+_LARGE_BODY = 1024 * 1024  # aiohttp's threshold for that warning (payload.TOO_LARGE_BYTES_BODY)
 
 #: What :func:`failure` maps; anything else is a bug and propagates.
 MAPPED = (aiohttp.ClientError, TimeoutError, OSError)
@@ -174,7 +177,9 @@ class Upstream:
             with Limit(first_byte_timeout):
                 return await self._session.post(
                     url,
-                    data=body,
+                    # aiohttp warns (ResourceWarning) on a bytes body over 1 MiB and asks for
+                    # a file object, which it sends in pieces: a large prompt goes as one
+                    data=body if len(body) <= _LARGE_BODY else io.BytesIO(body),
                     headers=headers,
                     timeout=self._timeout(connect_timeout),
                     allow_redirects=False,

@@ -236,7 +236,8 @@ class FakeProvider:
     def app(self) -> web.Application:
         """The aiohttp application (serve it yourself, or use :meth:`start`)."""
         if self._app is None:
-            app = web.Application()
+            # a provider takes prompts of many megabytes (aiohttp's default limit is 1 MiB)
+            app = web.Application(client_max_size=64 * 1024 * 1024)
             for path, api in (
                 ("/v1/chat/completions", "chat"),
                 ("/v1/completions", "completions"),

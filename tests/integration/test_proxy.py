@@ -219,3 +219,17 @@ async def test_unknown_endpoint_is_json_404(gw: Harness) -> None:
         async with s.get(gw.url + "/v1/chat/completions") as r:
             assert r.status == 405
             assert (await r.json())["error"]["code"] == "unknown_endpoint"
+
+
+async def test_a_prompt_over_a_mebibyte_goes_upstream_whole(
+    gw: Harness, fake: FakeProvider
+) -> None:
+    """A 3 MiB prompt is answered (aiohttp's ResourceWarning for a bytes body over 1 MiB,
+    an error under this suite's warning filter, is not raised) and arrives whole."""
+    content = "hello " * (512 * 1024)  # 3 MiB
+    client = gw.async_openai()
+    answer = await client.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": content}]
+    )
+    assert answer.choices[0].message.content
+    assert fake.requests[-1].body["messages"][0]["content"] == content
