@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -33,8 +33,12 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
-from gateway.translate import convert as translate
 from gateway.upstream import MAPPED, Response, Upstream, UpstreamFailure, failure
+
+if TYPE_CHECKING:
+    from gateway.translate import convert as translate
+# Otherwise imported where a request crosses formats: a gateway whose models all speak
+# their clients' formats never loads the translation modules (about 1 MB).
 
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
 
@@ -136,6 +140,8 @@ class HttpAttempter:
             if hide_usage:
                 body = with_usage(body)
         else:
+            from gateway.translate import convert as translate
+
             try:
                 spec = self.policies.models[model]
                 body, dropped = translate.request(
@@ -195,6 +201,8 @@ class HttpAttempter:
         client = self.endpoint.shape
         if client in wires or not self.endpoint.continuable:
             return None
+        from gateway.translate import convert as translate
+
         return Crossing(wires[0], client, model, translate.tool_names(body, client))
 
     async def _exchange(
@@ -231,6 +239,8 @@ class HttpAttempter:
                 self._count(provider, model, f)
                 ctype = resp.headers.get("content-type", "application/json")
                 if crossing is not None:  # classified as the provider said, shown as the client's
+                    from gateway.translate import convert as translate
+
                     raw = translate.error(resp.status, raw, crossing.wire, crossing.client)
                     ctype = "application/json"
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
@@ -261,6 +271,8 @@ class HttpAttempter:
         self, provider: str, model: str, raw: bytes, headers: Any, crossing: Crossing
     ) -> Outcome:
         """A provider's JSON answer in the client's format (an undecodable one: a failure)."""
+        from gateway.translate import convert as translate
+
         data = _decoded(raw)
         try:
             if not isinstance(data, dict):
@@ -289,6 +301,8 @@ class HttpAttempter:
         if crossing is None:
             splitter = sse.Splitter()
         else:
+            from gateway.translate import convert as translate
+
             usage = crossing.client != "openai" or asks_usage(self.req.body)  # a chat client's
             # own choice; the other formats always have their usage
             splitter = translate.Splitter(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +131,13 @@ def test_every_imported_package_is_declared() -> None:
     third_party = {m for m in imported if m not in sys.stdlib_module_names}
     missing = {m for m in third_party if distribution.get(m, m) not in names}
     assert not missing, sorted(missing)
+
+
+def test_serving_loads_no_translation_or_tracing_sdk() -> None:
+    """A serving process leaves out what it does not use: format translation (loaded by
+    the first request that crosses formats), the OpenTelemetry SDK and the Redis client
+    (loaded when configured)."""
+    code = "import sys, gateway.cli, gateway.web.app; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lazy = ("gateway.translate", "opentelemetry", "redis")
+    assert [m for m in out.stdout.split() if m.startswith(lazy)] == []
