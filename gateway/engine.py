@@ -10,19 +10,19 @@ run exactly this code.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 
+from gateway.compacting import compact_step, summarize
 from gateway.errors import Category
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
-from gateway.resilience import compaction, fallback
 from gateway.resilience import deployments as dep
+from gateway.resilience import fallback
 from gateway.resilience.backoff import headroom_reset
-from gateway.resilience.conversation import entries
 from gateway.resilience.decide import (
     GiveUp,
     Progress,
@@ -85,7 +85,7 @@ class Attempter(Protocol):
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...
 
-    # The ``summarize`` compaction step's own call (see :func:`_summarize`).
+    # The ``summarize`` compaction step's own call (see :func:`gateway.compacting.summarize`).
     def model_info(self, model: str) -> tuple[str, int | None]:
         """The wire format ``ask`` speaks to ``model`` (``openai`` or ``anthropic``), and
         the model's context window when known."""
@@ -201,9 +201,9 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
                     body, on_chain = req.body, False
                 break
             if d.strategy == "summarize":
-                compacted = await _summarize(req, body, f, p, log, env, attempter)
+                compacted = await summarize(req, body, f, p, log, env, attempter)
             else:
-                compacted = _compact(req, body, d.strategy, f, p, log, env.events)
+                compacted = compact_step(req, body, d.strategy, f, p, log, env.events)
             if compacted is not body:
                 body = compacted
                 break
@@ -334,154 +334,4 @@ def _announce(
         events.fallback_model_recovered(req.team, req.model)
     if isinstance(t, fallback.Follow):
         return t.index
-    return None
-
-
-def _compact(
-    req: Request,
-    body: dict[str, Any],
-    strategy: str,
-    f: Failure,
-    p: Progress,
-    log: RequestLog,
-    events: Events,
-) -> dict[str, Any]:
-    """One compaction step; the body unchanged (and the step skipped) when it cannot shrink."""
-    estimate = compaction.estimate_tokens(body, req.api)
-    requested = _requested_output(body)
-    limit = f.context_limit or req.context_window
-    target = compaction.target_tokens_for(f.prompt_tokens, limit, requested, estimate)
-    c = compaction.compact(body, req.api, strategy, req.policy.compaction, target_tokens=target)
-    if c is None:
-        events.prompt_too_long_recovery(log, p.model, strategy, "skipped")
-        return body
-    p.tried.append(strategy)
-    _applied(c, "applied", p.model, log, events)
-    return c.body
-
-
-def _applied(
-    c: compaction.Compacted,
-    outcome: str,
-    model: str,
-    log: RequestLog,
-    events: Events,
-    **extra: Any,
-) -> None:
-    log.used("compaction")
-    events.prompt_too_long_recovery(
-        log, model, c.strategy, outcome,
-        messages_before=c.messages_before, messages_after=c.messages_after,
-        tokens_before=c.tokens_before, tokens_after=c.tokens_after, **extra,
-    )  # fmt: skip
-
-
-# ---- summarize: the one strategy that calls a model ------------------------------------
-
-SUMMARY_TRIES = 2  # the summary call and at most one retry
-
-
-async def _summarize(
-    req: Request,
-    body: dict[str, Any],
-    f: Failure,
-    p: Progress,
-    log: RequestLog,
-    env: Env,
-    attempter: Attempter,
-) -> dict[str, Any]:
-    """The ``summarize`` step: the middle replaced by a summary that a model wrote.
-
-    The model is ``compaction.summarize_model``, else the request's current model.
-    Its call goes through ``attempter.ask``: JSON even for a streaming client, its
-    own deadline (``compaction.summarize_timeout`` for both tries, never past the
-    request's), one retry after a failure that a retry can help; it is an upstream
-    attempt in the metrics but not one of the request's attempts. The body comes
-    back unchanged, and the next strategy runs, when the step is skipped (no middle,
-    or the summary would not make the prompt smaller) or failed.
-    """
-    comp, events, api = req.policy.compaction, env.events, req.api
-    if compaction.apply_summary(body, api, comp, ".") is None:  # nothing a summary can replace
-        events.prompt_too_long_recovery(log, p.model, "summarize", "skipped")
-        return body
-    model = comp.summarize_model or p.model
-    wire, window = attempter.model_info(model)
-    scale = 1.0
-    if model == p.model:  # the model that just said how much fits
-        window = f.context_limit or window
-        if f.prompt_tokens:
-            scale = compaction.estimate_tokens(body, api) / f.prompt_tokens
-    ask = compaction.summary_request(
-        body, api, comp, model, wire=wire,
-        max_input_chars=compaction.summary_input_chars(window, scale),
-    )  # fmt: skip
-    assert ask is not None  # apply_summary found a middle
-    deadline = min(env.monotonic() + comp.summarize_timeout, req.deadline)
-    error = "timeout"
-    for _ in range(SUMMARY_TRIES):
-        left = deadline - env.monotonic()
-        if left <= 0:
-            error = "timeout"
-            break
-        out = await attempter.ask(model, wire, ask, left)
-        if out.failure is not None:
-            error = out.failure.category.value
-            if out.failure.category.never_retried:
-                break
-            continue
-        text = compaction.summary_text(_decoded(out), wire)
-        if not text:
-            error = "empty_summary"
-            break
-        c = compaction.apply_summary(body, api, comp, text)
-        if c is None:
-            events.prompt_too_long_recovery(
-                log, p.model, "summarize", "skipped", summary_model=model
-            )
-            return body
-        p.tried.append("summarize")
-        _applied(c, "applied", p.model, log, events, summary_model=model)
-        return c.body
-    events.prompt_too_long_recovery(
-        log, p.model, "summarize", "failed", summary_model=model, error=error,
-        messages_before=len(entries(body, api)),
-        tokens_before=compaction.estimate_tokens(body, api),
-    )  # fmt: skip
-    return body
-
-
-def _decoded(out: Outcome) -> Any:
-    if out.data is not None:
-        return out.data
-    try:
-        return orjson.loads(out.body)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:
-    """Proactive compaction: shrink a prompt that already exceeds the model's window."""
-    comp = req.policy.compaction
-    requested = _requested_output(req.body) or 0
-    target = int((window - requested) * 0.9)
-    body = req.body
-    tokens = compaction.estimate_tokens(body, req.api)
-    for strategy in comp.strategies:
-        if tokens <= target:
-            break
-        c = compaction.compact(body, req.api, strategy, comp, target_tokens=target)
-        if c is None:
-            continue
-        _applied(c, "proactive", req.model, log, events)
-        body, tokens = c.body, c.tokens_after
-    if body is req.body:
-        return req
-    return replace(req, body=body)
-
-
-def _requested_output(body: Mapping[str, Any]) -> int | None:
-    for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        v = body.get(name)
-        if isinstance(v, int):
-            return v
     return None

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
+from gateway.compacting import compact_ahead
 from gateway.deadlines import Limit
-from gateway.engine import Request, compact_ahead
+from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
 from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, serves
