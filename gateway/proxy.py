@@ -352,7 +352,7 @@ class HttpAttempter:
             stream=OpenStream(resp, splitter, head, hide_usage=hide_usage), headers=resp.headers
         )
 
-    # ---- the summarize compaction step's call (gateway/engine.py _summarize) -----------
+    # ---- the summarize compaction step's call (gateway/compacting.py summarize) --------
     def model_info(self, model: str) -> tuple[str, int | None]:
         m = self.policies.models[model]
         api = self.policies.providers[self.policies.deployments[model][0].provider].api
