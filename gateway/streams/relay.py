@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from itertools import repeat
 from typing import Any
 
 from aiohttp import web
@@ -209,25 +208,23 @@ async def _pump(
     usage_key = None if ep is MESSAGES or ep is RESPONSES else "usage"
     hide_usage = s.hide_usage  # the chat usage chunk the client did not ask for: not sent
 
-    def take(batch: Iterable[sse.Event]) -> bytes:
+    def take(batch: Iterable[sse.Classified]) -> bytes:
         keep: list[bytes] = []
-        for ev in batch:
-            kind = ev.kind
+        for raw, kind, data in batch:
             if kind is not DATA:  # the usual event is data: it skips these tests
                 if kind is MALFORMED:
                     env.events.stream_event_dropped(log, log.answered_by)
                     continue
                 if kind is ERROR:
-                    seg.failure = classify_error_event(ev.data, rules=rules, now=time.time())
+                    seg.failure = classify_error_event(data, rules=rules, now=time.time())
                     break
                 if kind is FINAL:
                     seg.complete = True
                     if trace is not None:
-                        trace.final(ev.data)
+                        trace.final(data)
                         log.finish_reasons = tuple(trace.reasons)
                     elif log.span is not None:
-                        log.finish_reasons = tuple(finish_reasons(ev.data))
-            data = ev.data
+                        log.finish_reasons = tuple(finish_reasons(data))
             if (
                 data is not None
                 and (usage_key is None or data.get(usage_key) is not None)
@@ -242,15 +239,15 @@ async def _pump(
                 if hide_usage and not data.get("choices"):
                     continue  # the usage chunk only the gateway asked for: counted, not sent
             if tx is None:
-                keep.append(ev.raw)  # nothing to keep track of: relayed as it came
+                keep.append(raw)  # nothing to keep track of: relayed as it came
             elif held:
-                held.append(ev)  # after a closing event: held until the answer ends
+                held.append(sse.Event(raw, kind, data))  # after a closing event: held
             elif splice is None:
-                if tx.record(ev):  # a closing event: held until we know if the answer goes on
-                    held.append(ev)
+                if tx.record(kind, data):  # closing: held until we know if the answer goes on
+                    held.append(sse.Event(raw, kind, data))
                 else:
-                    keep.append(ev.raw)
-            elif tx.closes(ev):
+                    keep.append(raw)
+            elif tx.closes(ev := sse.Event(raw, kind, data)):
                 held.append(ev)
             else:
                 fed = splice.feed(ev)  # a resumed or continued answer, spliced in
@@ -265,12 +262,12 @@ async def _pump(
     cap = att.upstream.limits.max_event_bytes
     content = s.resp.content
     splitter = s.splitter
-    feed, classify, eps = splitter.feed, sse.classify_event, repeat(ep)
+    feed, classify = splitter.feed, sse.classifier(ep)
     lim = Limit(None)
     broken: UpstreamFailure | None = None
     try:
         with lim:
-            data = take(s.head)
+            data = take([(ev.raw, ev.kind, ev.data) for ev in s.head])
             while True:
                 if data:
                     lim.set(write_s, WRITE)
@@ -285,13 +282,13 @@ async def _pump(
                     break
                 if not piece:
                     if tail := splitter.close():  # a translated stream's closing events
-                        data = take(map(classify, tail, eps))
+                        data = take([classify(r) for r in tail])
                         if data:
                             lim.set(write_s, WRITE)
                             await out.write(data)
                     break
                 raws = feed(piece)
-                data = take(map(classify, raws, eps)) if raws else b""
+                data = take([classify(r) for r in raws]) if raws else b""
                 # what is left over is at most this piece: a piece that yielded events and
                 # is under the cap cannot have put the splitter over it
                 if (not raws or len(piece) > cap) and len(splitter.pending) > cap:

@@ -9,10 +9,12 @@ event, an in-band error, or carries usage; an undecodable event is dropped.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from orjson import JSONDecodeError, loads
 
 from gateway.errors import Category
 from gateway.providers import Endpoint
@@ -42,6 +44,12 @@ class Event:
     data: Any = None
 
 
+#: An event's fields as a plain tuple, ``(raw, kind, data)``: what the relay classifies each
+#: event into. Making an :class:`Event` (a call of its ``__init__``) costs more than decoding
+#: the rest of a chat event; the relay makes one only for an event it keeps.
+Classified = tuple[bytes, Kind, Any]
+
+
 class Splitter:
     """Accumulates body pieces and yields whole events."""
 
@@ -55,10 +63,15 @@ class Splitter:
         self._buf = b""
 
     def feed(self, piece: bytes) -> list[bytes]:
-        end = piece.find(b"\n\n")
-        if end > 0 and end == len(piece) - 2 and not self._buf and b"\r" not in piece:
+        # ``13 in`` (an int) is a memchr; ``b"\r" in`` is not (it tries the bytes as an int
+        # first, raising and clearing a TypeError)
+        if not self._buf and 13 not in piece and _one_event(piece):
             return [piece]  # the usual piece: exactly one whole event
-        if b"\r" in piece:
+        return self._split(piece)
+
+    def _split(self, piece: bytes) -> list[bytes]:
+        """The general path: any framing, ``\r\n`` line ends, an event over several pieces."""
+        if 13 in piece:
             piece = piece.replace(b"\r\n", b"\n")
         buf = self._buf + piece if self._buf else piece
         end = buf.rfind(b"\n\n")
@@ -81,6 +94,22 @@ class Splitter:
         return self._buf
 
 
+def _one_event(piece: bytes) -> bool:
+    """Whether ``piece`` (``\n`` line ends) is one whole event: its first blank line ends it.
+
+    Line by line with single-byte finds (memchr): CPython's search for ``b"\n\n"`` goes
+    byte by byte, and an event has one or two lines.
+    """
+    last = len(piece) - 2
+    i = piece.find(b"\n")
+    while 0 < i < last:
+        j = piece.find(b"\n", i + 1)
+        if j == i + 1:
+            return False  # a blank line before the end: more than one event
+        i = j
+    return i == last and i > 0 and piece[-1] == 10
+
+
 def _data_of(event: bytes) -> bytes | None:
     if event.startswith(b"data:") and b"\ndata:" not in event:  # the common case: one data line
         return event[5:].strip()
@@ -97,8 +126,64 @@ _ERROR_TYPES = frozenset({"error", "response.failed"})
 
 def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
     """What one upstream event means for the relay."""
+    finals = _FINAL_TYPES.get(endpoint)
+    return Event(*(_classify_choices(raw) if finals is None else _classify_typed(raw, finals)))
+
+
+def classifier(endpoint: Endpoint) -> Callable[[bytes], Classified]:
+    """:func:`classify_event` for the events of one endpoint's stream (the relay's, decided
+    once a stream), as a :data:`Classified` tuple. The usual event takes a fast path that
+    returns what :func:`_classify` would (tests/test_sse_fast.py holds them to it)."""
+    finals = _FINAL_TYPES.get(endpoint)
+    if finals is None:
+        return _classify_choices
+
+    def classify(raw: bytes) -> Classified:
+        return _classify_typed(raw, finals)
+
+    return classify
+
+
+def _classify_choices(raw: bytes) -> Classified:
+    """An event of chat or completions, whose final event has a ``finish_reason``."""
+    if raw[:7] == b"data: {":
+        body = raw[6:-2]
+        if 10 not in body and raw[-2] == 10:  # one JSON data line: the usual event
+            try:
+                obj = loads(body)  # begins with "{": a dict, or it does not decode
+            except JSONDecodeError:
+                return raw, MALFORMED, None
+            choices = obj.get("choices")
+            if type(choices) is list and "type" not in obj:  # choices and no type: no error
+                for c in choices:
+                    if type(c) is dict and c.get("finish_reason"):
+                        return raw, FINAL, obj
+                return raw, DATA, obj
+            return _meaning(raw, obj, None)
+    return _classify(raw, None)
+
+
+def _classify_typed(raw: bytes, finals: frozenset[str]) -> Classified:
+    """An event of Messages or Responses, whose final event has one of the types ``finals``."""
+    if raw[:7] == b"event: " and (i := raw.find(b"\ndata: {")) > 0:
+        body = raw[i + 7 : -2]
+        if 10 not in body and raw[-2] == 10:  # a name and one JSON data line: the usual event
+            try:
+                obj = loads(body)  # begins with "{": a dict, or it does not decode
+            except JSONDecodeError:
+                return raw, MALFORMED, None
+            etype = obj.get("type")
+            if type(etype) is str and etype not in _ERROR_TYPES:
+                return raw, FINAL if etype in finals else DATA, obj
+            return _meaning(raw, obj, finals)
+    return _classify(raw, finals)
+
+
+def _classify(raw: bytes, finals: frozenset[str] | None) -> Classified:
+    """The general path: any framing. ``finals``: the final event's types, None for an
+    endpoint whose final event has a ``finish_reason``."""
     if raw.startswith(b"data: {") and raw.find(b"\n") == len(raw) - 2:
-        data: bytes | None = raw[6:-2]  # the usual event: one JSON data line
+        data: bytes | None = raw[6:-2]  # one JSON data line
     elif (
         raw.startswith(b"event: ")
         and (i := raw.find(b"\ndata: {")) > 0
@@ -106,40 +191,44 @@ def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
     ):
         data = raw[i + 7 : -2]  # Anthropic's and Responses' usual: a name, one JSON data line
     elif raw.startswith(b":"):
-        return Event(raw, COMMENT)
+        return raw, COMMENT, None
     else:
         data = _data_of(raw.rstrip(b"\n"))
     if data is None:
-        return Event(raw, COMMENT)  # event:/id:/retry: only
+        return raw, COMMENT, None  # event:/id:/retry: only
     if data == b"[DONE]":
-        return Event(raw, DONE)
+        return raw, DONE, None
     try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return Event(raw, MALFORMED)
+        obj = loads(data)
+    except JSONDecodeError:
+        return raw, MALFORMED, None
+    return _meaning(raw, obj, finals)
+
+
+def _meaning(raw: bytes, obj: Any, finals: frozenset[str] | None) -> Classified:
+    """What a decoded event means (see :func:`_classify`)."""
     if type(obj) is not dict:
-        return Event(raw, MALFORMED)
+        return raw, MALFORMED, None
     etype = obj.get("type")
     if type(etype) is not str:  # absent (chat), or not a name at all
         etype = None
         if "error" in obj and "choices" not in obj:
-            return Event(raw, ERROR, obj)
+            return raw, ERROR, obj
     elif etype in _ERROR_TYPES:
-        return Event(raw, ERROR, obj)
-    finals = _FINAL_TYPES.get(endpoint)
+        return raw, ERROR, obj
     if finals is not None:
-        return Event(raw, FINAL if etype in finals else DATA, obj)
+        return raw, FINAL if etype in finals else DATA, obj
     choices = obj.get("choices")
     if choices and type(choices) is list:
         for c in choices:
             if type(c) is dict and c.get("finish_reason"):
-                return Event(raw, FINAL, obj)
-    return Event(raw, DATA, obj)
+                return raw, FINAL, obj
+    return raw, DATA, obj
 
 
 def is_error_event(raw: bytes) -> bool:
     """An in-band error event, in whichever API's form (the test is the same for all)."""
-    return classify_event(raw, CHAT).kind is ERROR
+    return _classify_choices(raw)[1] is ERROR
 
 
 _PREAMBLE_TYPES = frozenset(

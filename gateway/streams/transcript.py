@@ -11,14 +11,16 @@ Pure: no aiohttp, asyncio, time or random.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import orjson
 
 from gateway.providers import Endpoint
-from gateway.streams.sse import DATA, DONE, FINAL, MESSAGES, RESPONSES, Event
+from gateway.streams.sse import DATA, DONE, FINAL, MESSAGES, RESPONSES, Event, Kind
 
 _TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
+_CHOICE = itemgetter("index", "delta", "finish_reason")  # of a chat choice
 
 
 def is_tool(kind: Any) -> bool:
@@ -39,6 +41,7 @@ class Transcript:
         self._messages = endpoint is MESSAGES
         self._responses = endpoint is RESPONSES
         self._completions = endpoint is Endpoint.completions
+        self._typed = self._messages or self._responses  # else chat or completions: choices
         self._parts: list[str] = []
         self.id: str | None = None
         self.model: Any = None
@@ -112,24 +115,23 @@ class Transcript:
         obj = ev.data
         return isinstance(obj, dict) and self._closes(obj)
 
-    def record(self, ev: Event) -> bool:
-        """:meth:`observe` ``ev`` unless it :meth:`closes` the answer: then True, and
-        nothing recorded (the relay holds it back). One call for the relay's usual event."""
-        kind = ev.kind
+    def record(self, kind: Kind, obj: Any) -> bool:
+        """:meth:`observe` the event of ``kind`` and data ``obj`` unless it :meth:`closes` the
+        answer: then True, and nothing recorded (the relay holds it back). One call for the
+        relay's usual event, which it does not make an :class:`Event` of."""
         if kind is not DATA:
             return kind is FINAL or kind is DONE  # a comment: nothing to record
-        obj = ev.data
         if not isinstance(obj, dict):
             return False
-        if self._messages or self._responses:
+        if self._typed:
             if self._closes(obj):
                 return True
             self._read(obj)
             return False
         choices = obj.get("choices")  # chat, inline (the usual event): what _closes says
-        if isinstance(choices, list) and not choices and obj.get("usage") is not None:
+        if not choices and isinstance(choices, list) and obj.get("usage") is not None:
             return True
-        self._observe_chat(obj)
+        self._observe_chat(obj, choices)
         return False
 
     def _read(self, obj: dict[str, Any]) -> None:
@@ -138,7 +140,7 @@ class Transcript:
         elif self._responses:
             self._observe_responses(obj)
         else:
-            self._observe_chat(obj)
+            self._observe_chat(obj, obj.get("choices"))
 
     def _closes(self, obj: dict[str, Any]) -> bool:
         if self._messages:
@@ -158,50 +160,81 @@ class Transcript:
 
     # --- chat and legacy completions ---
 
-    def _observe_chat(self, obj: dict[str, Any]) -> None:
+    def _observe_chat(self, obj: dict[str, Any], choices: Any) -> None:
+        """Record a chat (or legacy completions) chunk; ``choices``: its ``choices``."""
         if self.id is None and isinstance(obj.get("id"), str):
             self.id = obj["id"]
             self.created = obj.get("created")
             self.model = obj.get("model")
             self.has_fingerprint = "system_fingerprint" in obj
             self.fingerprint = obj.get("system_fingerprint")
-        choices = obj.get("choices")
-        if not isinstance(choices, list):
-            return
         if not choices:
-            if obj.get("usage") is not None:
+            if isinstance(choices, list) and obj.get("usage") is not None:
                 self.closed = True
             return
+        if not isinstance(choices, list):
+            return
+        if self._completions:
+            self._observe_texts(choices)
+            return
+        for c in choices:
+            try:  # the usual choice has these keys: a C call fetches the three
+                index, delta, finish = _CHOICE(c)
+            except (KeyError, TypeError):  # a key missing, or not a dict at all
+                self._observe_choice(c)
+                continue
+            if index != self.choice_index:
+                self._choose(index)
+            if finish:
+                self.closed = True
+            if isinstance(delta, dict):
+                content = delta.get("content")
+                if isinstance(content, str):
+                    if content:
+                        self._parts.append(content)
+                    if len(delta) == 1:
+                        continue  # the usual chunk: text and nothing else
+                self._observe_delta(delta)
+
+    def _observe_choice(self, c: Any) -> None:
+        """A chat choice in any shape (the general path of :meth:`_observe_chat`)."""
+        if not isinstance(c, dict):
+            return
+        self._choose(c.get("index", 0))
+        if c.get("finish_reason"):
+            self.closed = True
+        delta = c.get("delta")
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str):
+                self._add(content)
+            self._observe_delta(delta)
+
+    def _choose(self, index: Any) -> None:
+        if index != self.choice_index:
+            if self.choice_index is None:
+                self.choice_index = index
+            else:
+                self.multiple_choices = True
+
+    def _observe_delta(self, delta: dict[str, Any]) -> None:
+        if delta.get("tool_calls") or delta.get("function_call"):
+            self.tool = True
+        if delta.get("refusal"):
+            self.non_text = True
+        if delta.get("reasoning_content") or delta.get("reasoning"):
+            self.reasoning = True
+
+    def _observe_texts(self, choices: list[Any]) -> None:
+        """The choices of a legacy completions chunk: text, no delta."""
         for c in choices:
             if not isinstance(c, dict):
                 continue
-            index = c.get("index", 0)
-            if index != self.choice_index:
-                if self.choice_index is None:
-                    self.choice_index = index
-                else:
-                    self.multiple_choices = True
+            self._choose(c.get("index", 0))
             if c.get("finish_reason"):
                 self.closed = True
-            if self._completions:
-                if isinstance(c.get("text"), str):
-                    self._add(c["text"])
-                continue
-            delta = c.get("delta")
-            if not isinstance(delta, dict):
-                continue
-            content = delta.get("content")
-            if isinstance(content, str):
-                if content:
-                    self._parts.append(content)
-                if len(delta) == 1:
-                    continue  # the usual chunk: text and nothing else
-            if delta.get("tool_calls") or delta.get("function_call"):
-                self.tool = True
-            if delta.get("refusal"):
-                self.non_text = True
-            if delta.get("reasoning_content") or delta.get("reasoning"):
-                self.reasoning = True
+            if isinstance(c.get("text"), str):
+                self._add(c["text"])
 
     # --- Anthropic Messages ---
 
