@@ -288,7 +288,10 @@ async def _pump(
                             await out.write(data)
                     break
                 raws = feed(piece)
-                data = take([classify(r) for r in raws]) if raws else b""
+                if len(raws) == 1:  # the usual read: one event (no comprehension to call)
+                    data = take((classify(raws[0]),))
+                else:
+                    data = take([classify(r) for r in raws]) if raws else b""
                 # what is left over is at most this piece: a piece that yielded events and
                 # is under the cap cannot have put the splitter over it
                 if (not raws or len(piece) > cap) and len(splitter.pending) > cap:
