@@ -268,6 +268,7 @@ async def _pump(
     try:
         with lim:
             data = take([(ev.raw, ev.kind, ev.data) for ev in s.head])
+            s.head = []  # relayed: their decoded data is not kept for the rest of the stream
             while True:
                 if data:
                     lim.set(write_s, WRITE)

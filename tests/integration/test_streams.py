@@ -12,6 +12,7 @@ import anthropic
 import openai
 import pytest
 
+from gateway.proxy import OpenStream
 from gateway.testing import (
     CutAfter,
     Delay,
@@ -184,8 +185,9 @@ def _holders_of(size: int) -> list[str]:
 
 
 async def test_a_stream_does_not_keep_the_raw_request(gw: Harness, fake: FakeProvider) -> None:
-    """While a stream is relayed, no gateway frame holds the client's request bytes: the
-    decoded body is what recovery reads (a prompt runs to megabytes, and a stream lasts)."""
+    """While a stream is relayed, no gateway frame holds the client's request bytes (the
+    decoded body is what recovery reads; a prompt runs to megabytes, and a stream lasts),
+    and the first events, decoded when the attempt was peeked, are not kept."""
     fake.push(StallAfter(2))
     raw = ('{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"'
            + "hello " * 20000 + '"}]}').encode()  # fmt: skip
@@ -202,3 +204,6 @@ async def test_a_stream_does_not_keep_the_raw_request(gw: Harness, fake: FakePro
                 break
         assert events == 2  # the stream is open and relaying
         assert _holders_of(len(raw)) == []
+        # nor the first events, decoded to decide the attempt: relayed, they are let go
+        opened = [o for o in gc.get_objects() if isinstance(o, OpenStream)]
+        assert opened and all(o.head == [] for o in opened)
