@@ -232,4 +232,9 @@ async def test_a_prompt_over_a_mebibyte_goes_upstream_whole(
         model="gpt-test", messages=[{"role": "user", "content": content}]
     )
     assert answer.choices[0].message.content
-    assert fake.requests[-1].body["messages"][0]["content"] == content
+    received = fake.requests[-1]
+    assert received.body["messages"][0]["content"] == content
+    # sent with its length, not chunked (some load balancers refuse chunked uploads)
+    headers = {k.lower(): v for k, v in received.headers.items()}
+    assert "transfer-encoding" not in headers
+    assert int(headers["content-length"]) > 3 * 1024 * 1024
