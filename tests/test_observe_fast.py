@@ -525,3 +525,20 @@ async def test_access_lines_of_one_loop_pass_are_written_together() -> None:
     await asyncio.sleep(0)  # another loop pass
     assert f.writes == [b"a\nb\n", b"c\n", b"d\n"]
     assert f.getvalue() == b"a\nb\nc\nd\n"
+
+
+def test_dropped_events_of_a_stream_are_one_line_with_their_count() -> None:
+    """Undecodable events a translated stream dropped are counted in one go when it ends:
+    the metric by their number, one warning line with ``count`` (none for a single one)."""
+    metrics = Metrics()
+    ev = Events(metrics)
+    with capture_logs() as captured:
+        ev.stream_event_dropped(request(), "claude-test")
+        ev.stream_event_dropped(request(), "claude-test", 3)
+    dropped = [e for e in captured if e["event"] == "stream_event_dropped"]
+    assert [e.get("count") for e in dropped] == [None, 3]
+    assert all(e["log_level"] == "warning" and e["model"] == "claude-test" for e in dropped)
+    value = metrics.registry.get_sample_value(
+        "llm_gateway_stream_events_dropped_total", {"model": "claude-test"}
+    )
+    assert value == 4

@@ -92,10 +92,18 @@ async def test_stream_usage_false_leaves_the_stream_options_alone(
     fake: FakeProvider, tmp_path: Path
 ) -> None:
     """``providers.*.stream_usage: false`` (a server that rejects stream_options): a chat
-    stream goes up as the client sent it, and a translated one without stream_options."""
+    stream goes up as the client sent it, and a translated one without stream_options;
+    their tokens are counted only when the chat client asks for the usage chunk itself
+    (docs/policies.md)."""
     files = policy_files(fake.url, None, None)
     files["platform.yaml"]["providers"]["fake"]["stream_usage"] = False
     gw = await Harness(fake, write_policies(tmp_path / "p", files)).start()
+
+    def counted() -> float:
+        return gw.metric(
+            "llm_gateway_tokens_total", team="team-a", model="gpt-test", kind="completion"
+        )
+
     try:
         stream = await gw.async_openai().chat.completions.create(
             model="gpt-test", messages=MESSAGES, stream=True
@@ -104,12 +112,23 @@ async def test_stream_usage_false_leaves_the_stream_options_alone(
             "Hello!"
         )
         assert "stream_options" not in fake.requests[-1].body
+        assert counted() == 0  # no usage chunk asked for, none came: nothing to count
         async with gw.async_anthropic().messages.stream(
             model="gpt-test", max_tokens=100, messages=MESSAGES
         ) as s:
             assert "".join([t async for t in s.text_stream]).startswith("Hello!")
         assert fake.requests[-1].path == "/v1/chat/completions"
         assert "stream_options" not in fake.requests[-1].body
+        assert counted() == 0  # a translated stream gets no token counts from it
+        stream = await gw.async_openai().chat.completions.create(
+            model="gpt-test",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        usage = [c.usage async for c in stream if c.usage is not None]
+        assert fake.requests[-1].body["stream_options"] == {"include_usage": True}
+        assert usage and counted() == usage[-1].completion_tokens > 0  # the client asked
     finally:
         await gw.stop()
 
