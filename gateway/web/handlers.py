@@ -155,8 +155,8 @@ async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> 
     team = log.team = authenticate(gw, request)
     check_passed_headers(request)
     settings = gw.settings
-    # The raw bytes are not kept: a stream would hold them (beside the decoded body and the
-    # upstream's copy) for as long as it runs, and prompts run to megabytes.
+    # The raw bytes are not kept: a stream would hold them beside the decoded body for as
+    # long as it runs, and prompts run to megabytes.
     body = parse_body(
         await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s)
     )
