@@ -567,14 +567,14 @@ def _profile(
         return None
     raw = tmp / "profile.raw"
     say("profile: wrk c=64 with py-spy attached (numbers of this run are not reported)")
-    for native in dict.fromkeys((native, False)):
+    for mode in dict.fromkeys((native, False)):
         if QUIET["max_wait_s"]:
             wait_quiet([pid])
-        sampler = pyspy.record(pid, seconds, raw, cpu=load_cpu, native=native)
+        sampler = pyspy.record(pid, seconds, raw, cpu=load_cpu, native=mode)
         time.sleep(1.0)
         if sampler.poll() is not None:
             msg = (sampler.stdout.read() if sampler.stdout else b"").decode(errors="replace")
-            say(f"py-spy {'--native ' if native else ''}failed: {msg.strip()[:300]}")
+            say(f"py-spy {'--native ' if mode else ''}failed: {msg.strip()[:300]}")
             continue
         loadgen.wrk(port, 64, seconds, cpu=load_cpu)
         try:
@@ -587,7 +587,7 @@ def _profile(
             text = pyspy.summarise(raw)
             header = (
                 f"# py-spy profile of the gateway under wrk c=64 ({seconds:.0f} s, "
-                f"{'with' if native else 'without'} native frames)\n\n"
+                f"{'with' if mode else 'without'} native frames)\n\n"
             )
             (RESULTS / f"{stamp}-profile.md").write_text(header + text)
             with (

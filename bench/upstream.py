@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import socket
@@ -106,6 +107,7 @@ def stream_parts(chunks: int) -> list[bytes]:
         parts = _PARTS[chunks] = [_http_chunk(e) for e in events]
     return parts
 
+
 _MODELS = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
 _OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
     len(_MODELS),
@@ -139,10 +141,8 @@ class Conn(asyncio.Protocol):
         self.t = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
