@@ -1,0 +1,158 @@
+"""Proxy URLs of the egress layer: checking, redacting and scrubbing them, and choosing a
+provider's proxy from its ``proxy`` setting or the environment (``*_proxy``, ``no_proxy``).
+
+The rules are described in :mod:`gateway.egress`, which is the API.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import ipaddress
+import urllib.request
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from gateway.egress_error import EgressError
+
+if TYPE_CHECKING:
+    from gateway.policy.schema import Provider
+
+
+def redact_url(url: str) -> str:
+    """``http://user:pass@proxy:3128/`` -> ``http://***@proxy:3128/``; other URLs unchanged.
+
+    Works on any string (no parsing that could fail), so it is safe in error paths.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rpartition("@")[2]
+    return f"{scheme}{sep}{authority}{slash}{path}"
+
+
+@functools.lru_cache(maxsize=64)
+def _secrets(url: str) -> tuple[str, ...]:
+    """The forms in which a proxy URL's credentials can show up in a message, longest first."""
+    authority = url.partition("://")[2].partition("/")[0]
+    if "@" not in authority:
+        return ()
+    raw = authority.rpartition("@")[0]
+    user, _, password = raw.partition(":")
+    plain = f"{unquote(user)}:{unquote(password)}"
+    token = base64.b64encode(plain.encode("utf-8")).decode("ascii")
+    forms = {raw, plain, token}
+    forms.update(p for p in (password, unquote(password)) if len(p) >= 4)
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def scrub_secrets(text: str, url: str) -> str:
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def host_port(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{host}:{port or 80}"
+
+
+def check_proxy_url(url: str) -> str:
+    """Return ``url`` if it is a usable ``http://`` proxy URL, else raise ``ValueError``.
+
+    The message says what is wrong without repeating the URL (it may hold a password).
+    """
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        raise ValueError(
+            "a proxy is a URL like http://proxy.corp:3128 (or http://user:pass@proxy.corp:3128)"
+        )
+    if scheme.lower() != "http":
+        shown = scheme if scheme.isascii() and scheme.isalnum() else "this"
+        raise ValueError(
+            f"only http:// proxies are supported, not {shown}:// (an http:// proxy also"
+            " carries https:// requests, with CONNECT)"
+        )
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError("the proxy URL has an invalid host or port") from None
+    if not parts.hostname:
+        raise ValueError("the proxy URL has no host")
+    if port == 0:
+        raise ValueError("the proxy URL has an invalid host or port")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError("a proxy URL is scheme, host and port only (no path or query)")
+    return url
+
+
+def _env_proxies(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """``{scheme: (variable, value)}``: :func:`urllib.request.getproxies_environment` on ``env``."""
+    proxies: dict[str, tuple[str, str]] = {}
+    for name, value in env.items():
+        key = name.lower()
+        if value and key.endswith("_proxy"):
+            proxies[key[:-6]] = (name, value)
+    if "REQUEST_METHOD" in env:  # a CGI script: HTTP_PROXY may come from a request header
+        proxies.pop("http", None)
+    for name, value in env.items():
+        if name.endswith("_proxy"):  # the lower-case spelling wins
+            if value:
+                proxies[name.lower()[:-6]] = (name, value)
+            else:
+                proxies.pop(name.lower()[:-6], None)
+    return proxies
+
+
+def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
+    """Whether ``no_proxy`` exempts ``host``: the standard library's rules, plus IP networks."""
+    shown = f"[{host}]" if ":" in host else host
+    hostport = shown if port is None else f"{shown}:{port}"
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]  # not in typeshed
+    if bypass(hostport, {"no": no_proxy}):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for entry in no_proxy.split(","):
+        entry = entry.strip().strip("[]")
+        if not entry:
+            continue
+        try:
+            if address in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def proxy_for(
+    provider: Provider, scheme: str, host: str, port: int | None, env: Mapping[str, str]
+) -> str | None:
+    if provider.proxy is not None:
+        return provider.proxy
+    proxies = _env_proxies(env)
+    found = proxies.get(scheme)
+    if found is None:
+        return None
+    no_proxy = proxies.get("no")
+    if no_proxy is not None and _bypassed(host, port, no_proxy[1]):
+        return None
+    variable, value = found
+    url = value if "://" in value else f"http://{value}"
+    try:
+        return check_proxy_url(url)
+    except ValueError as exc:
+        raise EgressError(f"{variable}: {exc}") from None

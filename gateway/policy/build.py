@@ -1,0 +1,314 @@
+"""Assembling the :class:`PolicySet` from parsed files, and cross-checking it.
+
+Files are validated (:mod:`gateway.policy.validate`) and merged (a name defined in
+two files is a problem naming both); references (model -> provider, policy ->
+models, route -> policy, route ``override``) are checked; routes are resolved and
+team keys hashed, each key used once. Any problem raises :class:`PolicyError` with
+all of them; :func:`_missing_key_warnings` names unset provider key variables.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.policy.merge import deep_merge
+from gateway.policy.policyset import PolicySet, ResolvedRoute, resolve_deployments
+from gateway.policy.schema import Model, Policy, Provider, Route, Team
+from gateway.policy.source import Loc, PolicyError, Problem, Source, format_loc, parse
+from gateway.policy.validate import KIND, SECTIONS, Entry, schema_problems, validate_file
+
+
+def _unknown(kind: str, name: str, known: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown {kind} '{name}'{hint}"
+
+
+def _provider_refs(model: Model) -> Iterator[tuple[Loc, str]]:
+    """Every provider name a model refers to, with its path inside the model."""
+    if model.provider is not None:
+        yield ("provider",), model.provider
+    for i, d in enumerate(model.deployments):
+        yield ("deployments", i, "provider"), d.provider
+
+
+def _deployment_problems(
+    name: str, entry: Entry, providers: Mapping[str, Provider]
+) -> Iterator[Problem]:
+    """A model's deployment names differ; ``upstream_api`` is for OpenAI-format providers.
+    Deployments may speak different APIs: each attempt is translated for its own."""
+    model: Model = entry.value
+    if "upstream_api" in model.model_fields_set:
+        others = sorted({providers[p].api for p in model.providers} - {"openai"})
+        if others:
+            yield entry.src.problem(
+                (*entry.loc, "upstream_api"),
+                "upstream_api chooses between OpenAI's chat completions and Responses APIs; "
+                f"this model is served by {', '.join(others)}-format providers",
+            )
+    seen: set[str] = set()
+    for d in resolve_deployments(name, model, providers):
+        if d.name in seen:
+            yield entry.src.problem(
+                (*entry.loc, "deployments"),
+                f"two deployments are named '{d.name}': give each a distinct name",
+            )
+        seen.add(d.name)
+
+
+def _model_refs(policy: Policy) -> Iterator[tuple[Loc, str]]:
+    """Every model name a policy refers to, with its path inside the policy."""
+    for i, m in enumerate(policy.fallback.chain):
+        yield ("fallback", "chain", i), m
+    for i, m in enumerate(policy.fallback.on_prompt_too_long):
+        yield ("fallback", "on_prompt_too_long", i), m
+    if policy.compaction.summarize_model is not None:
+        yield ("compaction", "summarize_model"), policy.compaction.summarize_model
+
+
+def _in_override(override: Mapping[str, Any], loc: Loc) -> bool:
+    """Whether the override itself sets the policy field at ``loc`` (ignoring list indexes)."""
+    node: Any = override
+    for part in loc:
+        if isinstance(part, int):
+            return True
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def build_policy_set(
+    texts: list[tuple[str, str, bytes, str]],
+    env: Mapping[str, str],
+    problems: list[Problem],
+    warnings: list[Problem] | None = None,
+) -> PolicySet:
+    """Parse, validate, merge and check ``texts``; the set, or :class:`PolicyError`."""
+    unreadable = bool(problems)  # files that could not even be read
+    sources: list[Source] = []
+    files: dict[str, str] = {}
+    for rel, display, raw, folder in texts:
+        src = Source(rel, display, folder)
+        files[rel] = hashlib.sha256(raw).hexdigest()
+        parse(src, raw, problems)
+        sources.append(src)
+
+    invalid: dict[str, set[str]] = {s: set() for s in SECTIONS}
+    defined = _merge(sources, problems, invalid)
+    # References are only meaningful when every file could be read: a file with a
+    # syntax error would otherwise make every name it defines look unknown.
+    refs = _Refs(defined, invalid, check=not unreadable and all(s.ok for s in sources))
+    refs.check_models_and_policies(problems)
+
+    routes: dict[str, list[ResolvedRoute]] = {}
+    keys = _Keys(env)
+    for team_name, entry in defined["teams"].items():
+        routes[team_name] = _team_routes(team_name, entry, refs, problems)
+        keys.add(team_name, entry, problems)
+
+    if problems:
+        raise PolicyError(sorted(problems, key=lambda p: (p.file, p.line)))
+    policy_set = PolicySet(
+        providers=refs.providers,
+        models=refs.models,
+        policies=refs.policies,
+        teams={n: e.value for n, e in defined["teams"].items()},
+        routes=routes,
+        key_hashes=keys.hashes,
+        files=files,
+    )
+    if warnings is not None:
+        warnings.extend(_missing_key_warnings(policy_set, defined["providers"], env))
+    return policy_set
+
+
+def _merge(
+    sources: list[Source], problems: list[Problem], invalid: dict[str, set[str]]
+) -> dict[str, dict[str, Entry]]:
+    """The valid entries of every file by section and name; a name defined twice is a
+    problem naming both places (the first definition stands)."""
+    defined: dict[str, dict[str, Entry]] = {s: {} for s in SECTIONS}
+    for src in sources:
+        for entry in validate_file(src, problems, invalid):
+            section, name = str(entry.loc[0]), str(entry.loc[1])
+            first = defined[section].get(name)
+            if first is not None:
+                problems.append(
+                    src.problem(
+                        entry.loc,
+                        f"{KIND[section]} '{name}' is already defined in {first.where}",
+                    )
+                )
+                continue
+            defined[section][name] = entry
+    return defined
+
+
+class _Refs:
+    """The named providers, models and policies of a set, and whether a name is known.
+
+    A name whose entry failed validation counts as known (its own problem is reported
+    already); with ``check`` off (a file could not be read) every name is known.
+    """
+
+    def __init__(
+        self, defined: dict[str, dict[str, Entry]], invalid: dict[str, set[str]], check: bool
+    ) -> None:
+        self.defined = defined
+        self.invalid = invalid
+        self.check = check
+        self.providers: dict[str, Provider] = {n: e.value for n, e in defined["providers"].items()}
+        self.models: dict[str, Model] = {n: e.value for n, e in defined["models"].items()}
+        self.policies: dict[str, Policy] = {n: e.value for n, e in defined["policies"].items()}
+        if "default" not in self.policies and "default" not in invalid["policies"]:
+            self.policies["default"] = Policy()
+
+    def known(self, section: str, table: Mapping[str, Any], name: str) -> bool:
+        return not self.check or name in table or name in self.invalid[section]
+
+    def check_models_and_policies(self, problems: list[Problem]) -> None:
+        """Model -> provider; policy -> models (fallback chains, summarize_model)."""
+        for name, entry in self.defined["models"].items():
+            m: Model = entry.value
+            for loc, ref in _provider_refs(m):
+                if not self.known("providers", self.providers, ref):
+                    problems.append(
+                        entry.src.problem(
+                            (*entry.loc, *loc), _unknown("provider", ref, self.providers)
+                        )
+                    )
+            if self.check and all(p in self.providers for p in m.providers):
+                problems.extend(_deployment_problems(name, entry, self.providers))
+        for entry in self.defined["policies"].values():
+            for loc, ref in _model_refs(entry.value):
+                if not self.known("models", self.models, ref):
+                    problems.append(
+                        entry.src.problem((*entry.loc, *loc), _unknown("model", ref, self.models))
+                    )
+
+
+def _team_routes(
+    team_name: str, entry: Entry, refs: _Refs, problems: list[Problem]
+) -> list[ResolvedRoute]:
+    """A team's routes with their policies resolved (``override`` deep-merged)."""
+    team: Team = entry.value
+    src = entry.src
+    resolved: list[ResolvedRoute] = []
+    route_names: dict[str, int] = {}
+    for i, route in enumerate(team.routes):
+        rloc: Loc = (*entry.loc, "routes", i)
+        if route.name is not None:
+            if route.name in route_names:
+                problems.append(
+                    src.problem(
+                        (*rloc, "name"),
+                        f"route name '{route.name}' is already used by routes"
+                        f"[{route_names[route.name]}]",
+                    )
+                )
+            route_names.setdefault(route.name, i)
+        policy = _route_policy(route, rloc, src, refs, problems)
+        if policy is None:
+            continue
+        resolved.append(
+            ResolvedRoute(
+                id=route.name or f"{team_name}/{i}",
+                team=team_name,
+                policy=policy,
+                policy_name=route.policy,
+                match_model=route.match.model,
+                match_path=route.match.path,
+            )
+        )
+    return resolved
+
+
+def _route_policy(
+    route: Route, rloc: Loc, src: Source, refs: _Refs, problems: list[Problem]
+) -> Policy | None:
+    """The route's policy with its override applied; ``None`` (and a problem) if unusable."""
+    base = refs.policies.get(route.policy)
+    if base is None:
+        if not refs.known("policies", refs.policies, route.policy):
+            problems.append(
+                src.problem((*rloc, "policy"), _unknown("policy", route.policy, refs.policies))
+            )
+        return None
+    if not route.override:
+        return base
+    merged = deep_merge(base.model_dump(), route.override)
+    try:
+        policy = Policy.model_validate(merged)
+    except ValidationError as exc:
+        problems.extend(schema_problems(src, (*rloc, "override"), exc))
+        return None
+    for loc, ref in _model_refs(policy):
+        if _in_override(route.override, loc) and not refs.known("models", refs.models, ref):
+            problems.append(
+                src.problem((*rloc, "override", *loc), _unknown("model", ref, refs.models))
+            )
+    return policy
+
+
+class _Keys:
+    """Team keys as digests (``env:NAME`` hashed here), each used once across the set."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.hashes: dict[str, str] = {}  # digest -> team
+        self.where: dict[str, Loc] = {}
+
+    def add(self, team_name: str, entry: Entry, problems: list[Problem]) -> None:
+        team: Team = entry.value
+        for j, key in enumerate(team.keys):
+            kloc: Loc = (*entry.loc, "keys", j)
+            if key.startswith("env:"):
+                var = key.removeprefix("env:")
+                secret = self.env.get(var)
+                if not secret:
+                    problems.append(
+                        entry.src.problem(kloc, f"environment variable {var} is not set or empty")
+                    )
+                    continue
+                digest = hashlib.sha256(secret.encode("utf-8")).hexdigest()
+            else:
+                digest = key.removeprefix("sha256:")
+            other = self.hashes.get(digest)
+            if other is not None:
+                where = (
+                    f"listed twice (first at {format_loc(self.where[digest])})"
+                    if other == team_name
+                    else f"already used by team '{other}'"
+                )
+                problems.append(entry.src.problem(kloc, f"the same key is {where}"))
+                continue
+            self.hashes[digest] = team_name
+            self.where[digest] = kloc
+
+
+def _missing_key_warnings(
+    policy_set: PolicySet, providers: Mapping[str, Entry], env: Mapping[str, str]
+) -> list[Problem]:
+    """One warning per provider whose key variable ``serve`` would report missing."""
+    missing = set(policy_set.missing_provider_env(env))
+    used = {p for m in policy_set.models.values() for p in m.providers}
+    found: list[Problem] = []
+    for name, entry in providers.items():
+        envs = entry.value.api_key_env
+        for i, var in enumerate((envs,) if isinstance(envs, str) else envs or ()):
+            if var in missing and name in used:
+                loc = (*entry.loc, "api_key_env") + (() if isinstance(envs, str) else (i,))
+                found.append(
+                    entry.src.problem(
+                        loc,
+                        f"environment variable {var} is not set or empty: requests to"
+                        f" provider '{name}' would go upstream without a key",
+                    )
+                )
+    return sorted(found, key=lambda p: (p.file, p.line))
