@@ -46,7 +46,7 @@ Redis on its happy path, and none when its team has no limits.
   given back after a second). A reservation is a Lua script that INCRBYs the minute's
   request counter by the block (EXPIRE when new) and returns it with the minute's
   tokens, atomically. The reservations asked for in one pass of the event loop travel
-  together (:class:`_Admissions`): one pipeline, one script call per team window.
+  together (:class:`Admissions`): one pipeline, one script call per team window.
   Replicas together never admit more than the limit; what is over it in a block is
   given back at the next flush.
 * ``spend_retry`` (not on the happy path) is one MULTI: INCR the second's retry
@@ -69,6 +69,9 @@ written to Redis, and every view is read again from Redis after it. The local
 budget and limit windows start empty at the outage and are forgotten afterwards
 (so during an outage each replica applies team limits on its own); counts not
 yet flushed when Redis failed are dropped (at most ``sync_interval`` of them).
+
+The background sync and the outage handling are in :mod:`gateway.state.redis_sync`, the
+reservation of admissions in :mod:`gateway.state.redis_admissions`.
 """
 
 from __future__ import annotations
@@ -77,11 +80,9 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
-import orjson
 import structlog
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -92,7 +93,6 @@ from gateway.policy.schema import Fallback, Limits, RetryBudget
 from gateway.resilience import fallback
 from gateway.resilience.budget import (
     BUDGET_WINDOW_S,
-    LEASE_IDLE_S,
     LIMIT_WINDOW_S,
     Lease,
     budget_bucket,
@@ -101,160 +101,27 @@ from gateway.resilience.budget import (
     retry_allowed,
 )
 from gateway.resilience.fallback import Choice, FallbackState, Transition
-from gateway.state.memory import MemoryState
+from gateway.state.redis_admissions import Admissions
+from gateway.state.redis_sync import (
+    MAX_STALENESS_S,
+    PREFIX,
+    SYNC_INTERVAL_S,
+    SyncedState,
+    as_int,
+    decode_state,
+    encode_state,
+    nothing,
+)
 
 log = structlog.get_logger("gateway.state")
 
-PREFIX = "llm-gateway:"
 WATCH_ATTEMPTS = 8
 FALLBACK_TTL_MIN = 3600
-SYNC_INTERVAL_S = 0.05
-"""How often the background sync flushes counters and refreshes fallback views."""
-MAX_STALENESS_S = 0.1
-"""The oldest view ``choose`` / ``record`` answer from; older views are read through."""
-VIEW_IDLE_S = 30.0
-"""A view not used for this long is no longer refreshed (it is read again on use)."""
 
-ADMIT_SCRIPT = """
-local k = tonumber(ARGV[2])
-local n = redis.call('INCRBY', KEYS[1], k)
-if n == k then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return {n, redis.call('GET', KEYS[2])}
-"""
-"""Count ARGV[2] admissions in the request window KEYS[1]; the new count and the
-window's tokens (KEYS[2])."""
-
-T = TypeVar("T")
 R = TypeVar("R")
 
 
-def _decode(raw: bytes | str | None) -> FallbackState:
-    if raw is None:
-        return fallback.INITIAL
-    try:
-        data = orjson.loads(raw)
-        return FallbackState(
-            active=int(data["active"]),
-            streak=int(data["streak"]),
-            since=float(data["since"]),
-            probe_until=float(data["probe_until"]),
-        )
-    except (ValueError, TypeError, KeyError):
-        return fallback.INITIAL  # unreadable: start over rather than fail requests
-
-
-def _encode(state: FallbackState) -> bytes:
-    return orjson.dumps(
-        {
-            "active": state.active,
-            "streak": state.streak,
-            "since": state.since,
-            "probe_until": state.probe_until,
-        }
-    )
-
-
-def _int(raw: Any) -> int:
-    return int(raw) if raw is not None else 0
-
-
-async def _nothing() -> None:
-    return None
-
-
-class _Admissions:
-    """Reservations of team admissions (:class:`~gateway.resilience.budget.Lease`), the
-    ones asked for in one pass of the event loop sent as one pipeline.
-
-    :meth:`join` queues a request whose team's block is used up and waits; the first
-    join of a pass schedules the send for the end of the pass (``call_soon``), so every
-    request woken in that pass shares the round trip. One script call per team window
-    reserves a block for all its waiters (and the team's pace), then each waiter takes
-    one admission from the block, or is refused when the window is full.
-    """
-
-    def __init__(self, redis: Redis, timeout: float, give_back: Callable[[str, int], None]):
-        self._script = redis.register_script(ADMIT_SCRIPT)
-        self._redis = redis
-        self._timeout = timeout
-        self._give_back = give_back
-        self._queued: dict[str, _Waiting] = {}
-        self._sends: set[asyncio.Task[None]] = set()
-
-    def join(
-        self, lease: Lease, requests: str, tokens: str, limits: Limits, now: float
-    ) -> asyncio.Future[bool]:
-        """True once admitted from a new reservation, False when the window is full."""
-        loop = asyncio.get_running_loop()
-        if not self._queued:
-            loop.call_soon(self._send)
-        waiting = self._queued.get(requests)
-        if waiting is None:
-            waiting = self._queued[requests] = _Waiting(lease, tokens, limits, now)
-        future: asyncio.Future[bool] = loop.create_future()
-        waiting.futures.append(future)
-        return future
-
-    def _send(self) -> None:
-        batch, self._queued = self._queued, {}
-        task = asyncio.get_running_loop().create_task(self._round_trip(batch))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
-
-    async def _round_trip(self, batch: dict[str, _Waiting]) -> None:
-        ttl = 2 * LIMIT_WINDOW_S
-        sizes = [w.lease.size(w.now, w.limits, len(w.futures)) for w in batch.values()]
-        try:
-            async with asyncio.timeout(self._timeout):
-                if len(batch) == 1:
-                    [(requests, w)] = batch.items()
-                    replies = [await self._script(keys=[requests, w.tokens], args=[ttl, sizes[0]])]
-                else:
-                    async with self._redis.pipeline(transaction=False) as pipe:
-                        for (requests, w), n in zip(batch.items(), sizes, strict=True):
-                            await self._script(
-                                keys=[requests, w.tokens], args=[ttl, n], client=pipe
-                            )
-                        replies = await pipe.execute()
-        except Exception as exc:  # each waiter falls back to local state
-            for w in batch.values():
-                for future in w.futures:
-                    if not future.done():
-                        future.set_exception(exc)
-            return
-        except BaseException:  # cancelled (close): so are the waiters
-            for w in batch.values():
-                for future in w.futures:
-                    future.cancel()
-            raise
-        for (requests, w), n, (count, used) in zip(batch.items(), sizes, replies, strict=True):
-            over = w.lease.reserved(w.now, n, _int(count), _int(used), w.limits)
-            if over:
-                self._give_back(requests, over)
-            for future in w.futures:
-                if not future.done():  # a waiter may have been cancelled
-                    future.set_result(w.lease.take(w.now))
-
-    async def close(self) -> None:
-        for task in list(self._sends):
-            task.cancel()
-        for task in list(self._sends):
-            with contextlib.suppress(BaseException):
-                await task
-
-
-@dataclass(slots=True)
-class _Waiting:
-    """The requests of one pass waiting on one team window's reservation."""
-
-    lease: Lease
-    tokens: str
-    limits: Limits
-    now: float
-    futures: list[asyncio.Future[bool]] = field(default_factory=list)
-
-
-class RedisState:
+class RedisState(SyncedState):
     """Recovery state in Redis, answered locally while Redis is unreachable."""
 
     def __init__(
@@ -269,179 +136,26 @@ class RedisState:
         sync_interval: float = SYNC_INTERVAL_S,
         max_staleness: float = MAX_STALENESS_S,
     ) -> None:
-        self._redis = Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=0,
+        super().__init__(
+            Redis.from_url(
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),
+                health_check_interval=0,
+            ),
+            op_timeout=op_timeout if op_timeout is not None else 5 * timeout,
+            reconnect_interval=reconnect_interval,
+            clock=clock,
+            wall=wall,
+            sync_interval=sync_interval,
+            max_staleness=max_staleness,
         )
         self._timeout = timeout
-        self._op_timeout = op_timeout if op_timeout is not None else 5 * timeout
-        self._admissions = _Admissions(self._redis, 2 * timeout, self._count)
-        self._leases: dict[str, Lease] = {}  # team -> its reserved admissions
-        self._reconnect_interval = reconnect_interval
-        self._clock = clock
-        self._wall = wall  # epoch seconds, as the engine passes ``now``
-        self._sync_interval = sync_interval
-        self._max_staleness = max_staleness
-        self.local = MemoryState()
-        """The views of fallback state (and, during an outage, all state)."""
-        self.degraded = False
-        self._next_try = 0.0
-        self._seen: dict[str, float] = {}  # fallback key -> when its view's read was sent
+        self._admissions = Admissions(self._redis, 2 * timeout, self._count)
         self._reads: dict[str, asyncio.Future[FallbackState]] = {}  # reads in flight
-        self._used: dict[str, float] = {}  # fallback key -> last use of its view
-        self._pending: dict[str, int] = {}  # counter key -> count not yet flushed
-        self._inflight: dict[str, int] = {}  # counter key -> count being flushed
-        self._sync_task: asyncio.Task[None] | None = None
-        self._closed = False
-
-    # ---- outage handling ----
-
-    async def _call(
-        self,
-        remote: Callable[[], Awaitable[T]],
-        local: Callable[[], Awaitable[T]],
-        limit: float | None = None,
-    ) -> T:
-        if self.degraded:
-            if self._clock() < self._next_try:
-                return await local()
-            self._next_try = self._clock() + self._reconnect_interval  # one trial per interval
-        try:
-            async with asyncio.timeout(limit or self._op_timeout):
-                result = await remote()
-        except Exception as exc:  # never raise to the caller because of Redis
-            self._mark_down(exc)
-            return await local()
-        if self.degraded:
-            self.degraded = False
-            log.info("state_backend_recovered", backend="redis")
-        return result
-
-    def _mark_down(self, exc: Exception) -> None:
-        self._next_try = self._clock() + self._reconnect_interval
-        self._seen.clear()  # every view is read again from Redis after the outage
-        self._pending.clear()  # at most one sync interval of counts
-        self._leases.clear()  # reservations are made again after the outage
-        if not self.degraded:
-            self.degraded = True
-            log.warning(
-                "state_backend_degraded",
-                backend="redis",
-                error=type(exc).__name__,
-                retry_interval_s=self._reconnect_interval,
-            )
-
-    # ---- background sync: counters out, fallback views in ----
-
-    def _ensure_sync(self) -> None:
-        if self._sync_task is None and not self._closed:
-            self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop())
-
-    async def _sync_loop(self) -> None:
-        try:
-            while not self._closed:  # redis-py may swallow the cancel of close()
-                await asyncio.sleep(self._sync_interval)
-                try:
-                    if self._closed or not await self.sync():
-                        return  # idle: started again by the next use
-                except Exception as exc:  # a bug here must not stop the gateway
-                    log.warning("state_sync_failed", backend="redis", error=type(exc).__name__)
-        finally:
-            if self._sync_task is asyncio.current_task():
-                self._sync_task = None
-
-    async def sync(self) -> bool:
-        """Flush the counters, give back idle reservations and refresh the fallback views
-        and the tokens of the teams served now (the background sync does this every
-        ``sync_interval``); False when there was nothing to do."""
-        now, wall = self._clock(), self._wall()
-        for key in [k for k, used in self._used.items() if now - used >= VIEW_IDLE_S]:
-            del self._used[key]
-            self._seen.pop(key, None)
-        teams = self._tend_leases(wall)
-        keys = list(self._used)
-        counts = self._pending
-        if not keys and not counts and not teams:
-            return False
-        if self.degraded:  # counters go to the local state while degraded
-            return True
-        self._pending, self._inflight = {}, counts
-        try:
-            await self._call(lambda: self._sync(keys, counts, teams, now, wall), _nothing)
-        finally:
-            self._inflight = {}
-        return True
-
-    def _tend_leases(self, wall: float) -> list[str]:
-        """Give back what idle reservations hold; the teams whose tokens to refresh."""
-        window, teams = limit_window(wall), []
-        for team, lease in list(self._leases.items()):
-            if lease.window != window:
-                del self._leases[team]  # what it held expired with its window
-                continue
-            if back := lease.give_back(wall):
-                self._count(self._limit_key(team, "req", wall), -back)
-            if lease.left or wall - lease.used_at < LEASE_IDLE_S:
-                teams.append(team)
-        return teams
-
-    async def _sync(
-        self, keys: list[str], counts: dict[str, int], teams: list[str], sent: float, wall: float
-    ) -> None:
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for key, n in counts.items():
-                pipe.incrby(key, n)
-                pipe.expire(key, BUDGET_WINDOW_S + 2 if ":budget:" in key else 2 * LIMIT_WINDOW_S)
-            if keys:
-                pipe.mget([f"{PREFIX}fb:{k}" for k in keys])
-            if teams:
-                pipe.mget([self._limit_key(t, "tok", wall) for t in teams])
-            replies = await pipe.execute()
-        if teams:
-            window = limit_window(wall)
-            for team, raw in zip(teams, replies.pop(), strict=True):
-                lease = self._leases.get(team)
-                if lease is not None and lease.window == window:
-                    lease.tokens = _int(raw)
-        if keys:
-            for key, raw in zip(keys, replies[-1], strict=True):
-                self._set_view(key, _decode(raw), sent)
-
-    def _unflushed(self, key: str) -> int:
-        return self._pending.get(key, 0) + self._inflight.get(key, 0)
-
-    def _count(self, key: str, n: int) -> None:
-        self._pending[key] = self._pending.get(key, 0) + n
-        if self._sync_task is None:
-            self._ensure_sync()
 
     # ---- fallback ----
-
-    def _view(self, key: str) -> FallbackState | None:
-        """This replica's view of ``key`` if it is fresh enough to answer from, else None."""
-        now = self._clock()
-        self._used[key] = now
-        if self._sync_task is None:
-            self._ensure_sync()
-        seen = self._seen.get(key)
-        if seen is None or now - seen > self._max_staleness:
-            return None
-        return self.local.fallbacks.get(key, fallback.INITIAL)
-
-    def _set_view(
-        self, key: str, state: FallbackState, sent: float, *, written: bool = False
-    ) -> None:
-        """Keep ``state`` read (or ``written``) at ``sent`` unless a later read is kept."""
-        seen = self._seen.get(key)
-        if seen is not None and sent < seen:
-            if not written:
-                return
-            sent = seen  # our own write is newer than any read that went before it
-        self._seen[key] = sent
-        self.local.put_fallback(key, state)
 
     async def _update(
         self,
@@ -456,7 +170,7 @@ class RedisState:
         rkey = f"{PREFIX}fb:{key}"
         if known is None:
             sent = self._clock()
-            state = _decode(await self._redis.get(rkey))
+            state = decode_state(await self._redis.get(rkey))
             new, result = step(state)
             if new == state:
                 self._set_view(key, state, sent)
@@ -467,7 +181,7 @@ class RedisState:
                 try:
                     sent = self._clock()
                     await pipe.watch(rkey)
-                    state = _decode(await pipe.get(rkey))
+                    state = decode_state(await pipe.get(rkey))
                     new, result = step(state)
                     if new == state:
                         await pipe.unwatch()  # type: ignore[no-untyped-call]
@@ -477,7 +191,7 @@ class RedisState:
                     if new == fallback.INITIAL:
                         pipe.delete(rkey)
                     else:
-                        pipe.set(rkey, _encode(new), ex=ttl)
+                        pipe.set(rkey, encode_state(new), ex=ttl)
                     await pipe.execute()
                     break
                 except WatchError:
@@ -501,11 +215,11 @@ class RedisState:
         if read is None:
             read = self._reads[key] = asyncio.ensure_future(self._read_view(key))
             read.add_done_callback(lambda _r: self._reads.pop(key, None))
-        return await self._call(lambda: asyncio.shield(read), _nothing)
+        return await self._call(lambda: asyncio.shield(read), nothing)
 
     async def _read_view(self, key: str) -> FallbackState:
         sent = self._clock()
-        state = _decode(await self._redis.get(f"{PREFIX}fb:{key}"))
+        state = decode_state(await self._redis.get(f"{PREFIX}fb:{key}"))
         self._set_view(key, state, sent)
         return state
 
@@ -580,8 +294,8 @@ class RedisState:
             pipe.mget(request_keys)
             pipe.mget([self._budget_key(route, "retry", b) for b in window])
             _, _, requests, retries = await pipe.execute()
-        spent_before = sum(_int(x) for x in retries) - 1  # our INCR is in the window
-        noted = sum(_int(x) for x in requests) + sum(self._unflushed(k) for k in request_keys)
+        spent_before = sum(as_int(x) for x in retries) - 1  # our INCR is in the window
+        noted = sum(as_int(x) for x in requests) + sum(self._unflushed(k) for k in request_keys)
         if retry_allowed(noted, spent_before, budget):
             return True
         await self._redis.decr(mine)
@@ -594,10 +308,6 @@ class RedisState:
         )
 
     # ---- team limits ----
-
-    @staticmethod
-    def _limit_key(team: str, kind: str, now: float) -> str:
-        return f"{PREFIX}limit:{team}:{kind}:{limit_window(now)}"
 
     async def _admit(self, team: str, limits: Limits, now: float) -> float | None:
         lease = self._leases.get(team)

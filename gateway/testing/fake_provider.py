@@ -79,67 +79,37 @@ write, a cancelled handler or a closed connection while hanging), and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
 import ssl
-import struct
-import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from gateway.testing import shapes
+from gateway.testing import replies, shapes
 from gateway.testing.conversation import (
-    Conversation,
-    example_arguments,
     parse_chat,
     parse_completions,
     parse_messages,
     parse_responses,
-    tokens_of,
 )
-from gateway.testing.script import (
-    CutAfter,
-    Delay,
-    Error,
-    ErrorEventAfter,
-    Hang,
-    HeadersThenSilence,
-    MalformedEventAt,
-    NoDone,
-    Reset,
-    ScriptEntry,
-    SlowFirstByte,
-    StallAfter,
-    Step,
-    Success,
-    context_length_body,
-)
+from gateway.testing.replies import DEFAULT_REPLY, Exchange
+from gateway.testing.script import Error, ScriptEntry, Step, context_length_body
 
-DEFAULT_REPLY = "Hello! This is the fake provider answering model {model}."
 PREFILL_MESSAGE = (
     "This model does not support assistant message prefill. "
     "The conversation must end with a user message."
 )
-_POLL_S = 0.02
 
 _PARSERS = {
     "chat": parse_chat,
     "completions": parse_completions,
     "responses": parse_responses,
     "messages": parse_messages,
-}
-_ID_PREFIX = {
-    "chat": "chatcmpl-fake",
-    "completions": "cmpl-fake",
-    "responses": "resp_fake",
-    "messages": "msg_fake",
 }
 
 
@@ -167,26 +137,6 @@ class RecordedRequest:
         if auth[:7].lower() == "bearer ":
             return auth[7:].strip()
         return self.headers.get("x-api-key") or None
-
-
-@dataclass
-class _Exchange:
-    """Per-request state of the handler."""
-
-    request: web.Request
-    api: str
-    n: int
-    steps: list[Step] = field(default_factory=list)
-    # Set when the fake itself ends the connection (Reset, CutAfter) or has already
-    # counted the client going away, so that the disconnect is not counted again.
-    settled: bool = False
-
-    @property
-    def style(self) -> str:
-        return "anthropic" if self.api == "messages" else "openai"
-
-    def step(self, kind: type[Any]) -> Any:
-        return next((s for s in self.steps if isinstance(s, kind)), None)
 
 
 class FakeProvider:
@@ -340,7 +290,7 @@ class FakeProvider:
                 return _entry(queue.popleft())
         return []
 
-    def _note_disconnect(self, ex: _Exchange) -> None:
+    def _note_disconnect(self, ex: Exchange) -> None:
         if ex.settled or self._stopping:
             return
         ex.settled = True
@@ -354,7 +304,9 @@ class FakeProvider:
         names = [*self.models]
         for table in (self.reply, self.context_window, self.cut_at, self.reject_prefill):
             names.extend(m for m in table if m not in names)
-        return web.json_response(shapes.models_json(names), headers=self._headers("openai", 0))
+        return web.json_response(
+            shapes.models_json(names), headers=replies.base_headers("openai", 0)
+        )
 
     def _endpoint(self, api: str) -> Any:
         async def handler(request: web.Request) -> web.StreamResponse:
@@ -362,7 +314,7 @@ class FakeProvider:
             assert task is not None
             self._tasks.add(task)
             self._counter += 1
-            ex = _Exchange(request, api, self._counter)
+            ex = Exchange(request, api, self._counter, self._note_disconnect)
             try:
                 return await self._serve(ex)
             except asyncio.CancelledError:
@@ -386,7 +338,7 @@ class FakeProvider:
         self.requests.append(record)
         return record
 
-    async def _serve(self, ex: _Exchange) -> web.StreamResponse:
+    async def _serve(self, ex: Exchange) -> web.StreamResponse:
         raw = await ex.request.read()
         try:
             body = json.loads(raw) if raw else None
@@ -394,258 +346,47 @@ class FakeProvider:
             body = None
         record = self._record(ex.request, body)
         if not isinstance(body, dict):
-            return self._error(ex, Error.bad_request("We could not parse the JSON body."))
+            return replies.error_response(
+                ex, Error.bad_request("We could not parse the JSON body.")
+            )
         model = record.model
         if model is None:
-            return self._error(ex, Error.bad_request("you must provide a model parameter"))
+            return replies.error_response(
+                ex, Error.bad_request("you must provide a model parameter")
+            )
 
         ex.steps = self._steps(model, record.key)
-        slow = ex.step(SlowFirstByte)
-        if slow:
-            await asyncio.sleep(slow.delay_s)
-        if ex.step(Reset):
-            self._abort(ex, rst=True)
-        if ex.step(Hang):
-            await self._until_gone(ex)
-        error = ex.step(Error)
-        if error:
-            return self._error(ex, error)
-        if ex.step(HeadersThenSilence):
-            response = web.StreamResponse(headers=self._headers(ex.style, ex.n))
-            response.content_type = (
-                "text/event-stream" if body.get("stream") else "application/json"
-            )
-            await self._send(ex, response.prepare(ex.request))
-            await self._until_gone(ex)
+        early = await replies.before_answer(ex, body)
+        if early is not None:
+            return early
 
         if ex.api == "embeddings":
-            return await self._embeddings(ex, body, model)
+            return await replies.embeddings(
+                ex,
+                body,
+                model,
+                context_window=self.context_window,
+                embedding_dimensions=self.embedding_dimensions,
+            )
         conv = _PARSERS[ex.api](body)
         if self.reject_prefill.get(model) and conv.ends_with_prefill:
-            return self._error(ex, Error.bad_request(PREFILL_MESSAGE))
+            return replies.error_response(ex, Error.bad_request(PREFILL_MESSAGE))
         window = self.context_window.get(model)
         if window is not None:
             completion = conv.max_tokens or 0
             if conv.prompt_tokens > window - completion:
                 style = self.context_style.get(model, ex.style)
                 too_long = context_length_body(style, window, conv.prompt_tokens, completion)
-                return self._error(ex, Error(400, too_long))
+                return replies.error_response(ex, Error(400, too_long))
 
-        answer = self._answer(ex, conv, model)
-        if conv.stream:
-            return await self._stream(ex, answer, conv, body)
-        payload = {
-            "chat": lambda: shapes.chat_json(answer),
-            "completions": lambda: shapes.completion_json(answer),
-            "responses": lambda: shapes.responses_json(answer, body),
-            "messages": lambda: shapes.messages_json(answer),
-        }[ex.api]()
-        return await self._json(ex, payload)
-
-    # --- answers ------------------------------------------------------------------------
-
-    def _answer(self, ex: _Exchange, conv: Conversation, model: str) -> shapes.Answer:
-        forced = ex.step(Success) or Success()
-        prefix = "toolu_fake" if ex.api == "messages" else "call_fake"
-        call_id = f"{prefix}{ex.n:05d}"
-        tool: shapes.ToolCall | None = None
-        if forced.tool_call is not None:
-            spec = forced.tool_call
-            if isinstance(spec, str):
-                match = next((t for t in conv.tools if t.name == spec), None)
-                args = example_arguments(match) if match else {}
-                tool = shapes.ToolCall(spec, json.dumps(args), call_id)
-            else:
-                args_json = json.dumps(spec.get("arguments", {}))
-                tool = shapes.ToolCall(str(spec["name"]), args_json, call_id)
-        elif forced.text is None and (wanted := conv.wants_tool_call()):
-            tool = shapes.ToolCall(wanted.name, json.dumps(example_arguments(wanted)), call_id)
-
-        if tool is not None:
-            text, finish = "", "tool_calls"
-            completion = tokens_of(tool.name + tool.arguments)
-        else:
-            text, finish = self._text(conv, model, forced.text)
-            completion = tokens_of(text)
-        usage = forced.usage or {}
-        return shapes.Answer(
-            id=f"{_ID_PREFIX[ex.api]}{ex.n:05d}",
-            model=model,
-            text=text,
-            finish=forced.finish_reason or finish,
-            prompt_tokens=usage.get("prompt_tokens", conv.prompt_tokens),
-            completion_tokens=usage.get("completion_tokens", completion),
-            created=int(time.time()),
-            chunks=self.chunks,
-            tool_call=tool,
+        answer = replies.answer(
+            ex, conv, model, reply=self.reply, cut_at=self.cut_at, chunks=self.chunks
         )
-
-    def _text(self, conv: Conversation, model: str, forced: str | None) -> tuple[str, str]:
-        """The answer text (after continuation and max-tokens cut) and finish reason."""
-        last = conv.last
-        if forced is not None:
-            full = forced
-        elif last is not None and last.role == "tool":
-            full = f"The tool returned: {last.text[:200]}"
-        else:
-            full = self.reply.get(model, DEFAULT_REPLY.format(model=model))
-        text = full
-        already = conv.already_said()
-        if already is not None and full.startswith(already):
-            text = full[len(already) :]
-        limits = [n for n in (conv.max_tokens, self.cut_at.get(model)) if n is not None]
-        if limits and tokens_of(text) > min(limits):
-            return text[: min(limits) * 4], "length"
-        return text, "stop"
-
-    async def _embeddings(
-        self, ex: _Exchange, body: dict[str, Any], model: str
-    ) -> web.StreamResponse:
-        raw = body.get("input")
-        items = raw if isinstance(raw, list) and raw and not isinstance(raw[0], int) else [raw]
-        inputs = [i if isinstance(i, str) else json.dumps(i) for i in items]
-        window = self.context_window.get(model)
-        longest = max((tokens_of(i) for i in inputs), default=0)
-        if window is not None and longest > window:
-            return self._error(ex, Error.context_length(window, longest, "openai"))
-        dims = body.get("dimensions") or self.embedding_dimensions
-        payload = shapes.embeddings_json(model, inputs, dims, body.get("encoding_format"))
-        return await self._json(ex, payload)
-
-    # --- sending ------------------------------------------------------------------------
-
-    def _headers(self, style: str, n: int) -> dict[str, str]:
-        if style == "anthropic":
-            return {"request-id": f"req_fake{n:05d}", "anthropic-organization-id": "fake-org"}
-        return {
-            "x-request-id": f"req_fake{n:05d}",
-            "openai-processing-ms": "1",
-            "openai-version": "2020-10-01",
-        }
-
-    def _success_headers(self, ex: _Exchange) -> dict[str, str]:
-        forced = ex.step(Success)
-        return dict(forced.headers) if forced is not None else {}
-
-    def _error(self, ex: _Exchange, error: Error) -> web.Response:
-        data, content_type = error.render(ex.style)
-        headers = {**self._headers(ex.style, ex.n), **error.headers, "Content-Type": content_type}
-        return web.Response(status=error.status, body=data, headers=headers)
-
-    async def _json(self, ex: _Exchange, payload: dict[str, Any]) -> web.StreamResponse:
-        data = json.dumps(payload, ensure_ascii=False).encode()
-        headers = {**self._headers(ex.style, ex.n), **self._success_headers(ex)}
-        cut, stall = ex.step(CutAfter), ex.step(StallAfter)
-        if not (cut or stall):
-            return web.Response(body=data, headers=headers, content_type="application/json")
-        response = web.StreamResponse(headers=headers)
-        response.content_type = "application/json"
-        response.content_length = len(data)
-        await self._send(ex, response.prepare(ex.request))
-        await self._send(ex, response.write(data[: len(data) // 2]))
-        if cut:
-            self._abort(ex)
-        await self._until_gone(ex)
-
-    async def _stream(
-        self, ex: _Exchange, answer: shapes.Answer, conv: Conversation, body: dict[str, Any]
-    ) -> web.StreamResponse:
-        events = {
-            "chat": lambda: shapes.chat_events(answer, conv.include_usage),
-            "completions": lambda: shapes.completion_events(answer, conv.include_usage),
-            "responses": lambda: shapes.responses_events(answer, body),
-            "messages": lambda: shapes.messages_events(answer),
-        }[ex.api]()
-        if ex.step(NoDone):
-            events = [e for e in events if not e.done]
-        malformed = ex.step(MalformedEventAt)
-        if malformed:
-            at = _position(events, malformed.n)
-            events.insert(at, shapes.Event("{not json"))
-        terminal = ex.step(CutAfter) or ex.step(StallAfter) or ex.step(ErrorEventAfter)
-        stop_at = _position(events, terminal.n_chunks) if terminal else None
-        delay = ex.step(Delay)
-
-        headers = {**self._headers(ex.style, ex.n), **self._success_headers(ex)}
-        response = web.StreamResponse(headers=headers)
-        response.content_type = "text/event-stream"
-        response.charset = "utf-8"
-        response.headers["Cache-Control"] = "no-cache"
-        await self._send(ex, response.prepare(ex.request))
-        for index, event in enumerate(events):
-            if index == stop_at:
-                await self._stream_fault(ex, response, terminal, events[:index])
-                return response
-            if event.delta and delay:
-                await asyncio.sleep(delay.per_chunk_s)
-            await self._send(ex, response.write(event.encode()))
-        await self._finish(ex, response)
-        return response
-
-    async def _stream_fault(
-        self,
-        ex: _Exchange,
-        response: web.StreamResponse,
-        fault: CutAfter | StallAfter | ErrorEventAfter | None,
-        sent: list[shapes.Event],
-    ) -> None:
-        if isinstance(fault, CutAfter):
-            self._abort(ex)
-        if isinstance(fault, StallAfter):
-            await self._until_gone(ex)
-        if isinstance(fault, ErrorEventAfter):
-            sequence = sum(1 for e in sent if e.event and e.event.startswith("response."))
-            event = shapes.stream_error_event(ex.api, fault.payload, sequence)
-            await self._send(ex, response.write(event.encode()))
-            await self._finish(ex, response)
-
-    async def _finish(self, ex: _Exchange, response: web.StreamResponse) -> None:
-        """End the body; every event is out, so a client closing now is no disconnect."""
-        ex.settled = True
-        await self._send(ex, response.write_eof())
-
-    async def _send(self, ex: _Exchange, write: Any) -> None:
-        """Await a write; a failed write means the client went away."""
-        try:
-            await write
-        except ConnectionError:
-            self._note_disconnect(ex)
-            raise asyncio.CancelledError from None
-
-    def _abort(self, ex: _Exchange, rst: bool = False) -> NoReturn:
-        """Drop the connection now (with a TCP RST when ``rst``); ends the handler."""
-        ex.settled = True
-        transport = ex.request.transport
-        if transport is not None:
-            sock = transport.get_extra_info("socket")
-            if rst and sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            transport.abort()
-        raise asyncio.CancelledError
-
-    async def _until_gone(self, ex: _Exchange) -> NoReturn:
-        """Wait until the client closes the connection (or the server stops), then end."""
-        while True:
-            transport = ex.request.transport
-            if transport is None or transport.is_closing():
-                self._note_disconnect(ex)
-                raise asyncio.CancelledError
-            await asyncio.sleep(_POLL_S)
+        return await replies.send_answer(ex, answer, conv, body)
 
 
 def _entry(entry: ScriptEntry) -> list[Step]:
     return list(entry) if isinstance(entry, tuple) else [entry]
-
-
-def _position(events: list[shapes.Event], n: int) -> int:
-    """Index in ``events`` just after ``n`` content deltas (before the next one)."""
-    deltas = [i for i, e in enumerate(events) if e.delta]
-    if not deltas:
-        return min(1, len(events))
-    if n < len(deltas):
-        return deltas[n]
-    return deltas[-1] + 1
 
 
 __all__ = ["DEFAULT_REPLY", "FakeProvider", "RecordedRequest"]

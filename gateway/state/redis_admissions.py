@@ -1,0 +1,119 @@
+"""Team admissions reserved in blocks for :class:`~gateway.state.redis.RedisState`: the
+reservations asked for in one pass of the event loop sent to Redis together, one Lua script
+call per team window (the design is in :mod:`gateway.state.redis`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gateway.policy.schema import Limits
+from gateway.resilience.budget import LIMIT_WINDOW_S, Lease
+from gateway.state.redis_sync import as_int
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+ADMIT_SCRIPT = """
+local k = tonumber(ARGV[2])
+local n = redis.call('INCRBY', KEYS[1], k)
+if n == k then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return {n, redis.call('GET', KEYS[2])}
+"""
+"""Count ARGV[2] admissions in the request window KEYS[1]; the new count and the
+window's tokens (KEYS[2])."""
+
+
+class Admissions:
+    """Reservations of team admissions (:class:`~gateway.resilience.budget.Lease`), the
+    ones asked for in one pass of the event loop sent as one pipeline.
+
+    :meth:`join` queues a request whose team's block is used up and waits; the first
+    join of a pass schedules the send for the end of the pass (``call_soon``), so every
+    request woken in that pass shares the round trip. One script call per team window
+    reserves a block for all its waiters (and the team's pace), then each waiter takes
+    one admission from the block, or is refused when the window is full.
+    """
+
+    def __init__(self, redis: Redis, timeout: float, give_back: Callable[[str, int], None]):
+        self._script = redis.register_script(ADMIT_SCRIPT)
+        self._redis = redis
+        self._timeout = timeout
+        self._give_back = give_back
+        self._queued: dict[str, _Waiting] = {}
+        self._sends: set[asyncio.Task[None]] = set()
+
+    def join(
+        self, lease: Lease, requests: str, tokens: str, limits: Limits, now: float
+    ) -> asyncio.Future[bool]:
+        """True once admitted from a new reservation, False when the window is full."""
+        loop = asyncio.get_running_loop()
+        if not self._queued:
+            loop.call_soon(self._send)
+        waiting = self._queued.get(requests)
+        if waiting is None:
+            waiting = self._queued[requests] = _Waiting(lease, tokens, limits, now)
+        future: asyncio.Future[bool] = loop.create_future()
+        waiting.futures.append(future)
+        return future
+
+    def _send(self) -> None:
+        batch, self._queued = self._queued, {}
+        task = asyncio.get_running_loop().create_task(self._round_trip(batch))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    async def _round_trip(self, batch: dict[str, _Waiting]) -> None:
+        ttl = 2 * LIMIT_WINDOW_S
+        sizes = [w.lease.size(w.now, w.limits, len(w.futures)) for w in batch.values()]
+        try:
+            async with asyncio.timeout(self._timeout):
+                if len(batch) == 1:
+                    [(requests, w)] = batch.items()
+                    replies = [await self._script(keys=[requests, w.tokens], args=[ttl, sizes[0]])]
+                else:
+                    async with self._redis.pipeline(transaction=False) as pipe:
+                        for (requests, w), n in zip(batch.items(), sizes, strict=True):
+                            await self._script(
+                                keys=[requests, w.tokens], args=[ttl, n], client=pipe
+                            )
+                        replies = await pipe.execute()
+        except Exception as exc:  # each waiter falls back to local state
+            for w in batch.values():
+                for future in w.futures:
+                    if not future.done():
+                        future.set_exception(exc)
+            return
+        except BaseException:  # cancelled (close): so are the waiters
+            for w in batch.values():
+                for future in w.futures:
+                    future.cancel()
+            raise
+        for (requests, w), n, (count, used) in zip(batch.items(), sizes, replies, strict=True):
+            over = w.lease.reserved(w.now, n, as_int(count), as_int(used), w.limits)
+            if over:
+                self._give_back(requests, over)
+            for future in w.futures:
+                if not future.done():  # a waiter may have been cancelled
+                    future.set_result(w.lease.take(w.now))
+
+    async def close(self) -> None:
+        for task in list(self._sends):
+            task.cancel()
+        for task in list(self._sends):
+            with contextlib.suppress(BaseException):
+                await task
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """The requests of one pass waiting on one team window's reservation."""
+
+    lease: Lease
+    tokens: str
+    limits: Limits
+    now: float
+    futures: list[asyncio.Future[bool]] = field(default_factory=list)
