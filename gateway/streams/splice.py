@@ -16,7 +16,7 @@ rewrites the events of a resumed stream so that they continue it:
   with its trailing whitespace trimmed; when the continuation starts with the
   whitespace the client already has, that whitespace is not sent again (the
   leading whitespace run of the continuation is dropped when it is not an
-  extension of the whitespace already sent; see :class:`_Pipe`);
+  extension of the whitespace already sent; see :class:`~gateway.streams.overlap.Pipe`);
 - ``regenerate=True``: the new stream answers from scratch; its text is held back
   until it covers the text already sent, then only what follows is passed on. A
   regenerated text that differs from it, or ends before covering it, is
@@ -58,86 +58,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.providers import Endpoint
+from gateway.streams.overlap import Diverged, Pipe
 from gateway.streams.sse import Event, Kind
 from gateway.streams.transcript import Transcript, partial_response, sse_event
 
 __all__ = ["Diverged", "Splice", "Transcript", "partial_response"]
-
-
-@dataclass(frozen=True, slots=True)
-class Diverged:
-    """The resumed stream cannot continue the client's stream."""
-
-    reason: str
-
-
-class _Pipe:
-    """The resumed stream's text on its way to the client.
-
-    ``append``: passed as it comes. ``regenerate``: held back until it covers
-    ``sent``, then only what follows; a mismatch is a divergence. ``trim``
-    (Anthropic continuation, ``sent`` ending in whitespace ``W`` that was trimmed
-    from the prefill): the continuation's leading whitespace run ``L`` is held
-    until a non-whitespace character arrives; when ``L`` starts with ``W``, the
-    repeated ``W`` is dropped (``join_texts`` keeps the model's whitespace, which
-    here extends what the client has); otherwise ``L`` is dropped and the client
-    keeps the whitespace it already has (it cannot be taken back).
-    """
-
-    def __init__(self, sent: str, regenerate: bool, trim: bool) -> None:
-        self.sent = sent
-        self.regenerate = regenerate
-        self.pos = 0
-        self.ws = sent[len(sent.rstrip()) :] if trim and not regenerate else ""
-        self.held = ""
-        self.settled = not sent if regenerate else not self.ws
-
-    def push(self, text: str) -> str | Diverged:
-        if self.settled or not text:
-            return text if self.settled else ""
-        if self.regenerate:
-            head = text[: len(self.sent) - self.pos]
-            if self.sent[self.pos : self.pos + len(head)] != head:
-                return Diverged(
-                    f"regenerated text differs from the text already sent at character "
-                    f"{self.pos + _common(self.sent[self.pos :], head)}"
-                )
-            self.pos += len(head)
-            if self.pos < len(self.sent):
-                return ""
-            self.settled = True
-            return text[len(head) :]
-        self.held += text
-        rest = self.held.lstrip()
-        if not rest:
-            return ""
-        return self._settle(self.held[: len(self.held) - len(rest)], rest)
-
-    def flush(self) -> str | Diverged:
-        """The text held back when the resumed text ends."""
-        if self.settled:
-            return ""
-        if self.regenerate:
-            return Diverged(
-                f"regenerated text ended after {self.pos} of the {len(self.sent)} characters "
-                "already sent"
-            )
-        return self._settle(self.held, "")
-
-    def _settle(self, lead: str, rest: str) -> str:
-        self.settled, self.held = True, ""
-        if lead.startswith(self.ws):
-            return lead[len(self.ws) :] + rest
-        return rest
-
-
-def _common(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 @dataclass(slots=True)
@@ -159,7 +84,7 @@ class Splice:
         self.t = transcript
         self.endpoint = endpoint
         self.regenerate = regenerate
-        self.pipe = _Pipe(transcript.text, regenerate, trim=endpoint is Endpoint.messages)
+        self.pipe = Pipe(transcript.text, regenerate, trim=endpoint is Endpoint.messages)
         self.diverged: Diverged | None = None
         self._done = False
         self._passed = False  # an event of the resumed stream reached the client

@@ -127,7 +127,7 @@ Reasoning
 - ``reasoning_effort`` / ``reasoning.effort`` (chat, resp -> anth): MAPPED to
   ``thinking.budget_tokens`` (``common.BUDGET_OF_EFFORT``, kept under ``max_tokens``;
   with no cap from the request or the model, ``max_tokens`` becomes the budget plus
-  ``DEFAULT_ANTHROPIC_MAX_TOKENS``, at most ``anthropic.THINKING_MAX_TOKENS``), or
+  ``DEFAULT_ANTHROPIC_MAX_TOKENS``, at most ``anthropic_write.THINKING_MAX_TOKENS``), or
   with ``Caps.adaptive_thinking`` to ``thinking: adaptive`` + ``output_config.effort``;
   DROPPED with forced tool use (Anthropic refuses thinking there), when the last assistant
   turn has tool calls but no signed thinking (Anthropic requires it back), when there is
