@@ -1,50 +1,41 @@
 """The composition root: ``create_app`` wires settings, policies, upstream, state and events.
 
-No request logic lives here. ``serve`` runs the app with graceful drain: on
-SIGTERM/SIGINT ``/readyz`` turns 503 at once, new requests are still served for
-``min(5, grace/3)`` s (so load balancers can notice), then the listener closes and
-in-flight requests and streams get up to ``GATEWAY_SHUTDOWN_GRACE_S`` to finish;
-streams still running then end with an error event; the process exits 0. SIGINT
-(Ctrl-C) with no request in flight skips the accept window and exits at once.
-With ``GATEWAY_WORKERS`` > 1 each worker process runs ``_run`` on its parent's sockets
-(gateway/web/workers.py), drains the same way and logs ``worker_started`` / ``worker_stopped``
-where a single process logs ``gateway_started`` / ``gateway_stopped``.
+No request logic lives here. ``serve`` runs the app until SIGTERM/SIGINT, then drains it
+(gateway/web/drain.py); which policy dir is loaded and how its providers are reached
+comes from gateway/web/policy_env.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import random
-import signal
 import socket
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
 
-from gateway import egress
 from gateway.engine import Env
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
-from gateway.policy.load import PolicyError, Problem, bundled_policy_dir, load_policy_dir
+from gateway.policy.load import PolicyError, Problem, load_policy_dir
 from gateway.policy.policyset import PolicySet
 from gateway.providers import Endpoint, Wiring, wire
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
-from gateway.streams import sse
 from gateway.upstream import Limits, Upstream
 from gateway.web import reload, routes
+from gateway.web.drain import run
 from gateway.web.listener import Listener
+from gateway.web.policy_env import egress_of, policy_dir_of, warn_egress
 
 #: How long unread request bytes are drained after an early answer (a 401 or 413 before
 #: the body), before the connection closes: closing with unread input would send a RST
@@ -293,32 +284,6 @@ class Gateway:
             await asyncio.to_thread(self.tracing.shutdown)  # exports what is buffered
 
 
-def egress_of(policies: PolicySet) -> dict[str, egress.Egress]:
-    """How each provider of a set is reached (proxy, TLS), read from the environment once.
-    An environment proxy that is not http:// or a certificate that will not load rejects
-    the set, like any policy problem."""
-    out: dict[str, egress.Egress] = {}
-    for name, p in policies.providers.items():
-        try:
-            out[name] = egress.egress_for(p, p.base_url, os.environ)
-        except egress.EgressError as e:
-            raise PolicyError([Problem("environment", 0, f"provider {name!r}: {e}")]) from None
-    return out
-
-
-def warn_egress(policies: PolicySet) -> None:
-    for line in egress.warnings(policies.providers, os.environ):
-        log.warning("egress_warning", message=line)
-
-
-def policy_dir_of(settings: GatewaySettings) -> Path:
-    """The policy dir; in demo mode with no dir of its own, the bundled policies."""
-    path = Path(settings.policy_dir)
-    if settings.demo and not path.is_dir():
-        return bundled_policy_dir()
-    return path
-
-
 def create_app(
     settings: GatewaySettings | None = None,
     *,
@@ -331,17 +296,6 @@ def create_app(
     if policies is None:
         policies = load_policy_dir(policy_dir_of(settings))
     return Gateway(settings, policies, metrics or Metrics())
-
-
-#: The longest time new requests are still accepted after SIGTERM (at most a third of the grace).
-ACCEPT_WINDOW_MAX_S = 5.0
-
-
-def drain_timeline(grace_s: float) -> tuple[float, float]:
-    """(accept window, in-flight wait) of a drain: new requests are served for the first
-    ``min(5 s, grace / 3)``, then the listener closes and in-flight requests get up to
-    ``grace`` more to finish; what still runs then is cancelled."""
-    return min(ACCEPT_WINDOW_MAX_S, grace_s / 3), grace_s
 
 
 def serve(settings: GatewaySettings) -> int:
@@ -360,106 +314,4 @@ def serve(settings: GatewaySettings) -> int:
             log.error("policy_rejected", file=p.file, line=p.line, message=p.message)
         print(str(e), file=sys.stderr, flush=True)
         return 1
-    return asyncio.run(_run(gw, settings))
-
-
-async def _run(gw: Gateway, settings: GatewaySettings) -> int:
-    accept_s, inflight_s = drain_timeline(settings.shutdown_grace_s)
-    w = gw.worker
-    who: dict[str, Any] = {} if w is None else {"worker": w.index, "pid": os.getpid()}
-    try:
-        port = await gw.start(settings.host, settings.port)
-    except OSError as e:
-        log.error("gateway_start_failed", host=settings.host, port=settings.port, error=str(e))
-        return 1
-    # Everything allocated so far lives as long as the process: keep it out of the
-    # collector's way, and collect the young generation less often (fewer pauses per request).
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 20, 20)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
-
-    def on_stop(sig: signal.Signals) -> None:
-        if stop.is_set():
-            log.warning("gateway_signal_ignored", **who, signal=sig.name, reason="already draining")
-            return
-        received.append(sig.name)
-        stop.set()
-
-    def on_hup() -> None:
-        gw.reload("sighup")
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_stop, sig)
-    loop.add_signal_handler(signal.SIGHUP, on_hup)
-    log.info(
-        "gateway_started" if w is None else "worker_started",
-        **who,
-        host=settings.host,
-        port=port,  # the real port when 0 asked for any free one
-        demo=settings.demo,
-        policy_dir=str(gw.policy_dir),
-        policy_version=gw.policies.version,
-        teams=len(gw.policies.teams),
-        models=len(gw.policies.models),
-    )
-    if w is not None:
-        w.ready()  # its signals reach it from here on
-    if w is None or w.index == 0:  # said once, not once per worker
-        warn_egress(gw.policies)
-        missing = gw.policies.missing_provider_env(os.environ)
-        if missing:  # requests to those providers will fail upstream as 401 -> 502
-            log.warning("provider_key_missing", env=missing)
-    try:
-        await stop.wait()
-        started = loop.time()
-        gw.draining = True  # /readyz answers 503 from now on
-        # Ctrl-C with nothing in flight is a person at a terminal: no load balancer needs the
-        # accept window, and nothing needs the grace. SIGTERM (orchestrators) always keeps it.
-        window = 0.0 if received[0] == "SIGINT" and not gw.inflight else accept_s
-        log.info(
-            "gateway_draining",
-            **who,
-            signal=received[0],
-            grace_s=settings.shutdown_grace_s,
-            accept_s=window,
-        )
-        if window:
-            await asyncio.sleep(window)  # keep serving while load balancers notice /readyz
-        await _drain(gw, inflight_s, who)
-        drain_s = round(loop.time() - started, 3)
-        log.info("gateway_stopped" if w is None else "worker_stopped", **who, drain_s=drain_s)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
-    return 0
-
-
-async def _drain(gw: Gateway, inflight_s: float, who: dict[str, Any]) -> None:
-    """Stop listening, let in-flight requests finish for up to ``inflight_s``, cancel the rest.
-
-    Answers given while draining close their connection; idle keep-alive connections
-    close at the end. Streams still running when the time is up end with a
-    ``gateway_shutdown`` error event, so no client sees a stream cut silently.
-    """
-    await gw.stop_listening()  # no new connections from here on
-    log.info(
-        "gateway_listener_closed", **who, inflight_requests=gw.inflight, inflight_wait_s=inflight_s
-    )
-    if not await gw.wait_idle(inflight_s):
-        log.warning("gateway_drain_timeout", **who, cancelled_requests=gw.inflight)
-        for out, endpoint in list(gw.streams):
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(1.0):
-                    await out.write(
-                        sse.error_event(
-                            endpoint,
-                            "api_error",
-                            "the gateway is shutting down: retry the request",
-                            "gateway_shutdown",
-                        )
-                    )
-                    await out.write_eof()
-    await gw.stop()
+    return asyncio.run(run(gw, settings))

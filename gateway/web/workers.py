@@ -116,12 +116,15 @@ class Supervisor:
 
     # ---- life cycle ------------------------------------------------------------------
     def run(self) -> int:
-        from gateway.web import app  # after PROMETHEUS_MULTIPROC_DIR is set (see supervise)
+        # after PROMETHEUS_MULTIPROC_DIR is set (see supervise); loaded here, before the
+        # workers fork, so that each worker starts with the gateway imported
+        from gateway.web import app  # noqa: F401
+        from gateway.web.policy_env import egress_of, policy_dir_of
 
         s = self.settings
         try:
-            policies = load_policy_dir(app.policy_dir_of(s))
-            app.egress_of(policies)
+            policies = load_policy_dir(policy_dir_of(s))
+            egress_of(policies)
         except PolicyError as e:
             for p in e.problems:
                 log.error("policy_rejected", file=p.file, line=p.line, message=p.message)
@@ -189,7 +192,7 @@ class Supervisor:
     def _check_deadline(self) -> None:
         if self.stopping is None or self.killed:
             return
-        from gateway.web.app import drain_timeline
+        from gateway.web.drain import drain_timeline
 
         accept_s, grace_s = drain_timeline(self.settings.shutdown_grace_s)
         if time.monotonic() - self.stopping > accept_s + grace_s + 10.0:
@@ -313,6 +316,7 @@ def _worker(
 ) -> int:
     """Run worker ``i`` (in the forked child): the gateway on the parent's sockets."""
     from gateway.web import app
+    from gateway.web.drain import run
 
     with contextlib.suppress(ImportError):
         import uvloop
@@ -345,7 +349,7 @@ def _worker(
 
         task = asyncio.create_task(state_gauge())
         try:
-            return await app._run(gw, settings)
+            return await run(gw, settings)
         finally:
             task.cancel()
 

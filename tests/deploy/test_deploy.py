@@ -33,7 +33,7 @@ GATEWAY_PORT = 8080
 METRICS_PORT = 9100  # GATEWAY_METRICS_PORT: /metrics off the public port
 POLICY_DIR_IN_IMAGE = "/etc/llm-gateway/policies"
 # On SIGTERM the gateway keeps accepting new requests for at most this long before it
-# stops listening and gives in-flight requests GATEWAY_SHUTDOWN_GRACE_S (gateway/web/app.py).
+# stops listening and gives in-flight requests GATEWAY_SHUTDOWN_GRACE_S (gateway/web/drain.py).
 ACCEPT_WINDOW_S = 5.0
 
 # SPEC §11: metric name -> Prometheus type.
