@@ -23,8 +23,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from structlog.testing import capture_logs
 
 from gateway.observe import logs
+from gateway.observe.counts import LATENCY_BUCKETS
 from gateway.observe.events import Events, RequestLog
-from gateway.observe.metrics import _LATENCY_BUCKETS, Metrics, P
+from gateway.observe.metrics import Metrics, P
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
@@ -264,7 +265,7 @@ class Reference:
         self.requests = Counter(
             P + "requests_total", "Requests answered", ["team", "model", "status"], registry=r
         )
-        buckets = _LATENCY_BUCKETS
+        buckets = LATENCY_BUCKETS
         self.duration = Histogram(
             P + "request_duration_seconds",
             "Time from request to the last byte of the answer",
@@ -335,7 +336,7 @@ def test_collected_metrics_equal_direct_prometheus_calls() -> None:
     rng = random.Random(11)
     m, ref = Metrics(), Reference()
     ev = Events(m)
-    edges = [float(b) for b in _LATENCY_BUCKETS]
+    edges = [float(b) for b in LATENCY_BUCKETS]
     specials = [*edges, 0.0, -0.5, math.inf, 1e-9, 601.0]
     for round_ in range(4):
         for i in range(300):

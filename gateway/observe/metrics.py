@@ -4,8 +4,8 @@ Label values come from policy files (team, model, provider, strategy) or fixed s
 (category, status code), never raw from requests, so cardinality stays bounded.
 
 The per-request series (requests, duration, time to first byte, tokens, upstream attempts)
-are counted in plain Python under one lock and exposed by custom collectors
-(prometheus_client's ``Collector`` interface: ``collect()`` builds a
+are counted in plain Python under one lock (gateway/observe/counts.py) and exposed by custom
+collectors (prometheus_client's ``Collector`` interface: ``collect()`` builds a
 ``CounterMetricFamily`` / ``HistogramMetricFamily`` from the counts at every scrape,
 ``render()``, ``get_sample_value``): a Prometheus ``inc()`` or ``observe()`` takes its own
 lock and walks the buckets in Python, about a microsecond each, five of them per request.
@@ -29,13 +29,10 @@ board (``livemostrecent``: that worker's view is the one shown).
 
 from __future__ import annotations
 
-import math
 import os
 import threading
-import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from typing import NoReturn
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -54,24 +51,24 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-P = "llm_gateway_"
-_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
-#: The histograms' upper bounds, +Inf last, as ``Histogram`` keeps them; an observation ``v``
-#: is counted at ``bisect_left(_BOUNDS, v)``, the first bound ``>= v`` as ``observe()``'s
-#: walk finds it; NaN at ``_NAN``, a spare slot: summed, in no bucket, as ``observe()`` does.
-_BOUNDS = [*(float(b) for b in _LATENCY_BUCKETS), math.inf]
-_NAN = len(_BOUNDS)
-#: The ``le`` label of each bound, as prometheus_client writes it (Go's float format; the
-#: bounds are plain decimals below 1e6, where that is Python's ``repr``).
-_LE = [("+Inf" if b == math.inf else repr(b)) for b in _BOUNDS]
-# As prometheus_client decides them, from the environment when it is imported (documented:
-# multiprocess mode, and PROMETHEUS_DISABLE_CREATED_SERIES to drop the _created series).
-_MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
-_CREATED = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() not in (
-    "true",
-    "1",
-    "t",
+from gateway.observe.counts import (
+    BOUNDS,
+    CREATED,
+    LATENCY_BUCKETS,
+    LE,
+    NAN,
+    Count,
+    Family,
+    Observed,
+    Series,
+    add_count,
+    negative,
 )
+
+P = "llm_gateway_"
+# As prometheus_client decides it, from the environment when it is imported (documented:
+# multiprocess mode; the _created series: gateway/observe/counts.py).
+_MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
 
 _REQUESTS = (P + "requests_total", "Requests answered", ("team", "model", "status"))
 _DURATION = (
@@ -101,65 +98,13 @@ DeploymentsUp = Callable[[], Iterable[tuple[str, str, bool]]]
 _Kind = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
 
 
-class _Count:
-    """One counter series: its value and when it was created."""
-
-    __slots__ = ("created", "value")
-
-    def __init__(self) -> None:
-        self.value: float = 0
-        self.created = time.time()
-
-
-class _Observed:
-    """One histogram series: the sum of its observations and, per bound of ``_BOUNDS``
-    (then NaN), how many fell at it (not cumulative)."""
-
-    __slots__ = ("counts", "created", "sum")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (_NAN + 1)
-        self.sum = 0.0
-        self.created = time.time()
-
-
-class _Series:
-    """The per-request series of one (team, model)."""
-
-    __slots__ = ("by_status", "completion", "duration", "prompt", "ttfb")
-
-    def __init__(self) -> None:
-        self.by_status: dict[int, _Count] = {}
-        self.duration = _Observed()
-        self.ttfb: _Observed | None = None
-        self.prompt: _Count | None = None
-        self.completion: _Count | None = None
-
-
-class _Family:
-    """A custom collector (prometheus_client's ``Collector`` interface) for one metric:
-    ``collect()`` builds it from the plain counts; ``describe()`` names it without samples,
-    so that registering it fails as a plain metric's would if the name were taken."""
-
-    __slots__ = ("_build", "_empty")
-
-    def __init__(self, empty: Callable[[], Metric], build: Callable[[], Metric]) -> None:
-        self._empty, self._build = empty, build
-
-    def describe(self) -> list[Metric]:
-        return [self._empty()]
-
-    def collect(self) -> list[Metric]:
-        return [self._build()]
-
-
 class _Plain:
     """Multiprocess mode: the per-request series as plain Prometheus objects, fed directly."""
 
     def __init__(self, r: CollectorRegistry) -> None:
         self.requests = Counter(*_REQUESTS, registry=r)
-        self.duration = Histogram(*_DURATION, buckets=_LATENCY_BUCKETS, registry=r)
-        self.ttfb = Histogram(*_TTFB, buckets=_LATENCY_BUCKETS, registry=r)
+        self.duration = Histogram(*_DURATION, buckets=LATENCY_BUCKETS, registry=r)
+        self.ttfb = Histogram(*_TTFB, buckets=LATENCY_BUCKETS, registry=r)
         self.upstream_attempts = Counter(*_ATTEMPTS, registry=r)
         self.tokens = Counter(*_TOKENS, registry=r)
 
@@ -192,8 +137,8 @@ class Metrics:
         self.multiprocess = _MULTIPROCESS
         self._combined: CollectorRegistry | None = None
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, str], _Series] = {}
-        self._attempts: dict[tuple[str, str, str], _Count] = {}
+        self._series: dict[tuple[str, str], Series] = {}
+        self._attempts: dict[tuple[str, str, str], Count] = {}
         # Registered in this order, as /metrics lists them; the per-request ones as
         # collectors of the counts above, or plain objects in multiprocess mode.
         p = self._plain = _Plain(r) if _MULTIPROCESS else None
@@ -297,7 +242,7 @@ class Metrics:
         def empty() -> Metric:
             return kind(name, doc, labels=labels)
 
-        family = _Family(empty, build)
+        family = Family(empty, build)
         self.registry.register(family)
         return family
 
@@ -325,31 +270,31 @@ class Metrics:
         try:
             s = self._series.get((team, model))
             if s is None:
-                s = self._series[team, model] = _Series()
+                s = self._series[team, model] = Series()
             c = s.by_status.get(status)
             if c is None:
-                c = s.by_status[status] = _Count()
+                c = s.by_status[status] = Count()
             c.value += 1
-            h = s.duration  # counted as _BOUNDS says
+            h = s.duration  # counted as BOUNDS says
             h.sum += duration
-            h.counts[bisect_left(_BOUNDS, duration) if duration == duration else _NAN] += 1
+            h.counts[bisect_left(BOUNDS, duration) if duration == duration else NAN] += 1
             if ttfb is not None:
                 t = s.ttfb
                 if t is None:
-                    t = s.ttfb = _Observed()
+                    t = s.ttfb = Observed()
                 t.sum += ttfb
-                t.counts[bisect_left(_BOUNDS, ttfb) if ttfb == ttfb else _NAN] += 1
+                t.counts[bisect_left(BOUNDS, ttfb) if ttfb == ttfb else NAN] += 1
             if prompt_tokens:
                 if prompt_tokens < 0:
-                    _negative()
+                    negative()
                 if s.prompt is None:
-                    s.prompt = _Count()
+                    s.prompt = Count()
                 s.prompt.value += prompt_tokens
             if completion_tokens:
                 if completion_tokens < 0:
-                    _negative()
+                    negative()
                 if s.completion is None:
-                    s.completion = _Count()
+                    s.completion = Count()
                 s.completion.value += completion_tokens
         finally:
             lock.release()
@@ -365,7 +310,7 @@ class Metrics:
         try:
             c = self._attempts.get(key)
             if c is None:
-                c = self._attempts[key] = _Count()
+                c = self._attempts[key] = Count()
             c.value += 1
         finally:
             lock.release()
@@ -377,7 +322,7 @@ class Metrics:
         with self._lock:
             for (team, model), s in self._series.items():
                 for status, c in s.by_status.items():
-                    _add_count(family, [team, model, str(status)], c)
+                    add_count(family, [team, model, str(status)], c)
         return family
 
     def _collect_duration(self) -> Metric:
@@ -387,7 +332,7 @@ class Metrics:
         return self._collect_histogram(_TTFB, lambda s: s.ttfb)
 
     def _collect_histogram(
-        self, spec: tuple[str, str, tuple[str, ...]], part: Callable[[_Series], _Observed | None]
+        self, spec: tuple[str, str, tuple[str, ...]], part: Callable[[Series], Observed | None]
     ) -> Metric:
         name, doc, labels = spec
         family = HistogramMetricFamily(name, doc, labels=labels)
@@ -398,11 +343,11 @@ class Metrics:
                     continue
                 buckets: list[tuple[str, float]] = []
                 acc = 0.0
-                for le, n in zip(_LE, h.counts, strict=False):  # NaN's slot is in no bucket
+                for le, n in zip(LE, h.counts, strict=False):  # NaN's slot is in no bucket
                     acc += n
                     buckets.append((le, acc))
                 family.add_metric([team, model], buckets, h.sum)
-                if _CREATED:
+                if CREATED:
                     family.add_sample(name + "_created", {"team": team, "model": model}, h.created)
         return family
 
@@ -411,7 +356,7 @@ class Metrics:
         family = CounterMetricFamily(name, doc, labels=labels)
         with self._lock:
             for key, c in self._attempts.items():
-                _add_count(family, key, c)
+                add_count(family, key, c)
         return family
 
     def _collect_tokens(self) -> Metric:
@@ -420,9 +365,9 @@ class Metrics:
         with self._lock:
             for (team, model), s in self._series.items():
                 if s.prompt is not None:
-                    _add_count(family, [team, model, "prompt"], s.prompt)
+                    add_count(family, [team, model, "prompt"], s.prompt)
                 if s.completion is not None:
-                    _add_count(family, [team, model, "completion"], s.completion)
+                    add_count(family, [team, model, "completion"], s.completion)
         return family
 
     def _collect_deployment_up(self) -> Metric:
@@ -453,12 +398,3 @@ class Metrics:
 def process_gone(pid: int) -> None:
     """A worker exited (multiprocess mode): its live gauges go, its counts stay."""
     multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
-
-
-def _add_count(family: CounterMetricFamily, labels: list[str] | tuple[str, ...], c: _Count) -> None:
-    family.add_metric(labels, float(c.value), created=c.created if _CREATED else None)
-
-
-def _negative() -> NoReturn:
-    # as Counter.inc, which raised it from request_completed when it was called per request
-    raise ValueError("Counters can only be incremented by non-negative amounts.")
