@@ -97,8 +97,9 @@ from gateway.testing.conversation import (
     parse_messages,
     parse_responses,
 )
+from gateway.testing.error_bodies import context_length_body
 from gateway.testing.replies import DEFAULT_REPLY, Exchange
-from gateway.testing.script import Error, ScriptEntry, Step, context_length_body
+from gateway.testing.script import Error, ScriptEntry, Step
 
 PREFILL_MESSAGE = (
     "This model does not support assistant message prefill. "

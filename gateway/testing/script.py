@@ -41,56 +41,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from gateway.testing.error_bodies import (
+    OPENAI_SERVER_MESSAGE,
+    ZHIPU_CODES,
+    anthropic_error,
+    context_length_body,
+    openai_error,
+)
+
 #: The wire format an error body is rendered in: the format of the endpoint called.
 ApiStyle: TypeAlias = Literal["openai", "anthropic"]
 #: An error body: JSON (dict/list), raw text or bytes, nothing, or a function of the
 #: endpoint's :data:`ApiStyle` returning one of those.
 Body: TypeAlias = "dict[str, Any] | list[Any] | str | bytes | Callable[[str], Any] | None"
 
-OPENAI_SERVER_MESSAGE = "The server had an error while processing your request. Sorry about that!"
-
-
-def _openai_error(
-    message: str, type_: str | None, code: str | int | None = None, param: str | None = None
-) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
-
-
-def _anthropic_error(type_: str, message: str) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "error": {"type": type_, "message": message},
-        "request_id": "req_fake_error",
-    }
-
 
 def _seconds(value: float) -> str:
     """``20.0`` -> ``"20"``, ``1.5`` -> ``"1.5"`` (how providers print waits)."""
     return f"{value:g}"
-
-
-# Zhipu (bigmodel.cn) codes -> (default HTTP status, message); from the provider docs.
-ZHIPU_CODES: dict[int, tuple[int, str]] = {
-    1000: (401, "身份验证失败。"),
-    1001: (401, "Header中未收到Authentication参数，无法进行身份验证。"),
-    1002: (401, "Authorization Token非法，请确认Authorization Token正确传递。"),
-    1003: (401, "Authorization Token过期，请重新生成/获取。"),
-    1004: (401, "Authorization Token验证失败。"),
-    1113: (429, "您的账户已欠费，请充值后重试。"),
-    1211: (400, "模型不存在，请检查模型代码。"),
-    1214: (400, "参数非法。请检查文档。"),
-    1261: (400, "Prompt 超长"),
-    1301: (
-        400,
-        "系统检测到输入或生成内容可能包含不安全或敏感内容，请您避免输入易产生敏感内容的提示语，感谢您的配合。",
-    ),
-    1302: (429, "您当前使用该 API 的并发数过高，请降低并发，或联系客服增加限额。"),
-    1303: (429, "您当前使用该 API 的频率过高，请降低频率，或联系客服增加限额。"),
-    1304: (429, "该 API 已达今日调用次数限额，如有更多需求，请联系客服购买。"),
-    1305: (429, "该模型当前访问量过大，请您稍后再试"),
-    1308: (429, "已达到 5 小时 的使用上限。您的限额将在 2030-01-01 00:00:00 重置。"),
-    1312: (429, "该模型当前访问量过大，请您稍后再试，或切换其他模型"),
-}
 
 
 @dataclass(frozen=True)
@@ -155,7 +123,7 @@ class Error:
                 "Rate limit reached for fake-model in organization org-fake on requests "
                 "per min (RPM): Limit 3, Used 3, Requested 1." + hint
             )
-        body = _openai_error(message, "requests", "rate_limit_exceeded")
+        body = openai_error(message, "requests", "rate_limit_exceeded")
         return cls(429, body, headers)
 
     @classmethod
@@ -166,17 +134,17 @@ class Error:
             "For more information on this error, read the docs: "
             "https://platform.openai.com/docs/guides/error-codes/api-errors."
         )
-        return cls(429, _openai_error(message, "insufficient_quota", "insufficient_quota"))
+        return cls(429, openai_error(message, "insufficient_quota", "insufficient_quota"))
 
     @classmethod
     def openai_server(cls, status: int = 500) -> Error:
         """A 5xx ``server_error`` as OpenAI sends it."""
-        return cls(status, _openai_error(OPENAI_SERVER_MESSAGE, "server_error"))
+        return cls(status, openai_error(OPENAI_SERVER_MESSAGE, "server_error"))
 
     @classmethod
     def overloaded_503(cls) -> Error:
         """503 ``server_is_overloaded`` (OpenAI's ``service_unavailable_error``)."""
-        body = _openai_error(
+        body = openai_error(
             "The server is overloaded or not ready yet.",
             "service_unavailable_error",
             "server_is_overloaded",
@@ -188,12 +156,12 @@ class Error:
     @classmethod
     def anthropic_overloaded(cls) -> Error:
         """529 ``overloaded_error``."""
-        return cls(529, _anthropic_error("overloaded_error", "Overloaded"))
+        return cls(529, anthropic_error("overloaded_error", "Overloaded"))
 
     @classmethod
     def anthropic_server(cls, status: int = 500) -> Error:
         """A 5xx ``api_error``."""
-        return cls(status, _anthropic_error("api_error", "Internal server error"))
+        return cls(status, anthropic_error("api_error", "Internal server error"))
 
     @classmethod
     def anthropic_rate_limit(cls, retry_after: float | None = None) -> Error:
@@ -221,7 +189,7 @@ class Error:
             "You can see the response headers for current usage. Please reduce the prompt "
             "length or the maximum tokens requested, or try again later."
         )
-        return cls(429, _anthropic_error("rate_limit_error", message), headers)
+        return cls(429, anthropic_error("rate_limit_error", message), headers)
 
     # --- in the format of the endpoint called -----------------------------------------
 
@@ -231,12 +199,12 @@ class Error:
 
         def body(endpoint_style: str) -> dict[str, Any]:
             if (style or endpoint_style) == "anthropic":
-                return _anthropic_error("authentication_error", "invalid x-api-key")
+                return anthropic_error("authentication_error", "invalid x-api-key")
             message = (
                 "Incorrect API key provided: sk-fake***. You can find your API key at "
                 "https://platform.openai.com/account/api-keys."
             )
-            return _openai_error(message, "invalid_request_error", "invalid_api_key")
+            return openai_error(message, "invalid_request_error", "invalid_api_key")
 
         return cls(401, body)
 
@@ -246,8 +214,8 @@ class Error:
 
         def body(endpoint_style: str) -> dict[str, Any]:
             if (style or endpoint_style) == "anthropic":
-                return _anthropic_error("invalid_request_error", message)
-            return _openai_error(message, "invalid_request_error")
+                return anthropic_error("invalid_request_error", message)
+            return openai_error(message, "invalid_request_error")
 
         return cls(400, body)
 
@@ -284,42 +252,6 @@ class Error:
             "request_id": "fake-zhipu-request",
         }
         return cls(status or default_status, body)
-
-
-def context_length_body(style: str, limit: int, got: int, completion: int = 0) -> dict[str, Any]:
-    """The body of a real prompt-too-long error of ``style`` (openai/anthropic/vllm)."""
-    if style == "anthropic":
-        if got > limit or completion == 0:
-            message = f"prompt is too long: {got} tokens > {limit} maximum"
-        else:
-            message = (
-                f"input length and `max_tokens` exceed context limit: {got} + {completion} "
-                f"> {limit}, decrease input length or `max_tokens` and try again"
-            )
-        return _anthropic_error("invalid_request_error", message)
-    if style == "vllm":
-        total = got + completion
-        message = (
-            f"This model's maximum context length is {limit} tokens. However, you requested "
-            f"{completion} output tokens and your prompt contains at least {got} input tokens, "
-            f"for a total of at least {total} tokens. Please reduce the length of the input "
-            f"prompt or the number of requested output tokens. "
-            f"(parameter=input_tokens, value={got})"
-        )
-        return _openai_error(message, "BadRequestError", 400, "input_tokens")
-    if completion:
-        detail = (
-            f"However, you requested {got + completion} tokens ({got} in the messages, "
-            f"{completion} in the completion). Please reduce the length of the messages "
-            "or completion."
-        )
-    else:
-        detail = (
-            f"However, your messages resulted in {got} tokens. "
-            "Please reduce the length of the messages."
-        )
-    message = f"This model's maximum context length is {limit} tokens. {detail}"
-    return _openai_error(message, "invalid_request_error", "context_length_exceeded", "messages")
 
 
 @dataclass(frozen=True)
