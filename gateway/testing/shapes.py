@@ -19,6 +19,7 @@ from typing import Any
 
 from gateway.testing.answer import Answer, Event, ToolCall, dump, split_pieces
 from gateway.testing.anthropic_shapes import ANTHROPIC_STOP, messages_events, messages_json
+from gateway.testing.error_bodies import OPENAI_SERVER_MESSAGE, openai_error
 from gateway.testing.openai_shapes import (
     FINGERPRINT,
     chat_events,
@@ -42,12 +43,7 @@ def stream_error_event(api: str, payload: dict[str, Any] | None, sequence_number
             "error": {"type": "overloaded_error", "message": "Overloaded"},
         }
         return Event(dump(data), event="error")
-    error = {
-        "message": "The server had an error while processing your request. Sorry about that!",
-        "type": "server_error",
-        "param": None,
-        "code": "server_error",
-    }
+    error = openai_error(OPENAI_SERVER_MESSAGE, "server_error", "server_error")["error"]
     if api == "responses":
         data = payload or {"type": "error", "sequence_number": sequence_number, "error": error}
         return Event(dump(data), event="error")
