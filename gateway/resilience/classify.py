@@ -4,15 +4,22 @@ Pure: no I/O, no clock ("now" is a parameter). Order of evaluation::
 
     policy classify: rules        all given conditions (status, body_contains, code) hold
     provider code in the body     error.code / error.type / error.status (Zhipu "1302",
-                                  vLLM 400, Gemini RESOURCE_EXHAUSTED per day vs minute);
+                                  vLLM 400, Gemini RESOURCE_EXHAUSTED per day vs minute),
+                                  then Google's details[].reason (API_KEY_INVALID);
                                   a 413 is prompt_too_long whatever its code
-    status + message keywords     a status that says it all (401, 402, 408, 409, 413,
+    status + message words        a status that says it all (401, 402, 408, 409, 413,
                                   498, 529) wins; 403 and 429 may be refined by a few
-                                  keyword categories; any other status by all of them
+                                  keyword categories; other 4xx only by a provider's
+                                  opening sentence (LEADS) or to a request-scoped
+                                  category; 5xx only to overload or request-scoped
     status alone                  other 4xx -> invalid_request, other 5xx -> server_error
 
-A rate limit whose server hint is an hour or more (Azure "retry after 86400 seconds")
-is a quota. Nothing here raises: garbage bodies fall back to the status.
+Message words never give a verdict on the provider's health (quota, credentials, rate
+limit, overload) where the status says the request is at fault: providers quote the
+client's text in those messages. A wait written in the body counts only for a rate
+limit, overload or quota that the status or a code declared. A rate limit whose server
+hint is an hour or more (Azure "retry after 86400 seconds") is a quota. Nothing here
+raises: garbage bodies fall back to the status.
 """
 
 from __future__ import annotations
@@ -29,7 +36,14 @@ from gateway.errors import Category
 from gateway.policy.schema import ClassifyRule
 from gateway.resilience.backoff import server_hint
 from gateway.resilience.failure import Failure
-from gateway.resilience.keywords import ANTHROPIC_TYPE_STATUS, CODES, CODES_WHEN_429, KEYWORDS
+from gateway.resilience.keywords import (
+    ANTHROPIC_TYPE_STATUS,
+    CODES,
+    CODES_WHEN_429,
+    KEYWORDS,
+    LEADS,
+    REASONS,
+)
 
 MESSAGE_MAX_CHARS = 500
 QUOTA_HINT_S = 3600.0
@@ -56,6 +70,14 @@ _REFINED_BY: dict[int, frozenset[Category]] = {
     403: frozenset({Category.content_filter, Category.quota_exhausted}),  # OpenRouter moderation
     429: frozenset({Category.quota_exhausted, Category.server_overload}),  # Zhipu 429s
 }
+#: What message words may say on any other 4xx: the request is at fault, and its own
+#: text may be what the message quotes, so only categories whose effect stays with that
+#: request (compaction of it; an answer to it).
+_REQUEST_SCOPED = frozenset({Category.prompt_too_long, Category.content_filter})
+#: On a 5xx (or no usable status): the provider failed; words may only call it an overload.
+_SERVER_WORDS = _REQUEST_SCOPED | {Category.server_overload}
+#: Categories a wait written in the body applies to (when the status or a code said so).
+_HINTED = frozenset({Category.rate_limit, Category.server_overload, Category.quota_exhausted})
 
 _INT = r"(\d[\d,]{0,14})"
 _LIMIT_PATTERNS = tuple(
@@ -88,6 +110,7 @@ class _ErrorInfo:
     """What a provider's error object says, whatever its shape."""
 
     codes: tuple[str, ...] = ()  # lowercased error.code, error.type, error.status
+    reasons: tuple[str, ...] = ()  # lowercased details[].reason (google.rpc.ErrorInfo)
     code: str | None = None  # as the provider spelled it, for Failure.code
     int_code: int | None = None  # numeric code that is an HTTP status (vLLM, OpenRouter, Gemini)
     message: str = ""
@@ -134,8 +157,14 @@ def _error_info(obj: Any) -> _ErrorInfo:
                 int_code = int(s)
     if code is None and int_code is not None:
         code = str(int_code)
-    details = _dump([e.get("details"), e.get("metadata")]).lower()
-    return _ErrorInfo(tuple(codes), code, int_code, message, details)
+    raw_details = e.get("details")
+    reasons = tuple(
+        d["reason"].lower()
+        for d in (raw_details if isinstance(raw_details, list) else ())
+        if isinstance(d, dict) and isinstance(d.get("reason"), str)
+    )
+    details = _dump([raw_details, e.get("metadata")]).lower()
+    return _ErrorInfo(tuple(codes), reasons, code, int_code, message, details)
 
 
 def _by_rules(
@@ -166,12 +195,15 @@ def _by_code(status: int, info: _ErrorInfo, message: str) -> Category | None:
             return category
         if status == 429 and (category := CODES_WHEN_429.get(code)) is not None:
             return category
+    for reason in info.reasons:
+        if (category := REASONS.get(reason)) is not None:
+            return category
     return None
 
 
-def _by_keywords(message: str) -> Category | None:
+def _by_keywords(message: str, allowed: frozenset[Category]) -> Category | None:
     for category, words in KEYWORDS:
-        if any(word in message for word in words):
+        if category in allowed and any(word in message for word in words):
             return category
     return None
 
@@ -186,14 +218,31 @@ def _by_status(status: int) -> Category | None:
     return None
 
 
-def _combine(status: int, message: str) -> Category:
-    by_status = _by_status(status)
-    if by_status is not None and status in _FIXED:
-        return by_status
-    by_words = _by_keywords(message)
+def _by_lead(message: str) -> Category | None:
+    opening = " ".join(message[:200].split()).lower()
+    for lead, category in LEADS:
+        if opening.startswith(lead):
+            return category
+    return None
+
+
+def _by_words(status: int, lowered: str, message: str) -> Category | None:
+    """What the message says, within what ``status`` lets words decide (None: nothing).
+
+    ``lowered`` is the text searched for keywords, ``message`` the provider's JSON
+    message (empty when there is none), which alone may open with a :data:`LEADS` sentence.
+    """
+    if status in _FIXED:
+        return None
     if status in _REFINED_BY:
-        return by_words if by_words in _REFINED_BY[status] else _STATUS[status]
-    return by_words or by_status or Category.server_error
+        allowed = _REFINED_BY[status]
+    elif 400 <= status < 500:
+        if message and (category := _by_lead(message)) is not None:
+            return category
+        allowed = _REQUEST_SCOPED
+    else:
+        allowed = _SERVER_WORDS
+    return _by_keywords(lowered, allowed)
 
 
 def _first_int(patterns: tuple[re.Pattern[str], ...], message: str) -> int | None:
@@ -235,9 +284,14 @@ def _classify(
     lowered = (info.message or (text if keywords_in_raw_text else "")).lower()
     category = _by_rules(rules, status, text, info)
     ruled = category is not None
+    worded: Category | None = None
     if category is None:
-        category = _by_code(status, info, lowered) or _combine(status, lowered)
-    hint = server_hint(headers, text, now, reset_headers=category is Category.rate_limit)
+        category = _by_code(status, info, lowered)
+    if category is None:
+        worded = _by_words(status, lowered, info.message)
+        category = worded or _by_status(status) or Category.server_error
+    body = text if category in _HINTED and worded is None else ""
+    hint = server_hint(headers, body, now, reset_headers=category is Category.rate_limit)
     if not ruled and category is Category.rate_limit and hint is not None and hint >= QUOTA_HINT_S:
         category = Category.quota_exhausted
     prompt_tokens, context_limit = (

@@ -7,6 +7,13 @@ Codes are matched lowercased against ``error.code``, ``error.type`` and
 ``BadRequestError``, ``INVALID_ARGUMENT``, ``not_found_error``, ``server_error``,
 ``api_error``) are deliberately absent: they say nothing beyond the status, so the
 message keywords decide (a 500 ``server_error`` saying "overloaded" is an overload).
+
+Message words are the weakest evidence: providers quote the client's own text in
+their messages, so ``classify.py`` lets :data:`KEYWORDS` decide only within what the
+status allows (a 400 at most a request-scoped category). :data:`REASONS` (Google's
+structured ``details[].reason``) and :data:`LEADS` (a provider's fixed sentence that
+opens its message, where no quoted value can be) are the evidence that still names a
+quota or a credential problem on a 400.
 """
 
 from __future__ import annotations
@@ -85,10 +92,56 @@ CODES: dict[str, Category] = {
     "unauthenticated": C.auth,  # Gemini status
     "permission_denied": C.auth,  # Gemini status
     "1220": C.auth,  # Zhipu: no permission for this API
-}
+    # the request itself: OpenAI Responses ``response.failed`` codes, which arrive in a
+    # 200 stream with no status to say so (else a server error, counted toward fallback)
+    "invalid_prompt": C.invalid_request,
+    "bio_policy": C.content_filter,
+    "misalignment_policy_violation": C.content_filter,
+    "image_content_policy_violation": C.content_filter,
+    **{
+        code: C.invalid_request
+        for code in (
+            "invalid_image", "invalid_image_format", "invalid_base64_image", "invalid_image_url",
+            "image_too_large", "image_too_small", "image_parse_error", "invalid_image_mode",
+            "image_file_too_large", "unsupported_image_media_type", "empty_image_file",
+            "failed_to_download_image", "image_file_not_found",
+        )
+    },
+}  # fmt: skip
 # Zhipu 1000-1004 (authentication) and 1110-1121 (account state; 1113 is 欠费, above).
 CODES.update({str(code): C.auth for code in (*range(1000, 1005), *range(1110, 1122))})
 CODES["1113"] = C.quota_exhausted
+
+# google.api.ErrorReason in a google.rpc.ErrorInfo detail (Gemini, Vertex), matched
+# lowercased as the whole ``reason`` value: Gemini answers a bad key with
+# 400 INVALID_ARGUMENT, whose status says nothing, and the reason API_KEY_INVALID.
+REASONS: dict[str, Category] = {
+    **{
+        reason: C.auth
+        for reason in (
+            "api_key_invalid", "api_key_expired", "api_key_not_found", "api_key_service_blocked",
+            "api_key_http_referrer_blocked", "api_key_ip_address_blocked",
+            "api_key_android_app_blocked", "api_key_ios_app_blocked", "service_disabled",
+            "consumer_suspended", "consumer_invalid", "account_state_invalid",
+            "access_token_expired", "access_token_scope_insufficient",
+            "access_token_type_unsupported", "credentials_missing", "user_project_denied",
+        )
+    },
+    "billing_disabled": C.quota_exhausted,
+    "rate_limit_exceeded": C.rate_limit,
+    "resource_quota_exceeded": C.rate_limit,
+}  # fmt: skip
+
+# A provider's fixed sentence that opens its error message (lowercased, spaces
+# collapsed), for statuses that otherwise mean "the request is at fault". A value a
+# provider quotes from the request comes after its own words ("Invalid value: '...'"),
+# never at the start of the message, so these are the provider speaking.
+LEADS: tuple[tuple[str, Category], ...] = (
+    # Anthropic: an account out of credits, answered as 400 invalid_request_error
+    ("your credit balance is too low to access the anthropic api", C.quota_exhausted),
+    # Gemini: 400 INVALID_ARGUMENT (its details carry API_KEY_INVALID too)
+    ("api key not valid. please pass a valid api key", C.auth),
+)
 
 # Limit dimensions OpenAI (older bodies) and Groq put in error.type; a rate limit only with 429.
 CODES_WHEN_429: dict[str, Category] = {"requests": C.rate_limit, "tokens": C.rate_limit}

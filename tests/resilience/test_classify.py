@@ -24,6 +24,7 @@ from gateway.resilience.classify import (
     token_counts,
     transport_failure,
 )
+from gateway.resilience.keywords import KEYWORDS
 
 NOW = 1_750_000_000.0
 RL = Category.rate_limit
@@ -1183,6 +1184,190 @@ def test_message_is_truncated() -> None:
 def test_token_counts(message: str, prompt: int | None, limit: int | None) -> None:
     """Token counts come from every known wording; absurd or missing numbers give None."""
     assert token_counts(message) == (prompt, limit)
+
+
+# ---- client text quoted in an error never decides provider health ----------------
+
+#: What a client may put in a field a provider quotes back.
+HEALTH_WORDS = [
+    "exceeded your current quota", "incorrect api key", "invalid api key", "rate limit",
+    "too many requests", "overloaded", "server is busy", "insufficient balance", "欠费",
+    "身份验证失败", "访问量过大", "请求过于频繁", "Please try again in 3600s", "retry after 86400 seconds",
+]  # fmt: skip
+ROLES = "'system', 'assistant', 'user', 'function', 'tool', and 'developer'"
+
+
+def quoting(text: str) -> list[tuple[int, bytes]]:
+    """Real provider bodies for a bad request, each quoting ``text`` from the request."""
+    return [
+        (400, oai(f"Invalid value: '{text}'. Supported values are: {ROLES}.",
+                  "invalid_request_error", "invalid_value", param="messages[0].role")),
+        (400, ant("invalid_request_error", f"messages.0.content.0: Input tag '{text}' found "
+                  "using 'type' does not match any of the expected tags: 'image', 'text'")),
+        (400, j({"error": {"message": f"1 validation error for ChatCompletionRequest\nmessages.0"
+                           f".role\n  Input should be 'user' [type=literal_error, input_value="
+                           f"'{text}', input_type=str]", "type": "BadRequestError", "code": 400}})),
+        (422, j({"detail": [{"type": "literal_error", "loc": ["body", "messages", 0, "role"],
+                             "msg": "Input should be 'user'", "input": text}]})),
+        (404, oai(f"The model `{text}` does not exist or you do not have access to it.",
+                  "invalid_request_error", "model_not_found")),
+        (400, j({"error": {"code": 400, "message": f"Invalid value at 'contents[0].role' ({text})",
+                           "status": "INVALID_ARGUMENT"}})),
+        (400, f"unknown role: {text}".encode()),
+        (400, j({"error": {"message": f"Invalid value: 'x'. {text} '", "type": "invalid_request_error"}})),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", HEALTH_WORDS)
+def test_a_bad_request_quoting_client_text_stays_a_bad_request(text: str) -> None:
+    """A 4xx that says the request is at fault keeps that verdict whatever text it quotes:
+    no quota, auth, rate limit or overload from words, and no wait read from the quote."""
+    for status, body in quoting(text):
+        failure = classify_response(status, {}, body, now=NOW)
+        assert (failure.category, failure.retry_after) == (INVALID, None), (status, body)
+
+
+@pytest.mark.parametrize("text", HEALTH_WORDS)
+def test_a_5xx_echoing_client_text_is_a_server_error(text: str) -> None:
+    """A 500 echoing the input (vLLM) is never quota, auth or a rate limit; words may call
+    it an overload at most, and then no wait is read from the echoed text."""
+    body = j({"error": {"message": f"Internal error while handling role={text!r}",
+                        "type": "InternalServerError", "code": 500}})  # fmt: skip
+    failure = classify_response(500, {}, body, now=NOW)
+    assert failure.category in {SERVER, OVER}
+    assert failure.retry_after is None
+
+
+@pytest.mark.parametrize("text", HEALTH_WORDS)
+def test_client_words_cannot_hide_a_real_overload(text: str) -> None:
+    """Only the categories the status allows are looked for: a client's quota or auth
+    words ahead of the provider's own "overloaded" do not mask it."""
+    body = oai(f"Input {text!r} failed: the server is overloaded.", "server_error")
+    assert classify_response(500, {}, body, now=NOW).category is OVER
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "category"),
+    [
+        # request-scoped categories may still come from words on a 400
+        (400, oai("Invalid value: 'prompt is too long'.", "invalid_request_error", "invalid_value"), PTL),
+        (400, oai("Your request was flagged by our content policy.", "invalid_request_error"), FILTER),
+        # a provider's opening sentence only counts at the start of its message
+        (400, oai("Invalid value: 'Your credit balance is too low to access the Anthropic API.'", "invalid_request_error"), INVALID),
+        (400, oai("Invalid value: 'API key not valid. Please pass a valid API key.'", "invalid_request_error"), INVALID),
+        (400, b"Your credit balance is too low to access the Anthropic API.", INVALID),  # not JSON
+        # a details reason counts as a whole value only, never quoted in another field
+        (400, j({"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT", "details": [
+            {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [
+                {"field": "contents", "description": "API_KEY_INVALID BILLING_DISABLED"}]}]}}), INVALID),
+        (400, j({"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT", "details": [
+            {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "not API_KEY_INVALID"}]}}), INVALID),
+    ],
+)  # fmt: skip
+def test_what_words_may_still_say_on_a_bad_request(
+    status: int, body: bytes, category: Category
+) -> None:
+    """Words may give a request-scoped category on a 400; provider sentences and reasons
+    count only where a quoted value cannot be."""
+    assert classify_response(status, {}, body, now=NOW).category is category
+
+
+def gemini_error_info(status: int, grpc: str, message: str, reason: str) -> bytes:
+    return j({"error": {"code": status, "message": message, "status": grpc, "details": [
+        {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+         "domain": "googleapis.com",
+         "metadata": {"service": "generativelanguage.googleapis.com"}}]}})  # fmt: skip
+
+
+STRUCTURED_ON_4XX = [
+    pytest.param(
+        Case(400, gemini_error_info(400, "INVALID_ARGUMENT", "API key expired. Please renew the API key.", "API_KEY_EXPIRED"), AUTH, {"code": "INVALID_ARGUMENT"}),
+        id="gemini-400-API_KEY_EXPIRED",
+    ),
+    pytest.param(
+        Case(400, j([{"error": json.loads(gemini_error_info(400, "INVALID_ARGUMENT", "Bad key.", "API_KEY_INVALID"))["error"]}]), AUTH),
+        id="gemini-400-API_KEY_INVALID-list-wrapped",
+    ),
+    pytest.param(
+        Case(403, gemini_error_info(403, "PERMISSION_DENIED", "Generative Language API has not been used in project 1 before or it is disabled.", "SERVICE_DISABLED"), AUTH),
+        id="gemini-403-SERVICE_DISABLED",
+    ),
+    pytest.param(
+        Case(400, gemini_error_info(400, "FAILED_PRECONDITION", "Billing is not enabled.", "BILLING_DISABLED"), QUOTA),
+        id="gemini-400-BILLING_DISABLED",
+    ),
+    pytest.param(
+        Case(400, gemini_error_info(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", "API_KEY_INVALID"), AUTH),
+        id="gemini-400-API_KEY_INVALID",
+    ),
+    pytest.param(Case(400, zhipu("1113", "您的账户已欠费，请充值后重试。"), QUOTA), id="zhipu-1113-on-400"),
+    pytest.param(Case(400, zhipu("1302", "您的账户已达到速率限制，请您控制请求频率"), RL), id="zhipu-1302-on-400"),
+    pytest.param(Case(400, zhipu("1002", "Authentication Token非法，请确认Authentication Token正确传递。"), AUTH), id="zhipu-1002-on-400"),
+    pytest.param(Case(400, j({"code": "Arrearage", "message": "Access denied, please make sure your account is in good standing."}), QUOTA), id="dashscope-arrearage-400"),
+    pytest.param(Case(400, j({"code": "InvalidApiKey", "message": "Invalid API-key provided."}), AUTH), id="dashscope-invalidapikey-400"),
+    pytest.param(Case(400, oai("You exceeded your current quota.", "insufficient_quota", "insufficient_quota"), QUOTA), id="openai-insufficient_quota-on-400"),
+    pytest.param(Case(400, ant("billing_error", "Your credit balance is too low."), QUOTA), id="anthropic-billing_error-type-on-400"),
+    pytest.param(
+        Case(400, ant("invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."), QUOTA),
+        id="anthropic-credit-balance-sentence",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", STRUCTURED_ON_4XX)
+def test_structured_fields_still_decide_on_a_4xx(case: Case) -> None:
+    """Providers that report quota, credentials or limits on a 400 or another 4xx keep
+    their verdict: it comes from their code, type or details reason, or from their own
+    opening sentence, none of which a client's text can be."""
+    check(case)
+
+
+@pytest.mark.parametrize(
+    ("payload", "category"),
+    [
+        ({"type": "error", "error": {"type": "invalid_request_error", "message": "Input tag 'exceeded your current quota' found"}}, INVALID),
+        ({"type": "error", "error": {"type": "invalid_request_error", "message": "Input tag 'overloaded' found"}}, INVALID),
+        ({"error": {"message": "bad role 'incorrect api key'"}}, SERVER),
+        ({"error": {"message": "bad role 'rate limit, try again in 3600s'", "type": "invalid_request_error"}}, INVALID),
+        ({"type": "response.failed", "response": {"error": {"code": "invalid_prompt", "message": "'exceeded your current quota'"}}}, INVALID),
+        ({"type": "response.failed", "response": {"error": {"code": "invalid_image_url", "message": "'overloaded'"}}}, INVALID),
+        ({"type": "response.failed", "response": {"error": {"code": "bio_policy", "message": "'rate limit'"}}}, FILTER),
+        ({"error": {"code": 400, "message": "Invalid value: 'exceeded your current quota'"}}, INVALID),
+    ],
+)  # fmt: skip
+def test_stream_errors_quoting_client_text(payload: Any, category: Category) -> None:
+    """In-stream errors follow the same rule: their status (or none) bounds what words say."""
+    failure = classify_error_event(payload, now=NOW)
+    assert (failure.category, failure.retry_after) == (category, None)
+
+
+#: 4xx statuses that say the request is at fault (not 401-403, 408, 409, 413, 429).
+_REQUEST_AT_FAULT = [400, 404, 405, 406, 410, 411, 412, 415, 416, 417, 418, 421, 422, 424, 426, 428, 431, 451]  # fmt: skip
+_WORDS = [w for _, words in KEYWORDS for w in words] + ["try again in 3600s", "per day", "'", '"']
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(
+    status=st.sampled_from(_REQUEST_AT_FAULT),
+    pieces=st.lists(st.sampled_from(_WORDS) | st.text(max_size=20), max_size=6),
+    shape=st.sampled_from(["openai", "anthropic", "vllm", "text", "detail"]),
+)
+def test_no_client_text_turns_a_bad_request_into_a_health_verdict(
+    status: int, pieces: list[str], shape: str
+) -> None:
+    """Any text quoted in a generic 4xx body (every keyword the classifier knows, waits,
+    quotes that break out of the provider's quoting) gives a request-scoped category."""
+    text = " ".join(pieces)
+    body = {
+        "openai": oai(f"Invalid value: '{text}'.", "invalid_request_error", "invalid_value"),
+        "anthropic": ant("invalid_request_error", f"Input tag '{text}' found using 'type'"),
+        "vllm": j({"error": {"message": f"input_value='{text}'", "type": "BadRequestError", "code": status}}),
+        "text": f"bad input: {text}".encode(),
+        "detail": j({"detail": [{"msg": "bad", "input": text}]}),
+    }[shape]  # fmt: skip
+    failure = classify_response(status, {}, body, now=NOW)
+    assert failure.category in {INVALID, PTL, FILTER}
+    assert failure.retry_after is None
 
 
 # ---- policy rules --------------------------------------------------------------
