@@ -16,10 +16,14 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.engine import Attempter, Env, Request, Result, recover
+from gateway.errors import Category
 from gateway.observe.events import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.resilience import continuation, followup
+from gateway.resilience.classify import transport_failure
+from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
+from gateway.streams.transcript import UNREADABLE
 
 
 def same_model(req: Request, model: str, body: dict[str, Any]) -> Request:
@@ -79,7 +83,10 @@ async def continue_answer(
     if len(parts) == 1:
         return result.outcome.body, first
     merged = continuation.merge_parts(parts, req.api)
-    return orjson.dumps(merged), merged
+    try:
+        return orjson.dumps(merged), merged
+    except orjson.JSONEncodeError:  # counts summed past 64 bits: the first part, as it came
+        return result.outcome.body, first
 
 
 @dataclass(slots=True)
@@ -133,8 +140,31 @@ class StreamSide(Protocol):
         ...
 
 
+def unreadable(e: Exception) -> Failure:
+    """A provider's event the gateway could not read (a field of the wrong type): a broken
+    answer, like a server error. Only the exception's class is told: the provider's values
+    may quote the prompt."""
+    return transport_failure(
+        Category.server_error, f"malformed upstream answer ({type(e).__name__})"
+    )
+
+
 async def follow_stream(side: StreamSide, req: Request, log: RequestLog, env: Env) -> None:
-    """Relay a stream to its end: segment after segment, each followed by a decision."""
+    """Relay a stream to its end: segment after segment, each followed by a decision.
+
+    An upstream event the gateway cannot read where it must (a field of the wrong type)
+    ends the stream with the endpoint's error event, never silently: what the client was
+    sent is then not known well enough to be resumed."""
+    try:
+        await _follow(side, req, log, env)
+    except UNREADABLE as e:
+        f = unreadable(e)
+        env.events.stream_interrupted(log, log.answered_by, f, "error_event", reason="unreadable")
+        log.error = f"stream interrupted: {f.category.value}"
+        await side.fail(f)
+
+
+async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> None:
     original: Failure | None = None  # the first failure: the one the client is told about
     continuations = resumes = 0
     while True:
@@ -164,6 +194,7 @@ async def follow_stream(side: StreamSide, req: Request, log: RequestLog, env: En
             resumable=side.continuable(),
             diverged=seg.diverged,
             prefill=side.prefill(),
+            deadline_passed=seg.failure is not None and seg.failure.stage == DEADLINE_PASSED,
         )
         action = "resume" if isinstance(r, followup.Resume) else "error_event"
         reason = "" if isinstance(r, followup.Resume) else r.reason

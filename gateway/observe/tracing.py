@@ -64,8 +64,9 @@ def finish_reasons(data: Any) -> list[str]:
             return [str(holder["stop_reason"])]
     response = data.get("response") if data.get("object") != "response" else data
     if isinstance(response, dict) and response.get("status"):
-        details = response.get("incomplete_details") or {}
-        return [str(details.get("reason") or response["status"])]
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        return [str(reason or response["status"])]
     return []
 
 

@@ -50,15 +50,16 @@ _CLIENT_CAPS = {
 
 
 def answer_text(response: Mapping[str, Any], api: str) -> str:
-    """The answer's text: the first choice's content, the text blocks, or the output text."""
+    """The answer's text: the first choice's content, the text blocks, or the output text.
+    A part of the wrong type (a number for a text, a string for a block) is no text."""
     check_api(api)
     if api == "openai":
-        message = _first_choice(response).get("message") or {}
-        return plain_text(message.get("content")) if message.get("content") else ""
+        content = _dict(_first_choice(response).get("message")).get("content")
+        return plain_text(content) if content else ""
     if api == "anthropic":
-        return "".join(b.get("text", "") for b in _list(response.get("content")) if _is(b, "text"))
+        return "".join(_text(b) for b in _list(response.get("content")) if _is(b, "text"))
     return "".join(
-        part.get("text", "")
+        _text(part)
         for item in _list(response.get("output"))
         if _is(item, "message")
         for part in _list(item.get("content"))
@@ -67,17 +68,18 @@ def answer_text(response: Mapping[str, Any], api: str) -> str:
 
 
 def cut_at_length(response: Mapping[str, Any], api: str) -> bool:
-    """True when the answer stopped at the output token limit and is not a tool call."""
+    """True when the answer stopped at the output token limit and is not a tool call.
+    An answer whose fields have the wrong types is not cut: it is passed on as it came."""
     check_api(api)
     if api == "openai":
         choice = _first_choice(response)
-        message = choice.get("message") or {}
+        message = _dict(choice.get("message"))
         calls = message.get("tool_calls") or message.get("function_call")
         return choice.get("finish_reason") == "length" and not calls
     if api == "anthropic":
         tool_use = any(_is(b, "tool_use") for b in _list(response.get("content")))
         return response.get("stop_reason") == "max_tokens" and not tool_use
-    details = response.get("incomplete_details") or {}
+    details = _dict(response.get("incomplete_details"))
     calls = any(
         isinstance(item, Mapping) and str(item.get("type", "")).endswith("_call")
         for item in _list(response.get("output"))
@@ -173,10 +175,14 @@ def _merge_openai(merged: dict[str, Any], parts: Sequence[Mapping[str, Any]], te
     choices = merged.get("choices")
     if not isinstance(choices, list) or not choices:
         merged["choices"] = choices = [{"index": 0, "message": {"role": "assistant"}}]
+    if not isinstance(choices[0], dict):
+        choices[0] = {"index": 0}
     choice = choices[0]
-    message = choice.setdefault("message", {"role": "assistant"})
+    if not isinstance(choice.get("message"), dict):
+        choice["message"] = {"role": "assistant"}
+    message = choice["message"]
     message["content"] = text
-    reasoning = [_first_choice(p).get("message", {}).get("reasoning_content") for p in parts]
+    reasoning = [_dict(_first_choice(p).get("message")).get("reasoning_content") for p in parts]
     if any(isinstance(r, str) for r in reasoning):
         message["reasoning_content"] = "".join(r for r in reasoning if isinstance(r, str))
     choice["finish_reason"] = _first_choice(parts[-1]).get("finish_reason")
@@ -248,6 +254,15 @@ def _first_choice(response: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(part: Mapping[str, Any]) -> str:
+    text = part.get("text")
+    return text if isinstance(text, str) else ""
 
 
 def _is(value: Any, kind: str) -> bool:

@@ -25,7 +25,8 @@ class Failure:
     provider's error code, or one the gateway shows for its own failures. ``stage`` is
     set by the gateway only, never from what a provider sent: where an attempt failed when
     decisions depend on it (``first_byte_timeout``: the model stayed silent;
-    ``deadline_passed``: no attempt was made, no time was left).
+    ``deadline_passed``: no attempt was made, no time was left, or the deadline ended a
+    stream).
     """
 
     category: Category

@@ -89,14 +89,18 @@ def after_break(
     resumable: bool,
     diverged: bool,
     prefill: bool,
+    deadline_passed: bool = False,
 ) -> Resume | Stop:
     """What to do when a stream broke after its first byte; ``done`` resumes so far.
 
     ``resumable``: what the client was sent can be continued in place (see
     :attr:`gateway.streams.transcript.Transcript.resumable`); ``diverged``: the break is a
     regeneration that did not repeat the text already sent; ``prefill``: the model
-    continues a final assistant message.
+    continues a final assistant message; ``deadline_passed``: the request's deadline
+    ended the stream, which is final.
     """
+    if deadline_passed:
+        return Stop("deadline")
     if policy.on_midstream_failure != "continue":
         return Stop("policy_error")
     if diverged:

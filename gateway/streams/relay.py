@@ -28,6 +28,7 @@ from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
+from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
@@ -36,6 +37,8 @@ from gateway.upstream import MAPPED, UpstreamFailure, failure
 DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
 MESSAGES, RESPONSES = sse.MESSAGES, sse.RESPONSES
 READ, WRITE = "read", "write"  # the waits of a stream
+DEADLINE = "deadline"  # the request's own: timeouts.total, or the client's shorter timeout
+DEADLINE_MESSAGE = "the request's deadline passed mid-stream"
 STREAM_ERROR_TYPE = {
     Category.rate_limit: "rate_limit_error",
     Category.server_overload: "overloaded_error",
@@ -162,14 +165,23 @@ class LiveStream:
         return False
 
     async def finish(self, seg: Segment) -> None:
-        await _flush(self.out, seg.held, self.tx, self.splice)
+        if not await _flush(self.out, seg.held, self.tx, self.splice):
+            f = transport_failure(Category.connection, "resume diverged at its end")
+            self.log.error = f"stream interrupted: {f.category.value}"
+            await self.fail(f)  # never a stream without its final event
 
     async def fail(self, original: Failure) -> None:
         ep, tx = self.att.endpoint, self.tx
         etype = STREAM_ERROR_TYPE.get(original.category, "api_error")
         message = f"upstream stream interrupted ({original.category.value}): {original.message}"
         rid = (tx.id if tx is not None else None) or f"resp_{self.log.request_id}"
-        await self.out.write(sse.error_event(ep, etype, message[:500], original.code, rid))
+        event = sse.error_event(ep, etype, message[:500], original.code, rid)
+        write_s = self.att.write_timeout  # the break may have come while a write was waiting
+        try:
+            with Limit(write_s):
+                await self.out.write(event)
+        except TimeoutError:
+            raise ClientStalled(f"the client read nothing for {write_s:g} s") from None
 
 
 async def end(out: web.StreamResponse, write_timeout: float) -> None:
@@ -196,7 +208,8 @@ async def _pump(
     holds the next read back (aiohttp then stops reading the upstream socket), up to
     ``client_write_timeout_s``. One :class:`~gateway.deadlines.Limit` bounds every wait:
     the upstream's silence by ``timeouts.stream_idle``, a stalled client by the write
-    timeout.
+    timeout. A second one, set once, is the request's deadline: however busy the
+    upstream, the stream breaks there (a timeout that is not resumed).
     """
     ep = att.endpoint
     rules = att.req.policy.classify
@@ -264,9 +277,10 @@ async def _pump(
     splitter = s.splitter
     feed, classify = splitter.feed, sse.classifier(ep)
     lim = Limit(None)
+    total = Limit(att.req.deadline - time.monotonic(), DEADLINE)  # no work per piece
     broken: UpstreamFailure | None = None
     try:
-        with lim:
+        with total, lim:
             data = take([(ev.raw, ev.kind, ev.data) for ev in s.head])
             s.head = []  # relayed: their decoded data is not kept for the rest of the stream
             while True:
@@ -303,15 +317,20 @@ async def _pump(
     except TimeoutError:
         if lim.expired == WRITE:
             raise ClientStalled(f"the client read nothing for {write_s:g} s") from None
-        broken = UpstreamFailure(
-            Category.timeout, f"upstream went quiet for {idle:g} s mid-stream", "stream"
-        )
+        if total.expired is not None:
+            broken = UpstreamFailure(Category.timeout, DEADLINE_MESSAGE, "stream")
+        else:
+            broken = UpstreamFailure(
+                Category.timeout, f"upstream went quiet for {idle:g} s mid-stream", "stream"
+            )
     finally:
         s.resp.close()
         if splitter.malformed:  # a translated stream's undecodable events, counted at once
             env.events.stream_event_dropped(log, log.answered_by, splitter.malformed)
     if broken is not None and not seg.complete:
         seg.failure = transport_failure(broken.category, broken.message)
+        if total.expired is not None:
+            seg.failure = replace(seg.failure, stage=DEADLINE_PASSED)  # final: no resume
     if seg.diverged:
         seg.failure = seg.failure or transport_failure(Category.connection, "resume diverged")
     elif seg.failure is None and not seg.complete:
@@ -328,18 +347,21 @@ async def _flush(
     held: list[sse.Event],
     tx: Transcript | None,
     splice: Splice | None,
-) -> None:
-    """Send the closing events that were held back (through the splice, if resumed)."""
+) -> bool:
+    """Send the closing events that were held back (through the splice, if resumed);
+    False when the resumed answer diverged there (what came before is sent)."""
     if not held:
-        return
+        return True
     if splice is None:
         if tx is not None:
             for ev in held:
                 tx.observe(ev)
         await out.write(b"".join(ev.raw for ev in held))
-        return
+        return True
     fed = [splice.feed(ev) for ev in held]
-    await out.write(b"".join(d for d in fed if isinstance(d, bytes)))
+    sent = [d for d in fed if isinstance(d, bytes)]
+    await out.write(b"".join(sent))
+    return len(sent) == len(fed)
 
 
 def _cut_at_length(held: list[sse.Event], ep: Endpoint) -> bool:

@@ -156,7 +156,11 @@ def _classify_choices(raw: bytes) -> Classified:
             choices = obj.get("choices")
             if type(choices) is list and "type" not in obj:  # choices and no type: no error
                 for c in choices:
-                    if type(c) is dict and c.get("finish_reason"):
+                    if (
+                        type(c) is dict
+                        and c.get("finish_reason")
+                        and type(c["finish_reason"]) is str  # a reason of another type: none
+                    ):
                         return raw, FINAL, obj
                 return raw, DATA, obj
             return _meaning(raw, obj, None)
@@ -221,7 +225,7 @@ def _meaning(raw: bytes, obj: Any, finals: frozenset[str] | None) -> Classified:
     choices = obj.get("choices")
     if choices and type(choices) is list:
         for c in choices:
-            if type(c) is dict and c.get("finish_reason"):
+            if type(c) is dict and c.get("finish_reason") and type(c["finish_reason"]) is str:
                 return raw, FINAL, obj
     return raw, DATA, obj
 
@@ -248,13 +252,20 @@ def is_preamble(ev: Event) -> bool:
     """An event that comes before any content (roles, ids, empty blocks).
 
     The relay holds these back until the first real event, so that an error right
-    after them is still a failed attempt, recovered invisibly.
+    after them is still a failed attempt, recovered invisibly. An event with a field of
+    the wrong type is not one: it is content, passed on as the provider sent it.
     """
     if ev.kind is COMMENT:
         return True
     if ev.kind is not DATA:
         return False
-    obj = ev.data
+    try:
+        return _preamble(ev.data)
+    except (AttributeError, TypeError):  # a field of the wrong type
+        return False
+
+
+def _preamble(obj: dict[str, Any]) -> bool:
     etype = obj.get("type")
     if etype is not None:
         if etype == "content_block_start":
@@ -275,31 +286,46 @@ def is_preamble(ev: Event) -> bool:
     return True
 
 
+#: The largest token count taken from a provider: a signed 64-bit integer, what the access
+#: log's JSON line and the metrics hold.
+MAX_TOKENS = 2**63 - 1
+
+
+def token_count(value: Any) -> int:
+    """A provider's token count, or 0 when it is none: a string, a float, a bool, a
+    negative number or one over 64 bits is not counted (never logged, never a metric)."""
+    return value if type(value) is int and 0 <= value <= MAX_TOKENS else 0
+
+
 def usage_of(obj: Any, endpoint: Endpoint) -> tuple[int, int] | None:
     """(prompt, completion) tokens carried by one decoded event, if any. Counts are the
     stream's so far (an Anthropic ``message_delta`` repeats the input tokens of
     ``message_start``, or brings them when they were not known then): a stream's tokens are
-    the largest it reported."""
+    the largest it reported. A count that is not one (:func:`token_count`) is 0; usage of
+    the wrong shape is none."""
     if not isinstance(obj, dict):
         return None
-    if endpoint is MESSAGES:
-        etype = obj.get("type")
-        if etype == "message_start":
-            u = (obj.get("message") or {}).get("usage") or {}
-            return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
-        if etype == "message_delta":  # cumulative counts; input ones too when known late
-            u = obj.get("usage") or {}
-            return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
+    try:
+        if endpoint is MESSAGES:
+            etype = obj.get("type")
+            if etype == "message_start":
+                u = (obj.get("message") or {}).get("usage") or {}
+            elif etype == "message_delta":  # cumulative counts; input ones too when known late
+                u = obj.get("usage") or {}
+            else:
+                return None
+            return token_count(u.get("input_tokens")), token_count(u.get("output_tokens"))
+        if endpoint is RESPONSES:
+            if obj.get("type") in _FINAL_TYPES[RESPONSES]:
+                u = (obj.get("response") or {}).get("usage") or {}
+                return token_count(u.get("input_tokens")), token_count(u.get("output_tokens"))
+            return None
+        u = obj.get("usage")
+        if isinstance(u, dict):
+            return token_count(u.get("prompt_tokens")), token_count(u.get("completion_tokens"))
         return None
-    if endpoint is RESPONSES:
-        if obj.get("type") in _FINAL_TYPES[RESPONSES]:
-            u = (obj.get("response") or {}).get("usage") or {}
-            return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
+    except (AttributeError, TypeError):  # a field of the wrong type: no usage
         return None
-    u = obj.get("usage")
-    if isinstance(u, dict):
-        return int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
-    return None
 
 
 KEEPALIVE = b": keepalive\n\n"

@@ -20,6 +20,8 @@ from gateway.providers import Endpoint
 from gateway.streams.sse import DATA, DONE, FINAL, MESSAGES, RESPONSES, Event, Kind
 
 _TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
+#: What reading an event with a field of the wrong type raises.
+UNREADABLE = (AttributeError, TypeError, ValueError, KeyError, IndexError)
 _CHOICE = itemgetter("index", "delta", "finish_reason")  # of a chat choice
 
 
@@ -54,6 +56,7 @@ class Transcript:
         self.non_text = False  # a refusal or another non-text part was sent
         self.reasoning = False  # chat: reasoning deltas were sent
         self.closed = False  # the answer's closing or final events were sent
+        self.unreadable = False  # an event with a field of the wrong type was sent
         self.open_other: set[int] = set()  # open non-text blocks / items
         # Anthropic
         self.text_index: int | None = None  # the current (or last) text block
@@ -72,15 +75,28 @@ class Transcript:
 
     @property
     def text(self) -> str:
-        """The assistant text sent so far (all text deltas joined)."""
-        if len(self._parts) > 1:
-            self._parts = ["".join(self._parts)]
-        return self._parts[0] if self._parts else ""
+        """The assistant text sent so far (all text deltas joined; a text of another type
+        the provider sent is not text, and leaves the answer :attr:`unreadable`)."""
+        parts = self._parts
+        try:
+            text = "".join(parts)
+        except TypeError:
+            self.unreadable = True
+            text = "".join(p for p in parts if type(p) is str)
+        self._parts = [text] if text else []
+        return text
 
     @property
     def resumable(self) -> bool:
         """Whether a resumed stream can continue this one (see the module docstring)."""
-        if self.id is None or self.closed or self.tool or self.non_text or self.open_other:
+        if (
+            self.id is None
+            or self.closed
+            or self.tool
+            or self.non_text
+            or self.open_other
+            or self.unreadable
+        ):
             return False
         if self.endpoint in (Endpoint.chat, Endpoint.completions):
             return not self.multiple_choices and not (self.reasoning and not self.text)
@@ -100,7 +116,10 @@ class Transcript:
             return
         obj = ev.data
         if (kind is DATA or kind is FINAL) and isinstance(obj, dict):
-            self._read(obj)  # not a comment, an error or a malformed event
+            try:
+                self._read(obj)  # not a comment, an error or a malformed event
+            except UNREADABLE:
+                self.unreadable = True
 
     def closes(self, ev: Event) -> bool:
         """True for an event that ends the answer's text.
@@ -113,7 +132,11 @@ class Transcript:
         if kind is FINAL or kind is DONE:
             return True
         obj = ev.data
-        return isinstance(obj, dict) and self._closes(obj)
+        try:
+            return isinstance(obj, dict) and self._closes(obj)
+        except UNREADABLE:
+            self.unreadable = True
+            return False
 
     def record(self, kind: Kind, obj: Any) -> bool:
         """:meth:`observe` the event of ``kind`` and data ``obj`` unless it :meth:`closes` the
@@ -123,15 +146,18 @@ class Transcript:
             return kind is FINAL or kind is DONE  # a comment: nothing to record
         if not isinstance(obj, dict):
             return False
-        if self._typed:
-            if self._closes(obj):
+        try:  # costs nothing unless a provider sent a field of the wrong type
+            if self._typed:
+                if self._closes(obj):
+                    return True
+                self._read(obj)
+                return False
+            choices = obj.get("choices")  # chat, inline (the usual event): what _closes says
+            if not choices and isinstance(choices, list) and obj.get("usage") is not None:
                 return True
-            self._read(obj)
-            return False
-        choices = obj.get("choices")  # chat, inline (the usual event): what _closes says
-        if not choices and isinstance(choices, list) and obj.get("usage") is not None:
-            return True
-        self._observe_chat(obj, choices)
+            self._observe_chat(obj, choices)
+        except UNREADABLE:  # passed on as it came; what was sent can no longer be resumed
+            self.unreadable = True
         return False
 
     def _read(self, obj: dict[str, Any]) -> None:

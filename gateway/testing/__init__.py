@@ -22,6 +22,7 @@ from gateway.testing.script import (
     StallAfter,
     Step,
     Success,
+    Tamper,
 )
 
 __all__ = [
@@ -42,5 +43,6 @@ __all__ = [
     "StallAfter",
     "Step",
     "Success",
+    "Tamper",
     "tokens_of",
 ]

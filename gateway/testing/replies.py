@@ -18,12 +18,13 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from aiohttp import web
 
 from gateway.testing import shapes
+from gateway.testing.answer import dump
 from gateway.testing.conversation import Conversation, example_arguments, tokens_of
 from gateway.testing.script import (
     CutAfter,
@@ -39,6 +40,7 @@ from gateway.testing.script import (
     StallAfter,
     Step,
     Success,
+    Tamper,
 )
 
 DEFAULT_REPLY = "Hello! This is the fake provider answering model {model}."
@@ -229,7 +231,9 @@ async def send_answer(
 
 
 async def json_answer(ex: Exchange, payload: dict[str, Any]) -> web.StreamResponse:
-    data = json.dumps(payload, ensure_ascii=False).encode()
+    tamper = ex.step(Tamper)
+    sent: Any = payload if tamper is None else tamper.rewrite(payload, -1)
+    data = json.dumps(sent, ensure_ascii=False).encode()
     headers = {**base_headers(ex.style, ex.n), **_success_headers(ex)}
     cut, stall = ex.step(CutAfter), ex.step(StallAfter)
     if not (cut or stall):
@@ -259,6 +263,9 @@ async def stream(
     if malformed:
         at = _position(events, malformed.n)
         events.insert(at, shapes.Event("{not json"))
+    tamper = ex.step(Tamper)
+    if tamper is not None:
+        events = [_tampered(e, i, tamper) for i, e in enumerate(events)]
     terminal = ex.step(CutAfter) or ex.step(StallAfter) or ex.step(ErrorEventAfter)
     stop_at = _position(events, terminal.n_chunks) if terminal else None
     delay = ex.step(Delay)
@@ -333,6 +340,17 @@ async def until_gone(ex: Exchange) -> NoReturn:
             ex.note_disconnect(ex)
             raise asyncio.CancelledError
         await asyncio.sleep(_POLL_S)
+
+
+def _tampered(event: shapes.Event, index: int, tamper: Tamper) -> shapes.Event:
+    """``event`` with its data rewritten by ``tamper`` (``[DONE]`` and non-JSON kept)."""
+    if event.done:
+        return event
+    try:
+        data = json.loads(event.data)
+    except ValueError:
+        return event
+    return replace(event, data=dump(tamper.rewrite(data, index)))
 
 
 def _position(events: list[shapes.Event], n: int) -> int:

@@ -28,6 +28,11 @@ answer's deltas means "after the last delta", before the finish event):
 - :class:`NoDone` -- OpenAI streams end after the finish chunk without ``data: [DONE]``.
 - :class:`Delay` -- sleep before every delta.
 
+A broken provider:
+
+- :class:`Tamper` -- rewrite the JSON of the answer (or of each stream event) before it
+  is sent: wrongly typed fields, missing ones, anything.
+
 ``CutAfter`` and ``StallAfter`` also apply to non-streamed requests: the headers and
 the first half of the JSON body are sent, then the connection is aborted / stalls.
 The other stream faults do not change a non-streamed answer.
@@ -344,6 +349,16 @@ class Delay:
     per_chunk_s: float
 
 
+@dataclass(frozen=True)
+class Tamper:
+    """Rewrite what is sent: ``rewrite(data, index)`` gets the decoded JSON answer
+    (``index`` -1) or the decoded data of each stream event (``index``: its place in the
+    stream, counting every event; ``[DONE]`` and undecodable events are sent as they are)
+    and returns the JSON value to send in its place (the event keeps its name)."""
+
+    rewrite: Callable[[Any, int], Any]
+
+
 Step: TypeAlias = (
     Error
     | Reset
@@ -357,6 +372,7 @@ Step: TypeAlias = (
     | MalformedEventAt
     | NoDone
     | Delay
+    | Tamper
 )
 #: One script entry: a step, or several steps applied to the same request.
 ScriptEntry: TypeAlias = Step | tuple[Step, ...]
@@ -378,5 +394,6 @@ __all__ = [
     "StallAfter",
     "Step",
     "Success",
+    "Tamper",
     "context_length_body",
 ]

@@ -18,7 +18,9 @@ and ``cache_creation_input_tokens``. The neutral :class:`Usage` keeps OpenAI's t
 
 OpenAI's ``cached_tokens`` and ``cache_write_tokens`` (``prompt_tokens_details`` /
 ``input_tokens_details``) are parts of its prompt total; a provider that reports no
-cache writes counts as 0 written.
+cache writes counts as 0 written. A count that is not a non-negative 64-bit integer
+(a string, a float, a bool, negative, larger) counts as 0
+(:func:`gateway.streams.sse.token_count`).
 
 References: https://platform.openai.com/docs/api-reference/chat/object (usage),
 https://docs.anthropic.com/en/api/messages (usage),
@@ -29,11 +31,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.streams.sse import token_count as _int
 from gateway.translate.ir import Usage
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
+def _maybe(value: Any) -> int | None:
+    """A count that may be absent (reasoning tokens): None stays None."""
+    return None if value is None else _int(value)
 
 
 def from_chat(u: Any) -> Usage:
@@ -47,7 +51,7 @@ def from_chat(u: Any) -> Usage:
         _int(u.get("completion_tokens")),
         _int(cached),
         _int(details.get("cache_write_tokens")),
-        out.get("reasoning_tokens"),
+        _maybe(out.get("reasoning_tokens")),
     )
 
 
@@ -70,7 +74,7 @@ def from_anthropic(u: Any) -> Usage:
     read = _int(u.get("cache_read_input_tokens"))
     written = _int(u.get("cache_creation_input_tokens"))
     details = u.get("output_tokens_details") or {}
-    thinking = details.get("thinking_tokens")
+    thinking = _maybe(details.get("thinking_tokens"))
     uncached = _int(u.get("input_tokens"))
     return Usage(uncached + read + written, _int(u.get("output_tokens")), read, written, thinking)
 
@@ -114,7 +118,7 @@ def from_responses(u: Any) -> Usage:
         _int(u.get("output_tokens")),
         _int(details.get("cached_tokens")),
         _int(details.get("cache_write_tokens")),
-        out.get("reasoning_tokens"),
+        _maybe(out.get("reasoning_tokens")),
     )
 
 

@@ -32,7 +32,7 @@ _EXHAUSTED = {
     Category.server_overload: 503,
     Category.timeout: 504,
 }
-_USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d+)')
+_USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d{1,19})(?![\d.eE])')
 
 
 async def answer(
@@ -61,15 +61,20 @@ async def answer(
 
 
 def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> None:
+    """The answer's token counts into ``log``; a count that is not one is 0 (never a
+    crash, nor a count the access log or the metrics cannot hold)."""
     if data is None:  # embeddings: vectors are large, read only the usage at the tail
         m = _USAGE_TAIL.search(body, max(0, len(body) - 400))
-        log.prompt_tokens = int(m.group(2)) if m else 0
+        log.prompt_tokens = sse.token_count(int(m.group(2))) if m else 0
         return
     usage = data.get("usage")
     if isinstance(usage, dict):
-        log.prompt_tokens = int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
-        log.completion_tokens = int(
-            usage.get("completion_tokens") or usage.get("output_tokens") or 0
+        get = usage.get
+        log.prompt_tokens = sse.token_count(get("prompt_tokens")) or sse.token_count(
+            get("input_tokens")
+        )
+        log.completion_tokens = sse.token_count(get("completion_tokens")) or sse.token_count(
+            get("output_tokens")
         )
 
 

@@ -15,6 +15,13 @@ request line and headers of the next request (``GATEWAY_MAX_HEADER_BYTES``):
 Counting stops at the blank line that ends a head (body bytes never count) and starts
 again when the gateway's handler for that request returns. A connection over the
 bound is aborted: there is no request to answer yet.
+
+A request asking to upgrade (``Upgrade: h2c``) is answered as the HTTP/1.1 request it
+is, with ``connection: close``, and its connection closed after the answer
+(:func:`request_factory`): aiohttp's C parser drops whatever was pipelined behind such a
+request in the same read, which would otherwise wait, unanswered, for the keep-alive
+timeout. Told that the connection closes, a client sends those requests again on a
+new one.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_parser import RawRequestMessage
 
 log = logging.getLogger("gateway.web.listener")
 
@@ -97,6 +106,26 @@ class Guard(asyncio.Protocol):
 GUARDS: dict[Any, Guard] = {}
 
 
+def request_factory(loop: asyncio.AbstractEventLoop) -> Callable[..., web.BaseRequest]:
+    """aiohttp's requests, except that one asking to upgrade closes its connection.
+
+    aiohttp switches protocols only for WebSocket; for any other upgrade it serves the
+    request as HTTP/1.1, but its C parser drops the bytes that followed the request in
+    the same read (the requests a client pipelined behind it). Marked ``should_close``,
+    the request's answer says ``connection: close`` and aiohttp closes the connection
+    after it, so those requests are sent again instead of waiting forever.
+    """
+
+    def make(
+        message: RawRequestMessage, payload: Any, protocol: Any, writer: Any, task: Any
+    ) -> web.BaseRequest:
+        if message.upgrade:
+            message = message._replace(should_close=True)
+        return web.BaseRequest(message, payload, protocol, writer, task, loop)
+
+    return make
+
+
 class Listener:
     """Listening sockets (one, or the ones a parent bound) serving ``handler`` through
     aiohttp's ``web.Server``."""
@@ -119,6 +148,7 @@ class Listener:
         """Listen on ``host:port``, or on ``socks`` bound and listening already (a worker's
         share of its parent's sockets: gateway/web/workers.py)."""
         loop = asyncio.get_running_loop()
+        server.request_factory = request_factory(loop)
 
         def factory() -> Guard:
             return Guard(server(), max_header_bytes)
