@@ -21,6 +21,13 @@ milliseconds on a local network; ``tests/integration/test_deployments_shared.py`
 holds it under one second). While Redis is unreachable each replica keeps its own
 view (and logs ``state_backend_degraded`` through the state backend); changes made
 meanwhile are not replayed, the next one of each deployment is.
+
+What is read back (a hash's fields at load, a message on the channel) is checked like
+any input (:func:`gateway.state.redis_values.deployment_state`): a malformed state, a
+message that is not one the gateway sends, a key that is not a hash is logged once
+(``state_value_ignored``, the key named, never the value) and ignored, so garbage in
+Redis never reaches a board, a request or ``/admin/deployments``, and never stops the
+load or the listener.
 """
 
 from __future__ import annotations
@@ -28,15 +35,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
 
 import orjson
 import structlog
 from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
 
 from gateway.resilience.deployments import DeploymentState
 from gateway.state.deployments import DeploymentBoard
+from gateway.state.redis_values import Bad, Ignored, deployment_state
 
 __all__ = ["DeploymentSync"]
 
@@ -48,22 +58,33 @@ TTL_S = 86400
 RETRY_S = 1.0
 
 
+def _shown(value: bytes | str) -> str:
+    """A key or field name as logged."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
 def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _state(raw: Any) -> DeploymentState | None:
+    """A key or field name; :class:`Bad` when it is not UTF-8 (no model has that name)."""
     try:
-        return DeploymentState(**raw)
-    except TypeError:
-        return None  # another version's fields: ignore, the next change repairs it
+        return value.decode() if isinstance(value, bytes) else value
+    except UnicodeDecodeError:
+        raise Bad("a name that is not UTF-8") from None
 
 
 class DeploymentSync:
     """Shares one :class:`DeploymentBoard` with the other replicas through Redis."""
 
-    def __init__(self, url: str, board: DeploymentBoard, *, timeout: float = 1.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        board: DeploymentBoard,
+        *,
+        timeout: float = 1.0,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.board = board
+        self._wall = wall  # epoch seconds: what times read back are checked against
+        self._ignored = Ignored()
         self.replica = secrets.token_hex(8)
         self.redis = Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=None
@@ -98,17 +119,32 @@ class DeploymentSync:
                         pipe.expire(key, TTL_S)
                         message = {"r": self.replica, "m": model, "n": name, "s": fields}
                         pipe.publish(CHANNEL, orjson.dumps(message))
-                    await pipe.execute()
+                    replies = await pipe.execute(raise_on_error=False)
             except Exception as exc:  # an outage: the local view stands
                 log.debug("deployment_sync_failed", error=type(exc).__name__)
+                continue
+            for (model, _name, _state), written in zip(batch, replies[::3], strict=True):
+                if isinstance(written, ResponseError):  # a key that is not a hash
+                    self._ignored(f"{PREFIX}:{model}", "cannot be written: not a hash")
 
     async def _load(self) -> None:
         async for key in self._listener.scan_iter(match=f"{PREFIX}:*", count=100):
-            model = _text(key).removeprefix(PREFIX + ":")
-            for name, raw in (await self._listener.hgetall(key)).items():
-                state = _state(orjson.loads(raw))
-                if state is not None:
-                    self.board.put(model, _text(name), state, local=False)
+            rkey = _shown(key)
+            try:
+                model = _text(key).removeprefix(PREFIX + ":")
+                fields = await self._listener.hgetall(key)
+            except (Bad, ResponseError) as e:  # ResponseError: not a hash
+                self._ignored(rkey, str(e) if isinstance(e, Bad) else "not a hash")
+                continue
+            now = self._wall()
+            for field, raw in fields.items():
+                try:
+                    name = _text(field)
+                    state = deployment_state(raw, now)
+                except Bad as e:
+                    self._ignored(rkey, str(e), _shown(field))
+                    continue
+                self.board.put(model, name, state, local=False)
 
     async def _listen(self) -> None:
         while not self._closing:
@@ -122,20 +158,29 @@ class DeploymentSync:
                             self._receive(message["data"])
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
-                log.debug("deployment_sync_listen_failed", error=type(exc).__name__)
+            except Exception as exc:  # an outage (debug: the state backend says it), or a bug
+                level = log.debug if isinstance(exc, RedisError | OSError) else log.warning
+                level("deployment_sync_listen_failed", error=type(exc).__name__)
                 await asyncio.sleep(RETRY_S)
 
     def _receive(self, data: bytes) -> None:
         try:
             message = orjson.loads(data)
-            if message["r"] == self.replica:
+            if type(message) is not dict:
+                raise Bad("not a JSON object")
+            if message.get("r") == self.replica:
                 return
-            state = _state(message["s"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            model, name, fields = message.get("m"), message.get("n"), message.get("s")
+            if type(model) is not str or type(name) is not str or type(fields) is not dict:
+                raise Bad("no model, deployment name and state")
+            state = deployment_state(fields, self._wall())
+        except orjson.JSONDecodeError:
+            self._ignored(CHANNEL, "a message that is not JSON")
             return
-        if state is not None:
-            self.board.put(str(message["m"]), str(message["n"]), state, local=False)
+        except Bad as e:
+            self._ignored(CHANNEL, f"a message: {e}")
+            return
+        self.board.put(model, name, state, local=False)
 
     async def close(self) -> None:
         """Stop at once: what is not sent yet is not needed (Redis keeps the last states).

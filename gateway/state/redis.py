@@ -107,8 +107,6 @@ from gateway.state.redis_sync import (
     PREFIX,
     SYNC_INTERVAL_S,
     SyncedState,
-    as_int,
-    decode_state,
     encode_state,
     nothing,
 )
@@ -152,7 +150,7 @@ class RedisState(SyncedState):
             max_staleness=max_staleness,
         )
         self._timeout = timeout
-        self._admissions = Admissions(self._redis, 2 * timeout, self._count)
+        self._admissions = Admissions(self._redis, 2 * timeout, self._count, self.ignored)
         self._reads: dict[str, asyncio.Future[FallbackState]] = {}  # reads in flight
 
     # ---- fallback ----
@@ -170,7 +168,7 @@ class RedisState(SyncedState):
         rkey = f"{PREFIX}fb:{key}"
         if known is None:
             sent = self._clock()
-            state = decode_state(await self._redis.get(rkey))
+            state = self._decode(key, await self._redis.get(rkey))
             new, result = step(state)
             if new == state:
                 self._set_view(key, state, sent)
@@ -181,7 +179,7 @@ class RedisState(SyncedState):
                 try:
                     sent = self._clock()
                     await pipe.watch(rkey)
-                    state = decode_state(await pipe.get(rkey))
+                    state = self._decode(key, await pipe.get(rkey))
                     new, result = step(state)
                     if new == state:
                         await pipe.unwatch()  # type: ignore[no-untyped-call]
@@ -219,7 +217,7 @@ class RedisState(SyncedState):
 
     async def _read_view(self, key: str) -> FallbackState:
         sent = self._clock()
-        state = decode_state(await self._redis.get(f"{PREFIX}fb:{key}"))
+        state = self._decode(key, await self._redis.get(f"{PREFIX}fb:{key}"))
         self._set_view(key, state, sent)
         return state
 
@@ -288,17 +286,25 @@ class RedisState(SyncedState):
         window = budget_buckets(now)
         mine = self._budget_key(route, "retry", budget_bucket(now))
         request_keys = [self._budget_key(route, "req", b) for b in window]
+        retry_keys = [self._budget_key(route, "retry", b) for b in window]
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.incr(mine)
             pipe.expire(mine, BUDGET_WINDOW_S + 2)
             pipe.mget(request_keys)
-            pipe.mget([self._budget_key(route, "retry", b) for b in window])
-            _, _, requests, retries = await pipe.execute()
-        spent_before = sum(as_int(x) for x in retries) - 1  # our INCR is in the window
-        noted = sum(as_int(x) for x in requests) + sum(self._unflushed(k) for k in request_keys)
+            pipe.mget(retry_keys)
+            mine_now, _, requests, retries = await pipe.execute(raise_on_error=False)
+        restarted = isinstance(mine_now, Exception)  # it held something else than an integer
+        if restarted:
+            await self._restart_counters([mine], {mine: 1})  # counted with the next flush
+        count = self.ignored.counter
+        spent_before = sum(map(count, retry_keys, retries)) - (0 if restarted else 1)  # ours
+        noted = sum(map(count, request_keys, requests)) + sum(map(self._unflushed, request_keys))
         if retry_allowed(noted, spent_before, budget):
             return True
-        await self._redis.decr(mine)
+        if restarted:
+            self._count(mine, -1)
+        else:
+            await self._redis.decr(mine)
         return False
 
     async def spend_retry(self, route: str, budget: RetryBudget, now: float) -> bool:

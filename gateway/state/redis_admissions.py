@@ -12,19 +12,27 @@ from typing import TYPE_CHECKING
 
 from gateway.policy.schema import Limits
 from gateway.resilience.budget import LIMIT_WINDOW_S, Lease
-from gateway.state.redis_sync import as_int
+from gateway.state.redis_values import Ignored
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 ADMIT_SCRIPT = """
 local k = tonumber(ARGV[2])
-local n = redis.call('INCRBY', KEYS[1], k)
+local n = redis.pcall('INCRBY', KEYS[1], k)
+local bad = 0
+if type(n) == 'table' then
+  redis.call('DEL', KEYS[1])
+  n, bad = redis.call('INCRBY', KEYS[1], k), 1
+end
 if n == k then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return {n, redis.call('GET', KEYS[2])}
+local t = redis.pcall('GET', KEYS[2])
+if type(t) == 'table' then t, bad = false, bad + 2 end
+return {n, t, bad}
 """
-"""Count ARGV[2] admissions in the request window KEYS[1]; the new count and the
-window's tokens (KEYS[2])."""
+"""Count ARGV[2] admissions in the request window KEYS[1]; the new count, the window's
+tokens (KEYS[2]) and what was malformed: 1, the request counter was not an integer
+(it starts again); 2, the tokens' key is not a string (read as 0); 3, both."""
 
 
 class Admissions:
@@ -38,8 +46,15 @@ class Admissions:
     one admission from the block, or is refused when the window is full.
     """
 
-    def __init__(self, redis: Redis, timeout: float, give_back: Callable[[str, int], None]):
+    def __init__(
+        self,
+        redis: Redis,
+        timeout: float,
+        give_back: Callable[[str, int], None],
+        ignored: Ignored,
+    ) -> None:
         self._script = redis.register_script(ADMIT_SCRIPT)
+        self._ignored = ignored
         self._redis = redis
         self._timeout = timeout
         self._give_back = give_back
@@ -92,13 +107,26 @@ class Admissions:
                 for future in w.futures:
                     future.cancel()
             raise
-        for (requests, w), n, (count, used) in zip(batch.items(), sizes, replies, strict=True):
-            over = w.lease.reserved(w.now, n, as_int(count), as_int(used), w.limits)
-            if over:
-                self._give_back(requests, over)
-            for future in w.futures:
-                if not future.done():  # a waiter may have been cancelled
-                    future.set_result(w.lease.take(w.now))
+        try:
+            for (requests, w), n, (count, used, bad) in zip(
+                batch.items(), sizes, replies, strict=True
+            ):
+                if bad & 1:
+                    self._ignored(requests, "not an integer: the counter starts again")
+                if bad & 2:
+                    self._ignored(w.tokens, "not a string")
+                used = self._ignored.counter(w.tokens, used)  # count: INCRBY's own integer
+                over = w.lease.reserved(w.now, n, count, used, w.limits)
+                if over:
+                    self._give_back(requests, over)
+                for future in w.futures:
+                    if not future.done():  # a waiter may have been cancelled
+                        future.set_result(w.lease.take(w.now))
+        except Exception as exc:  # never leave a waiter waiting: it falls back to local state
+            for w in batch.values():
+                for future in w.futures:
+                    if not future.done():
+                        future.set_exception(exc)
 
     async def close(self) -> None:
         for task in list(self._sends):

@@ -1,15 +1,16 @@
 """The base of :class:`~gateway.state.redis.RedisState`: what a replica keeps of the state
 shared through Redis (fallback views, unflushed counters, reserved admissions), the
 background sync that keeps it in step, and the outage handling every call to Redis goes
-through; also the keys' prefix and how values are encoded. The design is in
-:mod:`gateway.state.redis`.
+through; also the keys' prefix and how values are encoded, and read back through
+:mod:`gateway.state.redis_values` (a malformed value is logged once and read as the
+initial state, or 0). The design is in :mod:`gateway.state.redis`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 import structlog
@@ -24,6 +25,7 @@ from gateway.resilience.budget import (
 )
 from gateway.resilience.fallback import FallbackState
 from gateway.state.memory import MemoryState
+from gateway.state.redis_values import Bad, Ignored, fallback_state
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -41,21 +43,6 @@ VIEW_IDLE_S = 30.0
 T = TypeVar("T")
 
 
-def decode_state(raw: bytes | str | None) -> FallbackState:
-    if raw is None:
-        return fallback.INITIAL
-    try:
-        data = orjson.loads(raw)
-        return FallbackState(
-            active=int(data["active"]),
-            streak=int(data["streak"]),
-            since=float(data["since"]),
-            probe_until=float(data["probe_until"]),
-        )
-    except (ValueError, TypeError, KeyError):
-        return fallback.INITIAL  # unreadable: start over rather than fail requests
-
-
 def encode_state(state: FallbackState) -> bytes:
     return orjson.dumps(
         {
@@ -65,10 +52,6 @@ def encode_state(state: FallbackState) -> bytes:
             "probe_until": state.probe_until,
         }
     )
-
-
-def as_int(raw: Any) -> int:
-    return int(raw) if raw is not None else 0
 
 
 async def nothing() -> None:
@@ -108,6 +91,17 @@ class SyncedState:
         self._inflight: dict[str, int] = {}  # counter key -> count being flushed
         self._sync_task: asyncio.Task[None] | None = None
         self._closed = False
+        self.ignored = Ignored()
+        """Logs each key whose value is ignored once (also used for counters)."""
+
+    def _decode(self, key: str, raw: bytes | str | None) -> FallbackState:
+        """The fallback state of ``key`` read back; the initial one when malformed (the
+        next change replaces it)."""
+        try:
+            return fallback_state(raw, self._wall())
+        except Bad as e:
+            self.ignored(f"{PREFIX}fb:{key}", str(e))
+            return fallback.INITIAL
 
     # ---- outage handling ----
 
@@ -211,16 +205,27 @@ class SyncedState:
                 pipe.mget([f"{PREFIX}fb:{k}" for k in keys])
             if teams:
                 pipe.mget([self._limit_key(t, "tok", wall) for t in teams])
-            replies = await pipe.execute()
+            replies = await pipe.execute(raise_on_error=False)
+        incremented = replies[: 2 * len(counts) : 2]
+        if bad := [k for k, r in zip(counts, incremented, strict=True) if isinstance(r, Exception)]:
+            await self._restart_counters(bad, counts)
         if teams:
             window = limit_window(wall)
             for team, raw in zip(teams, replies.pop(), strict=True):
                 lease = self._leases.get(team)
                 if lease is not None and lease.window == window:
-                    lease.tokens = as_int(raw)
+                    lease.tokens = self.ignored.counter(self._limit_key(team, "tok", wall), raw)
         if keys:
             for key, raw in zip(keys, replies[-1], strict=True):
-                self._set_view(key, decode_state(raw), sent)
+                self._set_view(key, self._decode(key, raw), sent)
+
+    async def _restart_counters(self, keys: list[str], counts: dict[str, int]) -> None:
+        """Counters that hold something else than an integer (INCRBY refused them): logged,
+        deleted, and their counts flushed again with the next sync."""
+        for key in keys:
+            self.ignored(key, "not an integer: the counter starts again")
+            self._count(key, counts[key])
+        await self._redis.delete(*keys)
 
     def _unflushed(self, key: str) -> int:
         return self._pending.get(key, 0) + self._inflight.get(key, 0)

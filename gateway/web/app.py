@@ -222,7 +222,7 @@ class Gateway:
             self.port = (await self._listen(handler, host, port, w.socks if w else None)).port
             if separate:
                 mhost = self.settings.metrics_host or host
-                handler = routes.make_handler(self, routes.METRICS)
+                handler = routes.make_handler(self, routes.METRICS, api=False)
                 mport = self.settings.metrics_port
                 self.metrics_port = (
                     await self._listen(handler, mhost, mport, w.metrics_socks if w else None)

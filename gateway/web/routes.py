@@ -14,7 +14,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -82,10 +82,11 @@ def _method_of(request: web.BaseRequest) -> str:
 
 
 def make_handler(
-    gw: Gateway, routes: dict[str, dict[str, Handler]]
+    gw: Gateway, routes: dict[str, dict[str, Handler]], *, api: bool = True
 ) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]:
     """The server's one handler: route, then answer. ``routes`` are the plain paths this
-    listener serves (``/metrics`` joins them unless it has a port of its own)."""
+    listener serves (``/metrics`` joins them unless it has a port of its own); ``api``:
+    it serves the ``/v1/`` endpoints too (not on the metrics port: 404 there)."""
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         guard = GUARDS.get(request.transport)
@@ -93,14 +94,16 @@ def make_handler(
             guard.begin()  # the head is in: the connection's bytes are the body's now
         try:
             path = request.path
-            if path.startswith("/v1/"):
+            if api and path.startswith("/v1/"):
                 return await _v1(gw, request)
             methods = routes.get(path)
             if methods is None:
                 return web.Response(status=404, text="404: Not Found\n")
             handler = methods.get(_method_of(request))
             if handler is None:
-                return web.Response(status=405, text="405: Method Not Allowed\n")
+                return web.Response(
+                    status=405, text="405: Method Not Allowed\n", headers=_allow(methods)
+                )
             resp = await handler(gw, request)
             if gw.draining:
                 resp.force_close()
@@ -112,21 +115,32 @@ def make_handler(
     return handle
 
 
+def _allow(methods: Mapping[str, object]) -> dict[str, str]:
+    """The ``allow`` header of a 405: the path's methods (HEAD wherever GET is)."""
+    names = [*methods, "HEAD"] if "GET" in methods else list(methods)
+    return {"allow": ", ".join(names)}
+
+
 def _v1_handler(request: web.BaseRequest) -> V1Handler:
     methods = V1.get(request.path)
-    if methods is not None:
-        handler = methods.get(_method_of(request))
-        if handler is not None:
-            return handler
-        status = 405
-    else:
-        status = 404
-    raise GatewayError(
-        status,
-        f"{request.method} {request.path} is not an endpoint of this gateway; "
-        f"it serves {_ENDPOINTS}",
-        code="unknown_endpoint",
-    )
+    if methods is None:
+        raise GatewayError(
+            404,
+            f"{request.method} {request.path} is not an endpoint of this gateway; "
+            f"it serves {_ENDPOINTS}",
+            code="unknown_endpoint",
+        )
+    handler = methods.get(_method_of(request))
+    if handler is None:  # the gateway's own answer, not the provider's
+        raise GatewayError(
+            405,
+            f"{request.method} is not allowed on {request.path}; "
+            f"use {' or '.join(methods)} (it serves {_ENDPOINTS})",
+            type="invalid_request_error",
+            code="method_not_allowed",
+            headers=_allow(methods),
+        )
+    return handler
 
 
 async def _v1(gw: Gateway, request: web.BaseRequest) -> web.StreamResponse:

@@ -237,7 +237,7 @@ async def test_unknown_endpoint_is_json_404(gw: Harness) -> None:
             assert "POST /v1/chat/completions" in body["error"]["message"]
         async with s.get(gw.url + "/v1/chat/completions") as r:
             assert r.status == 405
-            assert (await r.json())["error"]["code"] == "unknown_endpoint"
+            assert (await r.json())["error"]["code"] == "method_not_allowed"
 
 
 async def test_a_prompt_over_a_mebibyte_goes_upstream_whole(
