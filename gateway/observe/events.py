@@ -10,6 +10,7 @@ request is traced, adds the same event to its span), so they can never disagree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,28 @@ from gateway.resilience.deployments import Transition
 from gateway.resilience.failure import Failure
 
 log = structlog.get_logger("gateway")
+
+#: At most this many characters of one dropped field name (a client's unknown key or
+#: ``type`` may be any text), and at most this many bytes of ``x-gateway-dropped`` and of
+#: the access log's ``dropped``; at most ``MAX_DROPPED_NAMES`` names are kept, the rest
+#: only counted.
+MAX_NAME = 64
+MAX_DROPPED = 1024
+MAX_DROPPED_NAMES = 256
+#: Anything but visible ASCII, and the comma that separates the names.
+_UNSAFE = re.compile(r"[^!-+\--~]")
+
+
+def visible(text: str, limit: int = MAX_NAME) -> str:
+    """``text`` as a header value or a logged name may hold it: at most ``limit``
+    characters (a longer text is cut and ends in ``...``), each visible ASCII; any other
+    character (a control character, CR, LF, NUL, a space, non-ASCII) and the comma
+    become ``?``."""
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    if text.isascii() and text.isprintable() and " " not in text and "," not in text:
+        return text  # (cheaper than the regular expression's search)
+    return _UNSAFE.sub("?", text)
 
 
 @dataclass(slots=True)
@@ -45,16 +68,18 @@ class RequestLog:
     span: Any = None  # the request's trace span, when tracing is on and it is sampled
     traceparent: str | None = None  # sent upstream for a request traced but not sampled
     finish_reasons: tuple[str, ...] = ()  # set when traced
-    dropped: list[str] = field(default_factory=list)  # request fields a translation dropped
+    dropped: DroppedNames | None = None  # request fields a translation dropped
 
     def used(self, what: str) -> None:
         if what not in self.recovery:
             self.recovery.append(what)
 
     def drop(self, names: list[str]) -> None:
-        for name in names:
-            if name not in self.dropped:
-                self.dropped.append(name)
+        """The names an attempt's translation dropped."""
+        if names:
+            if self.dropped is None:
+                self.dropped = DroppedNames()
+            self.dropped.add(names)
 
     def headers(self) -> dict[str, str]:
         h = {
@@ -64,15 +89,68 @@ class RequestLog:
         }
         if self.recovery:
             h["x-gateway-recovery"] = ",".join(self.recovery)
-        if self.dropped:
-            h["x-gateway-dropped"] = ",".join(self.dropped)
+        if self.dropped is not None:
+            h["x-gateway-dropped"] = self.dropped.text()
         return h
+
+
+class DroppedNames:
+    """The request fields a request's translations dropped, as ``x-gateway-dropped`` and
+    the access log say them: each once, made :func:`visible`; the first
+    ``MAX_DROPPED_NAMES`` kept and of the rest, the most any attempt had, counted (every
+    attempt of a request names its own; most name the same)."""
+
+    __slots__ = ("_text", "kept", "more")
+
+    def __init__(self) -> None:
+        self.kept: dict[str, None] = {}
+        self.more = 0
+        self._text: str | None = None
+
+    def add(self, names: list[str]) -> None:
+        kept, before = self.kept, len(self.kept)
+        extra: set[str] | None = None  # the names past the kept ones
+        for name in names:
+            name = visible(name)
+            if name in kept:
+                continue
+            if len(kept) < MAX_DROPPED_NAMES:
+                kept[name] = None
+            elif extra is None:
+                extra = {name}
+            else:
+                extra.add(name)
+        if extra is not None and len(extra) > self.more:
+            self.more = len(extra)
+            self._text = None
+        elif len(kept) != before:
+            self._text = None
+
+    def text(self) -> str:
+        """The names, comma-separated, in at most ``MAX_DROPPED`` bytes: those that do not
+        fit are counted in a last ``(+N more)``."""
+        if self._text is None:
+            self._text = self._render()
+        return self._text
+
+    def _render(self) -> str:
+        total = len(self.kept) + self.more
+        room = MAX_DROPPED - 20  # what ",(+N more)" takes
+        shown: list[str] = []
+        for name in self.kept:
+            room -= len(name) + 1
+            if room < 0:
+                break
+            shown.append(name)
+        if len(shown) < total:
+            shown.append(f"(+{total - len(shown)} more)")
+        return ",".join(shown)
 
 
 def _describe(f: Failure) -> str:
     """What failed, without the provider's message text: ``HTTP 429 rate_limit_exceeded``."""
     what = f"HTTP {f.status}" if f.status else f.category.value
-    return f"{what} {f.code}" if f.code else what
+    return f"{what} {visible(str(f.code))}" if f.code else what  # the provider's text
 
 
 class Events:
@@ -102,7 +180,7 @@ class Events:
             "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
             "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
             "error": r.error,
-            **({"dropped": ",".join(r.dropped)} if r.dropped else {}),
+            **({"dropped": r.dropped.text()} if r.dropped is not None else {}),
             # what structlog's chain appends: event, then level and timestamp
             "event": "request_completed",
             "level": "info",

@@ -178,15 +178,21 @@ class Answer:
 
 
 class Dropped:
-    """The names of request fields dropped on the way (for ``x-gateway-dropped``)."""
+    """The names of request fields dropped on the way (for ``x-gateway-dropped``), each
+    once, in the order first dropped. Some are the client's own text (an unknown key, a
+    ``type``): any number of them, of any length; each is checked against those already
+    named in constant time (the access log and the header bound and clean them:
+    ``gateway/observe/events.py``)."""
 
-    __slots__ = ("names",)
+    __slots__ = ("_seen", "names")
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self._seen: set[str] = set()
 
     def add(self, name: str) -> None:
-        if name not in self.names:
+        if name not in self._seen:
+            self._seen.add(name)
             self.names.append(name)
 
 

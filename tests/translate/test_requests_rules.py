@@ -346,7 +346,7 @@ def test_tool_ids_are_made_acceptable_to_anthropic_and_still_pair() -> None:
     body, _, _ = translate(chat, "openai", "anthropic")
     use = body["messages"][1]["content"][0]
     result = body["messages"][2]["content"][0]
-    assert use["id"] == result["tool_use_id"] == "call_1_x"
+    assert use["id"] == result["tool_use_id"] == "call_1_x_6140247c"  # see test_tool_ids.py
 
 
 def test_parallel_tool_calls_false_disables_parallel_tool_use() -> None:

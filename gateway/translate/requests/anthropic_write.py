@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from typing import Any
 
@@ -41,9 +42,27 @@ _BAD_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 def tool_id(value: str) -> str:
-    """A tool call id as Anthropic accepts it (``^[a-zA-Z0-9_-]+$``), the same for a call
-    and its result so that they still pair."""
-    return _BAD_ID.sub("_", value) if _BAD_ID.search(value) else value or "_"
+    """A tool call id as Anthropic accepts it (``^[a-zA-Z0-9_-]+$``): an acceptable id as
+    it is; any other with each character Anthropic refuses as ``_`` and a digest of the
+    whole id appended (``call.1`` -> ``call_1_<8 hex>``), so that ids which differ only
+    there stay apart (``call.1`` and ``call_1``). A function of the id alone: a call and
+    its result, and every attempt of a request, give the same."""
+    if value and not _BAD_ID.search(value):
+        return value
+    digest = hashlib.blake2s(value.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return f"{_BAD_ID.sub('_', value)}_{digest}"
+
+
+def _one_id(seen: dict[str, str], client_id: str) -> None:
+    """Two different ids of the request must not be one id on the wire (an id that is
+    already another's rewritten form): refused rather than paired wrongly. ``seen``: the
+    request's ids on the wire -> the client's."""
+    if seen.setdefault(tool_id(client_id), client_id) != client_id:
+        raise Refused(
+            "tool_call_id",
+            "two different tool call ids are the same id on this model, which takes "
+            "only letters, digits, '_' and '-' (rename one)",
+        )
 
 
 def write(
@@ -52,6 +71,7 @@ def write(
     body: dict[str, Any] = {"model": conv.model}
     _write_system(conv, body, drops)
     messages: list[dict[str, Any]] = []
+    ids: dict[str, str] = {}  # tool call ids on the wire -> the client's
     last: dict[str, Any] | None = None
     for m in conv.messages:
         if m.role == "assistant":
@@ -70,6 +90,8 @@ def write(
                 block = _write_part(p, drops)
                 if block is not None:
                     content.append(block)
+                if type(p) is ToolCall or type(p) is ToolResult:
+                    _one_id(ids, p.id)
             if not content:
                 continue  # nothing Anthropic accepts (an empty turn): skipped
         if last is not None and last["role"] == role:
