@@ -128,3 +128,34 @@ class GatewayError(Exception):
 
 def bad_request(message: str, param: str | None = None) -> GatewayError:
     return GatewayError(400, message, code="invalid_request", param=param)
+
+
+def wrong_type(path: str, expected: str, value: object) -> GatewayError:
+    """A 400 naming a request field (``path``, as ``messages[2].content``) whose JSON type
+    is wrong: ``'path' must be <expected>, got <what it is>``."""
+    if huge_integer(value):
+        expected = "an integer of at most 64 bits"
+    return bad_request(f"'{path}' must be {expected}, got {describe(value)}", path)
+
+
+def huge_integer(value: object) -> bool:
+    """orjson reads an integer literal beyond 64 bits as a float: one that re-encoded
+    would reach the provider as another number."""
+    return type(value) is float and value.is_integer() and not -(2**63) <= value < 2**64
+
+
+def describe(value: object) -> str:
+    """The JSON type of ``value``, with the value itself when it is a short scalar."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if huge_integer(value):
+        return "a larger integer"
+    if isinstance(value, int | float):
+        return f"the number {value}" if len(str(value)) <= 20 else "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request
-from gateway.errors import Category
+from gateway.errors import Category, GatewayError
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.tracing import StreamTrace, Tracing
 from gateway.policy.policyset import Deployed, PolicySet
@@ -33,7 +33,7 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
-from gateway.upstream import MAPPED, Response, Upstream, UpstreamFailure, failure
+from gateway.upstream import MAPPED, Body, Response, Upstream, UpstreamFailure, failure
 
 if TYPE_CHECKING:
     from gateway.translate import convert as translate
@@ -126,7 +126,10 @@ class HttpAttempter:
             return Outcome(
                 Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
             )
-        crossing = self._crossing(d.wires, model, body)
+        try:
+            crossing = self._crossing(d.wires, model, body)
+        except GatewayError as e:  # a field the translators read, of the wrong type
+            return self._refused(e)
         hide_usage = False  # the usage chunk this attempt asks for only for the gateway
         if crossing is None:
             base = wiring.targets.get(self.endpoint)
@@ -152,10 +155,7 @@ class HttpAttempter:
                     reasoning=spec.reasoning,
                 )
             except translate.Refused as e:
-                refused = Failure(
-                    Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE
-                )
-                return Outcome(refused, status=400, body=e.body_bytes(self.endpoint.dialect))
+                return self._refused(e)
             self.log.drop(dropped)
             if self.stream and not self.policies.providers[provider].stream_usage:
                 body.pop("stream_options", None)  # a server that rejects it: no usage chunk
@@ -163,7 +163,10 @@ class HttpAttempter:
             t = target(wiring.targets[ENDPOINT_OF_WIRE[crossing.wire]], {}, "")
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
         upstream_model = d.upstream_model
-        data = self.req.encode(body, upstream_model)
+        # One encoded copy, let go of once sent; this attempt's (translated) dict goes now:
+        # while the provider thinks, the client's decoded body is the one copy held.
+        data = Body(self.req.encode(body, upstream_model))
+        del body
         tracing = self.tracing
         if tracing is None or self.log.span is None:
             if self.log.traceparent is not None:  # traced, not sampled: the context goes on
@@ -197,13 +200,23 @@ class HttpAttempter:
         self, wires: tuple[str, ...], model: str, body: dict[str, Any]
     ) -> Crossing | None:
         """The translation an attempt on a deployment speaking ``wires`` needs (into the
-        first of them); None when it speaks the client's format: relayed as it is."""
+        first of them); None when it speaks the client's format: relayed as it is. Raises
+        a 400 :class:`GatewayError` for a body the translators cannot read (a field of
+        the wrong type, named)."""
         client = self.endpoint.shape
         if client in wires or not self.endpoint.continuable:
             return None
         from gateway.translate import convert as translate
 
+        translate.check(body, client)
         return Crossing(wires[0], client, model, translate.tool_names(body, client))
+
+    def _refused(self, e: GatewayError) -> Outcome:
+        """A request this attempt cannot translate: the client's 400, in its format."""
+        failure = Failure(
+            Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE
+        )
+        return Outcome(failure, status=400, body=e.body_bytes(self.endpoint.dialect))
 
     async def _exchange(
         self,
@@ -211,7 +224,7 @@ class HttpAttempter:
         model: str,
         t: Target,
         wiring: Wiring,
-        data: bytes,
+        data: Body,
         remaining: float,
         stream: bool,
         crossing: Crossing | None = None,
@@ -232,7 +245,7 @@ class HttpAttempter:
                 ssl_context=wiring.tls,
             )
             if resp.status >= 300:
-                raw = await self.upstream.read(resp, timeouts.stream_idle)
+                raw = await self.upstream.read(resp, timeouts.stream_idle, self.req.deadline)
                 f = classify_response(
                     resp.status, resp.headers, raw, rules=self.req.policy.classify, now=time.time()
                 )
@@ -248,7 +261,7 @@ class HttpAttempter:
                 return await self._open_stream(
                     resp, provider, model, first_byte, crossing, hide_usage
                 )
-            raw = await self.upstream.read(resp, timeouts.stream_idle)
+            raw = await self.upstream.read(resp, timeouts.stream_idle, self.req.deadline)
         except UpstreamFailure as e:
             f = transport_failure(e.category, e.message)
             if e.category is Category.timeout and e.stage == "first_byte":
@@ -375,8 +388,9 @@ class HttpAttempter:
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
         t = target(base, {}, "")
         t.headers["x-request-id"] = self.log.request_id
-        data = self.req.encode(body, d.upstream_model)
+        data = Body(self.req.encode(body, d.upstream_model))
         task = asyncio.ensure_future(self._ask(d.provider, model, t, wiring, data, within))
+        del data
         try:
             if self.stream:
                 keepalive = self.req.policy.stream.keepalive
@@ -388,7 +402,7 @@ class HttpAttempter:
             task.cancel()  # a no-op when done; else the client left, and so does the call
 
     async def _ask(
-        self, provider: str, model: str, t: Target, wiring: Wiring, data: bytes, within: float
+        self, provider: str, model: str, t: Target, wiring: Wiring, data: Body, within: float
     ) -> Outcome:
         try:
             with Limit(within):

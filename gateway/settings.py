@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request may contain (``max_*`` below; checked by
+    :func:`gateway.web.shapes.check_shape`)."""
+
+    messages: int = 10_000
+    blocks: int = 25_000
+    tools: int = 1_000
+    depth: int = 200
+    containers: int = 200_000
 
 
 class GatewaySettings(BaseSettings):
@@ -45,6 +59,15 @@ class GatewaySettings(BaseSettings):
     max_header_field_bytes: int = Field(default=8190, ge=1024)
     max_headers: int = Field(default=100, ge=8)
     max_header_bytes: int = Field(default=64 * 1024, ge=8192)
+    # What one request may contain (400 naming the limit past them; docs/operations.md:
+    # Request limits): messages (Responses input items), content blocks in all, tools,
+    # nesting depth (under orjson's 254, so that every body can be encoded again), and the
+    # JSON objects and arrays of the body, counted on its bytes before it is parsed.
+    max_messages: int = Field(default=10_000, ge=1)
+    max_content_blocks: int = Field(default=25_000, ge=1)
+    max_tools: int = Field(default=1_000, ge=1)
+    max_json_depth: int = Field(default=200, ge=16, le=240)
+    max_json_containers: int = Field(default=200_000, ge=1_000)
     # --- the provider edge ---
     upstream_max_field_bytes: int = Field(default=8190, ge=1024)  # a status or header line
     upstream_max_headers: int = Field(default=128, ge=8)
@@ -55,6 +78,17 @@ class GatewaySettings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = ""  # empty: the main host
     metrics_token: str = ""
+
+    @cached_property
+    def request_limits(self) -> Limits:
+        """The request limits above, as :func:`gateway.web.shapes.check_shape` takes them."""
+        return Limits(
+            self.max_messages,
+            self.max_content_blocks,
+            self.max_tools,
+            self.max_json_depth,
+            self.max_json_containers,
+        )
 
     def worker_count(self) -> int:
         """How many worker processes ``workers`` asks for ("auto": the cores we may use)."""

@@ -22,13 +22,15 @@ status line and headers in time), ``body`` (a JSON answer) or ``stream``.
 
 from __future__ import annotations
 
-import io
 import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
+from aiohttp import payload
+from aiohttp.abc import AbstractStreamWriter
 from yarl import URL
 
 from gateway.deadlines import Limit
@@ -37,7 +39,7 @@ from gateway.errors import Category
 Stage = Literal["connect", "first_byte", "body", "stream"]
 Response = aiohttp.ClientResponse
 
-__all__ = ["Limits", "Response", "Upstream", "UpstreamFailure"]
+__all__ = ["Body", "Limits", "Response", "Upstream", "UpstreamFailure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +100,47 @@ def failure(exc: BaseException, stage: Stage) -> UpstreamFailure:
     )
 
 
-_LARGE_BODY = 1024 * 1024  # aiohttp's threshold for that warning (payload.TOO_LARGE_BYTES_BODY)
+_SLICE = 256 * 1024  # a large body goes to the socket this much at a time
+
+
+class Body(payload.Payload):
+    """A request body sent from its one encoded copy, and let go of once sent.
+
+    aiohttp would copy a large body: ``io.BytesIO`` (what it asks for past 1 MiB) is copied
+    when aiohttp measures it, and ``bytes`` written whole are copied into the transport's
+    buffer for what the socket did not take at once. This writes slices of the one copy,
+    waiting for the socket between them, and drops its reference when it starts: once the
+    upload is done nothing in the gateway holds the encoded body while the provider
+    thinks (the caller keeps no reference either: pass ``Body(encode(...))``).
+    """
+
+    _autoclose = True  # nothing to close: bytes in memory
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data, content_type=None)
+        self._size = len(data)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return bytes(self._value).decode(encoding, errors)
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(
+        self, writer: AbstractStreamWriter, content_length: int | None
+    ) -> None:
+        data: Any = self._value
+        self._value = b""  # sent once (the gateway never resends a body: an attempt encodes)
+        if content_length is not None and content_length < len(data):
+            data = memoryview(data)[:content_length]
+        if len(data) <= _SLICE:
+            await writer.write(data)
+            return
+        view = memoryview(data)
+        del data
+        for start in range(0, len(view), _SLICE):
+            await writer.write(view[start : start + _SLICE])
+
 
 #: What :func:`failure` maps; anything else is a bug and propagates.
 MAPPED = (aiohttp.ClientError, TimeoutError, OSError)
@@ -164,22 +206,21 @@ class Upstream:
         self,
         url: str | URL,
         headers: Mapping[str, str],
-        body: bytes,
+        body: Body | bytes,
         *,
         connect_timeout: float,
         first_byte_timeout: float,
         proxy: str | None = None,
         ssl_context: ssl.SSLContext | bool = True,
     ) -> Response:
-        """POST and wait for the status line and headers; raise :class:`UpstreamFailure`."""
+        """POST and wait for the status line and headers; raise :class:`UpstreamFailure`.
+        A large ``body`` is best passed as :class:`Body` (it is let go of once sent)."""
         assert self._session is not None, "Upstream.start() was not awaited"
         try:
             with Limit(first_byte_timeout):
                 return await self._session.post(
                     url,
-                    # aiohttp warns (ResourceWarning) on a bytes body over 1 MiB and asks for
-                    # a file object, which it sends in pieces: a large prompt goes as one
-                    data=body if len(body) <= _LARGE_BODY else io.BytesIO(body),
+                    data=body if isinstance(body, Body) else Body(body),
                     headers=headers,
                     timeout=self._timeout(connect_timeout),
                     allow_redirects=False,
@@ -189,17 +230,20 @@ class Upstream:
         except MAPPED as exc:
             raise failure(exc, "first_byte") from exc
 
-    async def read(self, resp: Response, idle_timeout: float) -> bytes:
+    async def read(
+        self, resp: Response, idle_timeout: float, deadline: float | None = None
+    ) -> bytes:
         """The whole body (decompressed), at most ``max_body_bytes``; a gap longer than
-        ``idle_timeout`` is a timeout. The connection goes back to the pool only when the
-        body was read to its end."""
+        ``idle_timeout`` is a timeout, and so is reading past ``deadline`` (monotonic: a
+        provider trickling its answer cannot hold the request past it). The connection
+        goes back to the pool only when the body was read to its end."""
         cap = self.limits.max_body_bytes
         content = resp.content
         parts: list[bytes] = []
         size = 0
         try:
             if not content.is_eof():  # the rest is on its way: wait, each gap bounded
-                with Limit(idle_timeout) as idle:
+                with Limit(_wait(idle_timeout, deadline)) as idle:
                     while data := await content.readany():
                         size += len(data)
                         if size > cap:
@@ -207,7 +251,7 @@ class Upstream:
                                 Category.connection, f"upstream body is over {cap} bytes", "body"
                             )
                         parts.append(data)
-                        idle.set(idle_timeout)
+                        idle.set(_wait(idle_timeout, deadline))
             data = content.read_nowait()  # the usual case: it all came with the head
             if data:
                 size += len(data)
@@ -224,3 +268,10 @@ class Upstream:
             raise
         resp.release()
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _wait(idle_timeout: float, deadline: float | None) -> float:
+    """How long the next piece of a body may take."""
+    if deadline is None:
+        return idle_timeout
+    return max(0.0, min(idle_timeout, deadline - time.monotonic()))

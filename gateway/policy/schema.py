@@ -375,6 +375,12 @@ class Policy(Frozen):
 class Limits(Frozen):
     requests_per_minute: int | None = Field(default=None, gt=0)
     tokens_per_minute: int | None = Field(default=None, gt=0)
+    max_concurrent: int | None = Field(
+        default=None,
+        gt=0,
+        description="at most this many of the team's requests in flight at once, per "
+        "gateway process (a replica, or a worker of serve --workers); beyond it a 429",
+    )
 
 
 class RouteMatch(Frozen):

@@ -24,9 +24,12 @@ from gateway.streams import sse
 from gateway.translate import answers, requests
 from gateway.translate.errors import translate_error
 from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
+from gateway.translate.request_check import check
 from gateway.translate.streams import StreamTranslator
 
-__all__ = ["Names", "Refused", "Splitter", "answer", "error", "request", "tool_names"]
+__all__ = [
+    "Names", "Refused", "Splitter", "answer", "check", "error", "request", "tool_names",
+]  # fmt: skip
 
 _READ: dict[str, Callable[[dict[str, Any]], Answer]] = {
     "openai": answers.read_chat,
@@ -48,11 +51,12 @@ def request(
     max_output_tokens: int | None,
     reasoning: bool | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The client's body (format ``source``) in the provider's format ``target``, and the
-    names of the fields dropped on the way. Raises :class:`Refused` (a 400 naming the
-    field) for a field whose loss would change what the answer means. ``max_output_tokens``
-    and ``reasoning`` are the model's (policy ``models.*``): its output cap, and whether it
-    takes reasoning settings (None: they are sent and the provider judges; False: dropped).
+    """The client's body (format ``source``, sound by :func:`check`) in the provider's
+    format ``target``, and the names of the fields dropped on the way. Raises
+    :class:`Refused` (a 400 naming the field) for a field whose loss would change what the
+    answer means. ``max_output_tokens`` and ``reasoning`` are the model's (policy
+    ``models.*``): its output cap, and whether it takes reasoning settings (None: they are
+    sent and the provider judges; False: dropped).
 
     A streamed request to a chat completions provider asks for the usage chunk, so that
     an Anthropic or Responses client gets its token counts.

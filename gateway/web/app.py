@@ -33,6 +33,7 @@ from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
 from gateway.upstream import Limits, Upstream
 from gateway.web import reload, routes
+from gateway.web.concurrency import TeamSlots
 from gateway.web.drain import run
 from gateway.web.listener import Listener
 from gateway.web.policy_env import egress_of, policy_dir_of, warn_egress
@@ -86,6 +87,7 @@ class Gateway:
         # each with its error event, so no client sees a stream cut silently.
         self.streams: set[tuple[web.StreamResponse, Endpoint]] = set()
         self.inflight = 0  # /v1/ requests being answered
+        self.team_slots = TeamSlots()  # per team with limits.max_concurrent
         # read when scraped; with workers (multiprocess metrics) moved per request instead
         self._inflight_gauge = metrics.inflight if metrics.multiprocess else None
         if self._inflight_gauge is None:

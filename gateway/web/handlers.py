@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hmac
 import math
 import time
@@ -15,14 +16,17 @@ from gateway.deadlines import Limit
 from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
-from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, serves
+from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint, serves
 from gateway.proxy import HttpAttempter
+from gateway.settings import Limits
 from gateway.web.answer import answer
-from gateway.web.shapes import check_shape
+from gateway.web.shapes import check_raw, check_shape
 
 if TYPE_CHECKING:
     from gateway.web.app import Gateway
 
+#: Bodies larger than this are parsed with the cyclic GC paused (see parse_body).
+_BIG_BODY = 64 * 1024
 _CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
 
 
@@ -137,30 +141,61 @@ def _too_large(max_bytes: int) -> GatewayError:
     )
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
+def parse_body(raw: bytes, endpoint: Endpoint, limits: Limits) -> dict[str, Any]:
+    """The request body, parsed and checked (:mod:`gateway.web.shapes`): a 400 naming the
+    field of the wrong type or the limit exceeded, before anything goes upstream."""
+    check_raw(raw, limits)  # before parsing: a body of millions of tiny values
+    # The cyclic GC would run over and over while orjson and the validation build a big
+    # body's objects (none of which can form a cycle): paused, they take a third of the time.
+    paused = len(raw) > _BIG_BODY and gc.isenabled()
+    if paused:
+        gc.disable()
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise bad_request(f"the request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise bad_request(f"the request body is not valid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        check_shape(endpoint, body, limits, len(raw))
+    finally:
+        if paused:
+            gc.enable()
     return body
 
 
 async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.StreamResponse:
-    """Every model endpoint: chat, responses, completions, embeddings, messages."""
+    """Every model endpoint: chat, responses, completions, embeddings, messages.
+
+    A team with ``limits.max_concurrent`` holds one of its slots (gateway/web/concurrency.py)
+    from the key check, before its body is read, until the answer or the stream is done."""
+    team = log.team = authenticate(gw, request)
+    limit = gw.policies.teams[team].limits.max_concurrent
+    if limit is None:
+        return await _completion(gw, request, log, team)
+    slots = gw.team_slots
+    slots.take(team, limit)  # 429 at once when they are all taken
+    try:
+        return await _completion(gw, request, log, team)
+    finally:
+        slots.give_back(team)
+
+
+async def _completion(
+    gw: Gateway, request: web.BaseRequest, log: RequestLog, team: str
+) -> web.StreamResponse:
     path = request.path  # the endpoint's value (``endpoint.value`` is a slow property on 3.11)
     endpoint = ENDPOINT_OF[path]
-    policies = gw.policies  # one consistent set for the whole request
-    team = log.team = authenticate(gw, request)
+    policies = gw.policies  # one consistent set for the whole request (as authenticate's)
     check_passed_headers(request)
     settings = gw.settings
     # The raw bytes are not kept: a stream would hold them beside the decoded body for as
     # long as it runs, and prompts run to megabytes.
     body = parse_body(
-        await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s)
+        await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s),
+        endpoint,
+        settings.request_limits,
     )
-    check_shape(endpoint, body)  # 400 naming a field of the wrong type: nothing goes upstream
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("the request has no 'model': name one of GET /v1/models", "model")

@@ -1,64 +1,103 @@
-"""The JSON types of the request fields the gateway itself reads, checked before anything
-goes upstream.
+"""A request body checked at the edge, before anything reads it: what it may contain
+(:class:`gateway.settings.Limits`), the JSON types of the fields the gateway reads on
+every path, and how deep it is nested.
 
-The gateway passes a request body on as the client wrote it, but its recovery layers
-read a few fields: the conversation (``messages``, Responses ``input``, Anthropic
-``system``) for compaction and continuation, ``stream`` for how to answer, the output
-caps (``max_tokens`` ...) for continuation. A field of the wrong JSON type would go
-upstream, come back as a provider's 400 after a round trip (or be retried and fall
-back first), and the recovery paths would meanwhile work on a shape they do not
-expect. :func:`check_shape` answers such a request with a 400 in the endpoint's
-format naming the field (``param``) instead.
+The gateway passes a body on re-encoded, and its recovery layers read a few fields: the
+conversation (``messages``, Responses ``input``, Anthropic ``system``) for compaction and
+continuation, ``stream`` for how to answer, the output caps for continuation. A field of
+the wrong type there would go upstream, come back as a provider's 400 after a round trip
+(or be retried and fall back first), and the recovery paths would meanwhile work on a
+shape they do not expect. :func:`check_shape` answers such a request with a 400 in the
+endpoint's format naming the field (``param``) instead. A request that is translated
+into another format has every field the translators read checked as well, nested
+(:mod:`gateway.translate.request_check`), when it is translated.
 
-Only types are checked, and only where every official API agrees; a field that is
-absent is left to the provider (the gateway does not require what the provider does
-not), and ``null`` is accepted wherever the OpenAI API accepts it for an optional
-field. The cost is a few dictionary lookups and one pass over the message list:
-about 1 µs for a short request, 7 µs for 200 messages.
+Three more refusals, each a 400 naming the field or the limit:
+
+- more messages (Responses input items), content blocks in all, or tools than the
+  limits allow: the work a request makes (translation, compaction) grows with them, and
+  it runs on the event loop every client shares;
+- a body nested deeper than ``Limits.depth``: the body is re-encoded on its way
+  upstream, and orjson encodes at most 254 levels;
+- an integer beyond 64 bits in a field that is an integer (``seed``, ``n``, the output
+  caps...): orjson reads it as a float, which would reach the provider as another
+  number.
+
+The cost for a sound body is a few dictionary lookups, one pass over the message list
+and one encode (the depth): about 1 µs for a short request, 15 µs for a 56 KB one.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.errors import GatewayError, bad_request
-from gateway.providers import Endpoint
+import orjson
 
-__all__ = ["check_shape"]
+from gateway.errors import GatewayError, bad_request, huge_integer, wrong_type
+from gateway.providers import Endpoint
+from gateway.settings import Limits
+
+__all__ = ["ENCODABLE_DEPTH", "INTEGER_FIELDS", "TOKEN_FIELDS", "check_raw", "check_shape"]
 
 #: Output caps the engine and continuation read, on any endpoint.
 TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+#: Integer fields of the official APIs, checked for integers beyond 64 bits only (the
+#: provider judges the rest of their values, as it would without the gateway).
+INTEGER_FIELDS = ("seed", "n", "top_logprobs", "top_k", "max_tool_calls", "dimensions")
+#: The deepest nesting orjson encodes (a body deeper than this cannot be sent on).
+ENCODABLE_DEPTH = 254
+DEFAULT_LIMITS = Limits()
 
 
-def check_shape(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
-    """Raise a 400 :class:`GatewayError` naming the first field of ``body`` whose JSON type
-    is wrong for ``endpoint``; return ``None`` when the fields the gateway reads are sound.
+def check_shape(
+    endpoint: Endpoint,
+    body: dict[str, Any],
+    limits: Limits = DEFAULT_LIMITS,
+    size: int | None = None,
+) -> None:
+    """Raise a 400 :class:`GatewayError` for a body over ``limits``, with a field the
+    gateway reads of the wrong JSON type (the first one, by its path), or nested deeper
+    than ``limits.depth``; return ``None`` for a sound body. The body is not changed.
+    ``size``: its length in bytes, when known (a body of under ``2 * limits.blocks`` bytes
+    cannot hold too many blocks: they are not counted).
 
     ============  ===================================================================
     chat          ``messages``: an array of objects
     messages      ``messages``: an array of objects; ``system``: a string or an array
-    responses     ``input``: a string or an array
+                  of objects
+    responses     ``input``: a string or an array of objects
     completions   ``prompt``: a string or an array
     embeddings    ``input``: a string or an array
     every one     ``stream``: true or false; ``max_tokens``, ``max_completion_tokens``,
-                  ``max_output_tokens``: a positive integer
+                  ``max_output_tokens``: a positive integer; :data:`INTEGER_FIELDS`:
+                  no integer beyond 64 bits
     ============  ===================================================================
 
     ``null`` passes for the optional fields (``system``, Responses ``input``,
     ``prompt``, ``stream``, the caps), not for ``messages`` or the embeddings ``input``.
     """
+    _check_counts(endpoint, body, limits, size)
+    _check_types(endpoint, body)
+    if size is None or size > 2 * limits.depth:  # each level takes 2 bytes or more
+        _check_depth(body, limits.depth)
+
+
+def _check_types(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
     get = body.get
     if endpoint is Endpoint.chat or endpoint is Endpoint.messages:
         messages = get("messages")
         if messages is not None or "messages" in body:
-            _messages(messages)
+            _objects(messages, "messages", "an array of message objects", "a message object")
         if endpoint is Endpoint.messages:
             system = get("system")
-            if system is not None and not isinstance(system, str | list):
-                raise _wrong("system", "a string or an array of content blocks", system)
+            if system is not None and not isinstance(system, str):
+                _objects(system, "system", "a string or an array of content blocks")
     elif endpoint is Endpoint.responses:
-        _text_or_array(get("input"), "input")
+        value = get("input")
+        if value is not None and not isinstance(value, str):
+            _objects(value, "input", "a string or an array")
     elif endpoint is Endpoint.completions:
         _text_or_array(get("prompt"), "prompt")
     elif endpoint is Endpoint.embeddings:
@@ -67,46 +106,155 @@ def check_shape(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
             _text_or_array(value, "input", nullable=False)
     stream = get("stream")
     if stream is not None and stream is not True and stream is not False:
-        raise _wrong("stream", "true or false", stream)
+        raise wrong_type("stream", "true or false", stream)
     for name in TOKEN_FIELDS:
         value = get(name)
         if value is not None and (type(value) is not int or value < 1):
-            raise _wrong(name, "a positive integer", value)
+            raise wrong_type(name, "a positive integer", value)
+    for name in INTEGER_FIELDS:
+        value = get(name)
+        if type(value) is float and huge_integer(value):
+            raise wrong_type(name, "an integer", value)
 
 
-def _messages(messages: Any) -> None:
-    if not isinstance(messages, list):
-        raise _wrong("messages", "an array of message objects", messages)
-    for message in messages:  # orjson makes plain dicts: the quickest test first
-        if type(message) is not dict:
+def _objects(value: Any, name: str, expected: str, each: str = "an object") -> None:
+    """``value`` must be an array of objects."""
+    if not isinstance(value, list):
+        raise wrong_type(name, expected, value)
+    for item in value:  # orjson makes plain dicts: the quickest test first
+        if type(item) is not dict:
             break
     else:
         return
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise _wrong("messages", "a message object", message, f"messages[{i}]")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise wrong_type(f"{name}[{i}]", each, item)
 
 
 def _text_or_array(value: Any, name: str, nullable: bool = True) -> None:
     if isinstance(value, str | list) or (value is None and nullable):
         return
-    raise _wrong(name, "a string or an array", value)
+    raise wrong_type(name, "a string or an array", value)
 
 
-def _wrong(param: str, expected: str, value: Any, where: str | None = None) -> GatewayError:
-    return bad_request(f"'{where or param}' must be {expected}, got {_describe(value)}", param)
+# ---- limits -------------------------------------------------------------------------------
 
 
-def _describe(value: Any) -> str:
-    """The JSON type of ``value``, with the value itself when it is a short scalar."""
-    if value is None:
-        return "null"
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return f"the number {value}" if len(str(value)) <= 20 else "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+def check_raw(raw: bytes, limits: Limits) -> None:
+    """Before the body is parsed: at most ``limits.containers`` JSON objects and arrays,
+    counted as ``{`` and ``[`` bytes (an upper bound: those inside strings count too).
+    Parsing is the one step whose cost no later check bounds: 10 million empty arrays
+    (30 MB) take orjson seconds, on the event loop every client shares. Counting costs
+    about 1 ms per MB, and only bodies of more than twice the limit in bytes are counted
+    (a smaller one cannot hold that many)."""
+    if len(raw) <= 2 * limits.containers:
+        return
+    count = raw.count(b"{") + raw.count(b"[")
+    if count > limits.containers:
+        raise GatewayError(
+            400,
+            f"the request holds {count} JSON objects and arrays (counting '{{' and '[' "
+            f"inside strings); this gateway accepts at most {limits.containers}",
+            code="request_too_large",
+        )
+
+
+def _check_counts(
+    endpoint: Endpoint, body: dict[str, Any], limits: Limits, size: int | None
+) -> None:
+    tools = body.get("tools")
+    if type(tools) is list and len(tools) > limits.tools:
+        raise _over("tools", "tools", len(tools), limits.tools)
+    name = "input" if endpoint is Endpoint.responses else "messages"
+    entries = body.get(name)
+    if type(entries) is not list:
+        return
+    if len(entries) > limits.messages:
+        what = "input items" if name == "input" else "messages"
+        raise _over(name, what, len(entries), limits.messages)
+    if size is not None and size < 2 * limits.blocks:
+        return  # each block takes 2 bytes or more ("{}" or "1," ...)
+    blocks = _blocks(entries, limits.blocks)
+    if blocks > limits.blocks:
+        raise _over(name, "content blocks in all", blocks, limits.blocks)
+
+
+def _blocks(entries: list[Any], limit: int) -> int:
+    """Content blocks in all: the entries, their content parts, tool calls, Responses
+    outputs and reasoning summaries, and what tool results hold (looked into only when
+    the rest is within ``limit``, so a huge request is refused without a walk)."""
+    count = len(entries)
+    nested: list[Any] = []
+    for entry in entries:
+        if type(entry) is not dict:
+            continue
+        for key in ("content", "tool_calls", "output", "summary"):
+            value = entry.get(key)
+            if type(value) is list:
+                count += len(value)
+                nested.append(value)
+    if count > limit:
+        return count
+    for parts in nested:
+        for part in parts:
+            if type(part) is dict and type(inner := part.get("content")) is list:
+                count += len(inner)
+    return count
+
+
+def _over(param: str, what: str, count: int, limit: int) -> GatewayError:
+    return GatewayError(
+        400,
+        f"the request has {count} {what}; this gateway accepts at most {limit}",
+        code="request_too_large",
+        param=param,
+    )
+
+
+# ---- nesting -------------------------------------------------------------------------------
+
+
+def _check_depth(body: dict[str, Any], depth: int) -> None:
+    """orjson refuses to encode past :data:`ENCODABLE_DEPTH` levels: the body inside
+    ``ENCODABLE_DEPTH - depth`` arrays encodes only if it is at most ``depth`` deep. One
+    encode (about 2 µs for a typical request), no walk in Python."""
+    if _fits(body, ENCODABLE_DEPTH - depth):
+        return
+    for key, value in body.items():  # which field: one more encode per field
+        if not _fits(value, ENCODABLE_DEPTH - depth + 1):
+            raise bad_request(
+                f"'{key}' is nested deeper than the gateway's limit of {depth} levels", key
+            )
+    raise bad_request(f"the request is nested deeper than {depth} levels")  # pragma: no cover
+
+
+class _Chain:
+    """``levels`` arrays one inside the other; ``inner`` takes the value to encode."""
+
+    __slots__ = ("inner", "outer")
+
+    def __init__(self, levels: int) -> None:
+        self.inner: list[Any] = [None]
+        outer = self.inner
+        for _ in range(levels - 1):
+            outer = [outer]
+        self.outer = outer
+
+
+_chains = threading.local()  # per thread: the chain holds a value only during one encode
+
+
+def _fits(value: Any, levels: int) -> bool:
+    """Whether ``value`` inside ``levels`` arrays can be encoded."""
+    chains: dict[int, _Chain] = _chains.__dict__  # type: ignore[assignment]
+    chain = chains.get(levels)
+    if chain is None:
+        chain = chains[levels] = _Chain(levels)
+    chain.inner[0] = value
+    try:
+        orjson.dumps(chain.outer)
+    except orjson.JSONEncodeError:
+        return False
+    finally:
+        chain.inner[0] = None
+    return True

@@ -231,6 +231,32 @@ async def test_endless_stream_event_ends_with_error_event(
     assert rss.growth_mb < 30, observed
 
 
+async def trickled_answer(ex: Exchange) -> bool:
+    """A JSON answer a byte every 20 ms: never idle long enough for stream_idle."""
+    body = chat_json("x" * 200)
+    ex.send(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + b"content-length: %d\r\n\r\n" % len(body)
+    )
+    for i in range(len(body)):
+        ex.send(body[i : i + 1])
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def test_trickled_json_answer_ends_at_the_deadline(
+    gateway_process: Callable[..., Awaitable[Process]], evil: Evil
+) -> None:
+    """A JSON answer trickled for 8 s cannot hold the request past ``timeouts.total``
+    (1 s): 504 at the deadline (it was read to its end, 9.96 s, before)."""
+    up = await evil(trickled_answer)
+    policy = {"retry": {"max_retries": 0}, "timeouts": {"stream_idle": "2s", "total": "1s"}}
+    gw = await gateway_process(up.url, policy=policy)
+    reply = await chat(gw.url, within=8)
+    assert reply.status == 504 and openai_error(reply.json()), reply
+    assert reply.seconds < 1.5, reply
+
+
 def content_of(body: bytes) -> str:
     """The answer's text, or what the body is when it is not a chat completion."""
     try:

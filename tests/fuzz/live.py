@@ -18,6 +18,7 @@ answer, so fuzzed bodies also reach the recovery code paths:
 from __future__ import annotations
 
 import asyncio
+import gc
 import http.client
 import json
 import logging
@@ -50,7 +51,7 @@ FUZZ_POLICY: dict[str, Any] = {
     "output_recovery": {"max_continuations": 2, "respect_client_max_tokens": False},
     "timeouts": {"connect": "1s", "first_byte": "2s", "stream_idle": "2s", "total": "5s"},
 }
-MODELS = ["gpt-echo", "claude-echo"]
+MODELS = ["gpt-echo", "claude-echo", "gpt-resp-echo"]
 
 
 def fuzz_policies(upstream_url: str, admin_models: bool = False) -> dict[str, Any]:
@@ -66,6 +67,7 @@ def fuzz_policies(upstream_url: str, admin_models: bool = False) -> dict[str, An
                 "gpt-echo": {"provider": "echo", "context_window": 1000,
                              "upstream_api": ["chat", "responses"]},
                 "claude-echo": {"provider": "echo-anthropic", "prefill": True},
+                "gpt-resp-echo": {"provider": "echo", "upstream_api": "responses"},
                 "forbidden-model": {"provider": "echo"},
             },
             "policies": {"fuzz": FUZZ_POLICY},
@@ -207,10 +209,13 @@ class EchoUpstream:
             raw = await request.read()
             self.requests.append((request.path, request.raw_path, dict(request.headers), raw))
             mode = request.query.get("mode", "ok")
+            gc.disable()  # as the gateway does for big bodies: its stall is what is measured
             try:
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 return _error(api, 400, "echo: body is not JSON", None)
+            finally:
+                gc.enable()
             stream = isinstance(body, dict) and body.get("stream") is True
             if mode == "ptl":
                 return _error(

@@ -96,7 +96,7 @@ async def test_anthropic_format_errors(gw: Harness, case: str, status: int, etyp
     ("path", "body", "param", "words"),
     [
         ("/v1/chat/completions", {"messages": "hi"}, "messages", "'messages' must be an array"),
-        ("/v1/chat/completions", {"messages": ["hi"]}, "messages", "'messages[0]' must be"),
+        ("/v1/chat/completions", {"messages": ["hi"]}, "messages[0]", "'messages[0]' must be"),
         ("/v1/chat/completions", {"messages": CHAT, "stream": "true"}, "stream", "true or false"),
         ("/v1/chat/completions", {"messages": CHAT, "max_tokens": "9"}, "max_tokens", "positive"),
         ("/v1/chat/completions", {"messages": CHAT, "max_completion_tokens": 0},
