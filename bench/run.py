@@ -55,8 +55,8 @@ GOALS = {  # name: (target, direction) ; "le" = measured must be <= target
 }
 
 
-# The research machine's figures for the same minimal aiohttp proxy (shared/research,
-# performance-baselines.md): the goals were set against that machine. Measured beside the
+# The research machine's figures for the same minimal aiohttp proxy (measured before this
+# project's benches existed): the goals were set against that machine. Measured beside the
 # gateway in the same run, they give this machine's speed, so that goals on CPU can also
 # be read scaled to it (absolute numbers across machines mean little; ratios in one run do).
 RESEARCH_MINIMAL_PROXY_US_PER_REQ = 189.0

@@ -1,5 +1,5 @@
-"""What format translation costs (issue 15, SPEC §13): a translated request and a translated
-stream chunk next to a same-format one, in one run, against one gateway process.
+"""What format translation costs (issue 15, docs/translation.md): a translated request and a
+translated stream chunk next to a same-format one, in one run, against one gateway process.
 
     python bench/translation.py [--quick] [--duration S] [--rounds N] [--no-responses]
                                 [--no-micro] [--wait-quiet S] [--no-netns] [--no-save]

@@ -1,4 +1,4 @@
-"""The ``llm-gateway`` command (SPEC §4): serve, check, schema, simulate, hash-key.
+"""The ``llm-gateway`` command: serve, check, schema, simulate, hash-key.
 
 ``python -m gateway`` is the same command. Heavy modules (the server, the
 simulator) are imported only by the subcommand that needs them, so ``check``

@@ -80,7 +80,8 @@ class Attempter(Protocol):
         ...
 
     def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
-        """The deployments of ``model`` and its ``balance`` rule (SPEC §14)."""
+        """The deployments of ``model`` and its ``balance`` rule (docs/policies.md,
+        Deployments)."""
         ...
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...

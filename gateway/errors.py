@@ -26,7 +26,7 @@ import orjson
 
 
 class Category(enum.StrEnum):
-    """What went wrong upstream, in the gateway's words (SPEC §7)."""
+    """What went wrong upstream, in the gateway's words (docs/recovery.md, Classification)."""
 
     rate_limit = "rate_limit"
     quota_exhausted = "quota_exhausted"

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
 
 
-#: The endpoint a provider is called on for each body format (SPEC §13).
+#: The endpoint a provider is called on for each body format (docs/translation.md).
 ENDPOINT_OF_WIRE = {
     "openai": Endpoint.chat,
     "anthropic": Endpoint.messages,

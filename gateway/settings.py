@@ -1,4 +1,5 @@
-"""Process settings (SPEC §3): ``GATEWAY_`` environment variables; CLI flags override."""
+"""Process settings (docs/operations.md, Settings): ``GATEWAY_`` environment variables; CLI
+flags override."""
 
 from __future__ import annotations
 

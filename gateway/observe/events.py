@@ -1,5 +1,6 @@
 """One place that turns what happened into log events, metrics and trace events
-(SPEC §10, §11; gateway/observe/tracing.py).
+(docs/recovery.md, "Events and metrics"; docs/operations.md, Metrics;
+gateway/observe/tracing.py).
 
 Event names are stable; fields never hold keys, Authorization headers or message
 contents. Provider error *messages* are not logged either (a provider may quote the

@@ -1,4 +1,5 @@
-"""The gateway's Prometheus metrics (SPEC §11); the only module that creates Prometheus objects.
+"""The gateway's Prometheus metrics (docs/operations.md, Metrics); the only module that
+creates Prometheus objects.
 
 Label values come from policy files (team, model, provider, strategy) or fixed sets
 (category, status code), never raw from requests, so cardinality stays bounded.

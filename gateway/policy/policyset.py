@@ -72,8 +72,9 @@ class ResolvedRoute:
 
 @dataclass(frozen=True, slots=True)
 class Deployed:
-    """One deployment of a model, resolved (SPEC §14): the provider, the variable holding
-    its key (never the key), the model's name upstream, its weight and its public name."""
+    """One deployment of a model, resolved (docs/policies.md, Deployments): the provider,
+    the variable holding its key (never the key), the model's name upstream, its weight
+    and its public name."""
 
     name: str
     provider: str
@@ -86,8 +87,8 @@ class Deployed:
 def wires_of(
     api: str, upstream_api: str | tuple[str, ...] = "chat", speaks: str | None = None
 ) -> tuple[str, ...]:
-    """The body formats a deployment speaks (SPEC §13), the one a translated request is
-    sent in first: an ``openai`` provider's model speaks chat completions (the default,
+    """The body formats a deployment speaks (docs/translation.md), the one a translated
+    request is sent in first: an ``openai`` provider's model speaks chat completions (the default,
     as GLM, DeepSeek and vLLM do), the Responses API, or both (``[chat, responses]``, as
     OpenAI does); ``anthropic`` speaks Messages; the built-in ``sim`` provider speaks all
     three, or the one of its ``speaks``."""

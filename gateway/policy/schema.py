@@ -1,4 +1,4 @@
-"""The policy file format (SPEC §6) as frozen pydantic models.
+"""The policy file format (docs/policies.md) as frozen pydantic models.
 
 Every model forbids unknown keys; every field has the documented default, so
 a route that names no policy gets the recovery designs' numbers. Durations
@@ -115,7 +115,7 @@ class Provider(Frozen):
     api_key_env: EnvName | tuple[EnvName, ...] | None = Field(
         default=None,
         description=(
-            "env var holding the key; a list: one deployment per key (SPEC §14), named"
+            "env var holding the key; a list: one deployment per key, named"
             " provider#1, provider#2, ..."
         ),
     )
@@ -201,9 +201,9 @@ class Provider(Frozen):
 
 
 class Deployment(Frozen):
-    """One upstream of a model (SPEC §14): a provider (each of its keys is a deployment),
-    the model's name there (default: the model's ``upstream_model``, else its public
-    name), its share of traffic and its name in events and metrics."""
+    """One upstream of a model (docs/policies.md, Deployments): a provider (each of its keys
+    is a deployment), the model's name there (default: the model's ``upstream_model``,
+    else its public name), its share of traffic and its name in events and metrics."""
 
     provider: str
     upstream_model: str | None = None
@@ -212,7 +212,7 @@ class Deployment(Frozen):
 
 
 UpstreamApi = Literal["chat", "responses"]
-"""The OpenAI APIs a model of an ``openai`` provider speaks (SPEC §13)."""
+"""The OpenAI APIs a model of an ``openai`` provider speaks (docs/translation.md)."""
 
 
 class Model(Frozen):
@@ -303,7 +303,8 @@ class TurnRetry(Frozen):
 
 
 class Deployments(Frozen):
-    """How a model's deployments are taken out and brought back (SPEC §14)."""
+    """How a model's deployments are taken out and brought back (docs/recovery.md,
+    Deployments)."""
 
     quota_cooldown: Duration = 3600.0  # quota_exhausted or auth on one deployment
     max_ejected_percent: float = Field(default=50.0, ge=0.0, le=100.0)

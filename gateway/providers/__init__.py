@@ -28,7 +28,7 @@ class Endpoint(enum.StrEnum):
     @property
     def dialect(self) -> str:
         """``openai`` or ``anthropic``: the format of this endpoint's errors and stream
-        events, and the format a provider must speak to serve it (SPEC §5)."""
+        events, and the format a provider must speak to serve it."""
         return "anthropic" if self is Endpoint.messages else "openai"
 
     @property
@@ -80,8 +80,8 @@ def speaks(provider: Provider, endpoint: Endpoint) -> bool:
 
 def serves(provider: Provider, endpoint: Endpoint) -> bool:
     """A model of the provider may be called on the endpoint: chat completions, Messages
-    and Responses on every provider (translated when its format differs, SPEC §13); legacy
-    completions and embeddings only on OpenAI-format ones."""
+    and Responses on every provider (translated when its format differs,
+    docs/translation.md); legacy completions and embeddings only on OpenAI-format ones."""
     return endpoint.continuable or speaks(provider, endpoint)
 
 

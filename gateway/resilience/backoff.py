@@ -1,4 +1,4 @@
-"""Server wait hints and computed backoff waits (SPEC §7).
+"""Server wait hints and computed backoff waits (docs/recovery.md, Backoff).
 
 Pure: "now" (wall-clock epoch seconds) and the random source are parameters.
 
@@ -196,7 +196,9 @@ def headroom_reset(headers: Mapping[str, str], now: float) -> float | None:
 def server_hint(
     headers: Mapping[str, str], body_text: str, now: float, *, reset_headers: bool = True
 ) -> float | None:
-    """The server's wait hint in seconds, by SPEC §7 precedence, or None.
+    """The server's wait hint in seconds, or None: the first usable of ``retry-after-ms``,
+    ``retry-after``, a wait in the body, the rate-limit reset headers (docs/recovery.md,
+    Backoff).
 
     ``reset_headers=False`` skips the rate-limit reset headers, which providers send
     on every response and which only mean "wait" on a rate limit.

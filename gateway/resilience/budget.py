@@ -3,8 +3,8 @@
 Nothing here reads a clock: every method takes ``now`` (wall-clock epoch
 seconds, so that replicas sharing Redis agree on bucket boundaries).
 
-Retry budget (SPEC §6 ``retry.budget: {ratio, min_per_second}``), after
-Finagle's RetryBudget (20 % of requests, a floor per second, 10 s memory):
+Retry budget (``retry.budget: {ratio, min_per_second}`` in a policy, docs/policies.md),
+after Finagle's RetryBudget (20 % of requests, a floor per second, 10 s memory):
 a sliding window of ``BUDGET_WINDOW_S`` (10) one-second buckets counts the
 route's requests and retries. A retry is allowed when::
 

@@ -1,4 +1,4 @@
-"""Upstream failures -> :class:`Failure` (SPEC §7).
+"""Upstream failures -> :class:`Failure` (docs/recovery.md, Classification).
 
 Pure: no I/O, no clock ("now" is a parameter). Order of evaluation::
 

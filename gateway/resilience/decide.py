@@ -30,7 +30,7 @@ class Retry:
     wait: float
     retry_number: int  # 1 for the first retry on this model
     turn: bool = False
-    sibling: bool = False  # to another deployment of the model (SPEC §14)
+    sibling: bool = False  # to another deployment of the model
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,8 @@ Decision = Retry | Reroute | Compact | GiveUp
 FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # Failure.stage of a model that stayed silent
 DEADLINE_PASSED = "deadline_passed"  # Failure.stage of an attempt not made: no time was left
 UNTRANSLATABLE = "untranslatable"  # Failure.stage: the request has no equivalent in the
-# model's format (SPEC §13); another model of the chain may take it as it is
+# model's format (docs/translation.md, "Fields with no equivalent"); another model of
+# the chain may take it as it is
 _MOVE_ON = frozenset({Category.quota_exhausted, Category.auth})
 
 
@@ -76,7 +77,7 @@ class Progress:
     strategies_done: int = 0
     ptl_models_tried: int = 0
     tried: list[str] = field(default_factory=list)  # what prompt recovery tried, for the message
-    deployment: int = 0  # the current model's deployment the attempt goes to (SPEC §14)
+    deployment: int = 0  # the current model's deployment the attempt goes to
     deployments_tried: set[int] = field(default_factory=set)  # of the current model
 
     def __post_init__(self) -> None:

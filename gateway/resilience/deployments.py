@@ -1,5 +1,5 @@
 """Which deployment of a model takes the next attempt, and what an outcome does to it
-(SPEC §14). Pure: state in, state out, clock and randomness passed in.
+(docs/recovery.md, Deployments). Pure: state in, state out, clock and randomness passed in.
 
 A model may be served by several deployments (keys, accounts, regions, replicas). Each
 has a :class:`DeploymentState`; the engine asks :func:`choose` before every attempt and

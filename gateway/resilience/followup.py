@@ -1,5 +1,5 @@
-"""What happens once an answer has started (SPEC §8.3 and §8.4): the decisions after the
-first byte, pure like :mod:`gateway.resilience.decide`.
+"""What happens once an answer has started (docs/recovery.md, Continuation and Streams):
+the decisions after the first byte, pure like :mod:`gateway.resilience.decide`.
 
 Two questions, each answered with an action or a :class:`Stop` whose ``reason`` is the
 log field and the ``simulate`` column:

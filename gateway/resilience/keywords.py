@@ -1,7 +1,8 @@
-"""Provider error codes and message keywords, as data (SPEC §7).
+"""Provider error codes and message keywords, as data (docs/recovery.md, Classification).
 
-Sources: ../shared/research/error-semantics.md (OpenAI, Azure, Anthropic, Zhipu,
-DeepSeek, Gemini, Groq, Mistral, vLLM, OpenRouter, Moonshot, Qianfan, DashScope).
+Sources: the providers' own error documentation and observed error bodies (OpenAI,
+Azure, Anthropic, Zhipu, DeepSeek, Gemini, Groq, Mistral, vLLM, OpenRouter, Moonshot,
+Qianfan, DashScope).
 Codes are matched lowercased against ``error.code``, ``error.type`` and
 ``error.status`` in that order. Generic codes (``invalid_request_error``,
 ``BadRequestError``, ``INVALID_ARGUMENT``, ``not_found_error``, ``server_error``,

@@ -105,7 +105,7 @@ class ScriptedAttempter:
         where = model
         found, _ = self.deployments(model)
         d = found[progress.deployment] if progress.deployment < len(found) else found[0]
-        if self.client not in d.wires:  # translated (SPEC §13)
+        if self.client not in d.wires:  # translated (docs/translation.md)
             where += f" ({API_NAME[self.client]}->{API_NAME[d.wires[0]]})"
         if len(found) > 1:
             where = where.replace(model, f"{model}@{d.name}", 1)

@@ -1,4 +1,5 @@
-"""Recovery state (SPEC §12): in process, or shared across replicas through Redis.
+"""Recovery state: in process, or shared across replicas through Redis (docs/operations.md,
+"Scaling out").
 
 ``open_state(settings.state_url)`` gives the backend: ``""`` keeps state in
 this process (:class:`MemoryState`); ``redis://``, ``rediss://`` or

@@ -1,4 +1,4 @@
-"""The recovery-state interface the engine uses (SPEC §12).
+"""The recovery-state interface the engine uses (docs/operations.md, "Scaling out").
 
 Recovery state is what replicas must agree on: consecutive-error streaks and
 fallback activation (:mod:`gateway.resilience.fallback`), route retry budgets

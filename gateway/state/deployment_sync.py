@@ -1,5 +1,5 @@
-"""Deployment states shared by replicas through Redis (SPEC §14 with §12), off the
-request path.
+"""Deployment states shared by replicas through Redis (docs/recovery.md, Deployments;
+docs/operations.md, "Scaling out"), off the request path.
 
 Every replica keeps the states in its own :class:`~gateway.state.deployments.DeploymentBoard`
 and reads them there: a request never waits for Redis because of deployments. A change

@@ -1,5 +1,5 @@
-"""Where deployment states live (SPEC §14): a local view every request reads without
-waiting, and the transitions it writes.
+"""Where deployment states live (docs/recovery.md, Deployments): a local view every request
+reads without waiting, and the transitions it writes.
 
 The engine reads the states of a model's deployments before each attempt and writes
 the one an outcome changed (:mod:`gateway.resilience.deployments` decides both). Reads

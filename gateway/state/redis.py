@@ -54,10 +54,10 @@ Redis on its happy path, and none when its team has no limits.
 
 Windows rely on the replicas' wall clocks agreeing (NTP).
 
-Outages (SPEC §12): commands use short socket timeouts (``timeout``, default
-100 ms, for connect and read) and no client-side retries, and every operation is
-bounded by ``op_timeout``. When Redis fails or is slow, the call is answered by
-an embedded :class:`~gateway.state.memory.MemoryState`, the event
+Outages (docs/operations.md, "Scaling out"): commands use short socket timeouts
+(``timeout``, default 100 ms, for connect and read) and no client-side retries, and
+every operation is bounded by ``op_timeout``. When Redis fails or is slow, the call is
+answered by an embedded :class:`~gateway.state.memory.MemoryState`, the event
 ``state_backend_degraded`` is logged once per outage (with the error class,
 never the URL), and Redis is tried again at most every ``reconnect_interval``
 (1 s) by a single request; when it answers, ``state_backend_recovered`` is

@@ -1,4 +1,5 @@
-"""The resumed text against the text the client already has (SPEC §8.4): :class:`Pipe`.
+"""The resumed text against the text the client already has (docs/recovery.md, Streams):
+:class:`Pipe`.
 
 The text of a resumed or continued stream passes through a :class:`Pipe` on its way to
 the client, so that no character is repeated or lost: appended as it comes, held back

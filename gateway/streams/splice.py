@@ -1,4 +1,5 @@
-"""Splicing a resumed upstream stream into the client's ongoing stream (SPEC §8.4).
+"""Splicing a resumed upstream stream into the client's ongoing stream (docs/recovery.md,
+Streams).
 
 When a streamed answer breaks after some of it reached the client (or ends cut at
 the token limit and is to be continued), the gateway starts a new upstream stream

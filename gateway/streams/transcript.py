@@ -1,4 +1,5 @@
-"""What the client has been sent on one stream (SPEC §8.4): the :class:`Transcript`.
+"""What the client has been sent on one stream (docs/recovery.md, Streams): the
+:class:`Transcript`.
 
 It records the text, the ids (chat completion id, Anthropic message id, Responses
 response and item ids), the indexes and the last Responses ``sequence_number``, so

@@ -1,2 +1,2 @@
-"""Format translation between the client APIs (SPEC §13); the attempter's entry points are
-in :mod:`gateway.translate.convert`."""
+"""Format translation between the client APIs (docs/translation.md); the attempter's entry
+points are in :mod:`gateway.translate.convert`."""

@@ -1,5 +1,5 @@
-"""Any client on any model (SPEC §13): requests, answers, streams and errors translated
-between OpenAI chat completions (``openai``), OpenAI Responses (``responses``) and
+"""Any client on any model (docs/translation.md): requests, answers, streams and errors
+translated between OpenAI chat completions (``openai``), OpenAI Responses (``responses``) and
 Anthropic Messages (``anthropic``). Pure: no I/O.
 
 The attempter (:mod:`gateway.proxy`) is the only user: when the deployment an attempt

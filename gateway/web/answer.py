@@ -105,8 +105,9 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
         body = err.body_bytes(att.endpoint.dialect)
         return web.Response(body=body, status=err.status, headers=headers)
     # The provider answered: pass its body on as it said it. A server-side failure that
-    # recovery could not get past is the gateway's 502/503/504 (SPEC §9), whatever 5xx
-    # (or 529) the provider used; everything else keeps the provider's status.
+    # recovery could not get past is the gateway's 502/503/504 (docs/recovery.md, "What the
+    # client sees"), whatever 5xx (or 529) the provider used; everything else keeps the
+    # provider's status.
     status = _EXHAUSTED.get(f.category, out.status) if out.status >= 500 else out.status
     log.status = status
     if out.status == 429 and f.category is Category.rate_limit:

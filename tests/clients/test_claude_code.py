@@ -149,7 +149,7 @@ def test_midstream_cut_continued(claude: str, tmp_path: Path) -> None:
     assert len(gateway_posts(out, MESSAGES)) == 1, show(out)
 
 
-# ---- on a model of the other format (SPEC §13) --------------------------------------
+# ---- on a model of the other format (docs/translation.md) ---------------------------
 # Claude Code speaks Anthropic Messages only; gpt-test is served by the fake's
 # OpenAI-format provider (``api: openai``, upstream name fake-model): the gateway sends
 # chat completions upstream and translates the answer (stream or JSON) back.

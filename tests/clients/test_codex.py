@@ -154,7 +154,7 @@ def test_midstream_cut_continued(codex: str, tmp_path: Path) -> None:
     assert len(gateway_posts(out, RESPONSES)) == 1, show(out)
 
 
-# ---- on an Anthropic-format model (SPEC §13) ----------------------------------------
+# ---- on an Anthropic-format model (docs/translation.md) -----------------------------
 # codex speaks the Responses API only; claude-test is served by the fake's Anthropic-format
 # provider (``api: anthropic``): the gateway sends Messages upstream and translates back.
 ANTHROPIC_MODEL = "claude-test"
@@ -251,8 +251,8 @@ def test_anthropic_model_overload_absorbed(codex: str, tmp_path: Path) -> None:
 
 def test_anthropic_model_answers_without_the_hosted_web_search(codex: str, tmp_path: Path) -> None:
     """With its default config codex offers the hosted web_search tool, which an Anthropic
-    model cannot run: it is dropped and named in x-gateway-dropped (SPEC §13), and codex
-    gets its answer."""
+    model cannot run: it is dropped and named in x-gateway-dropped (docs/translation.md),
+    and codex gets its answer."""
     sc = scenario(codex, "Say hello", model=ANTHROPIC_MODEL, retries=False)
     out = run_scenario(sc, tmp_path)
     cmd = only(out)

@@ -1,6 +1,7 @@
 """Static checks of deploy/: every file parses, the Kubernetes manifests validate
 offline against the Kubernetes schemas, and the names they use (settings, ports,
-services, metrics, probes) agree with SPEC §3, §5, §11 and §12."""
+services, metrics, probes) agree with the gateway's settings, endpoints, metrics and
+scale-out rules (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ DOCS = REPO / "docs" / "operations.md"
 # Oldest Kubernetes minor the manifests must validate against.
 KUBERNETES_VERSION = "1.30"
 
-# SPEC §3: the process settings, env prefix GATEWAY_ (every field of GatewaySettings).
-SPEC_SETTINGS = {"GATEWAY_" + name.upper() for name in GatewaySettings.model_fields}
+# The process settings (docs/operations.md, Settings), env prefix GATEWAY_ (every field
+# of GatewaySettings).
+KNOWN_SETTINGS = {"GATEWAY_" + name.upper() for name in GatewaySettings.model_fields}
 GATEWAY_PORT = 8080
 METRICS_PORT = 9100  # GATEWAY_METRICS_PORT: /metrics off the public port
 POLICY_DIR_IN_IMAGE = "/etc/llm-gateway/policies"
@@ -36,8 +38,8 @@ POLICY_DIR_IN_IMAGE = "/etc/llm-gateway/policies"
 # stops listening and gives in-flight requests GATEWAY_SHUTDOWN_GRACE_S (gateway/web/drain.py).
 ACCEPT_WINDOW_S = 5.0
 
-# SPEC §11: metric name -> Prometheus type.
-SPEC_METRICS = {
+# The metrics of docs/operations.md (Metrics, the first table): name -> Prometheus type.
+CORE_METRICS = {
     "llm_gateway_requests_total": "counter",
     "llm_gateway_request_duration_seconds": "histogram",
     "llm_gateway_time_to_first_byte_seconds": "histogram",
@@ -54,8 +56,9 @@ SPEC_METRICS = {
     "llm_gateway_retry_budget_exhausted_total": "counter",
     "llm_gateway_policy_reloads_total": "counter",
 }
-# Exported by gateway/observe/metrics.py beyond the SPEC §11 list and documented in
-# docs/operations.md; deploy/ may use them (checked against the registry below).
+# Exported by gateway/observe/metrics.py beyond that list and documented in
+# docs/operations.md (Metrics, "Beyond the metrics above"); deploy/ may use them
+# (checked against the registry below).
 EXTRA_METRICS = {
     "llm_gateway_state_backend_degraded": "gauge",
     "llm_gateway_stream_events_dropped_total": "counter",
@@ -311,12 +314,13 @@ def test_deployment_security_context() -> None:
     assert "cpu" in container["resources"]["requests"], "the HPA needs a CPU request"
 
 
-def test_deployment_env_matches_spec() -> None:
-    """The Deployment uses SPEC §3 settings, port 8080, the Redis service and the policy mount."""
+def test_deployment_env_uses_known_settings() -> None:
+    """The Deployment uses the gateway's settings, port 8080, the Redis service and the policy
+    mount."""
     container = gateway_container()
     env = container_env(container)
     gateway_vars = {name for name in env if name.startswith("GATEWAY_")}
-    assert gateway_vars <= SPEC_SETTINGS, gateway_vars - SPEC_SETTINGS
+    assert gateway_vars <= KNOWN_SETTINGS, gateway_vars - KNOWN_SETTINGS
     assert env["GATEWAY_PORT"] == str(GATEWAY_PORT)
     assert [p["containerPort"] for p in container["ports"]] == [GATEWAY_PORT, METRICS_PORT]
     state = urlparse(env["GATEWAY_STATE_URL"])
@@ -416,10 +420,10 @@ METRIC_FILES = [ALERTS, *DASHBOARDS]
 
 @pytest.mark.parametrize("path", METRIC_FILES, ids=lambda p: p.name)
 def test_referenced_metrics_are_spec_metrics(path: Path) -> None:
-    """Every llm_gateway_* series in alerts/dashboards is SPEC §11 (or a documented extra)."""
+    """Every llm_gateway_* series in alerts/dashboards is a documented metric (or extra)."""
     names = referenced_metrics(path)
     assert names, f"{path} names no llm_gateway_ metric"
-    allowed = series_names(SPEC_METRICS) | series_names(EXTRA_METRICS)
+    allowed = series_names(CORE_METRICS) | series_names(EXTRA_METRICS)
     assert names <= allowed, sorted(names - allowed)
 
 
@@ -432,18 +436,19 @@ def test_referenced_metrics_are_registered(path: Path) -> None:
 
 
 def test_gateway_registers_spec_metrics() -> None:
-    """gateway/observe/metrics.py registers every SPEC §11 metric (and the extras) with its type."""
+    """gateway/observe/metrics.py registers every documented metric (and the extras) with its
+    type."""
     registered = registered_metrics()
-    for name, kind in {**SPEC_METRICS, **EXTRA_METRICS}.items():
+    for name, kind in {**CORE_METRICS, **EXTRA_METRICS}.items():
         assert registered.get(name) == kind, (
             f"{name}: want {kind}, registered {registered.get(name)}"
         )
 
 
 def test_dashboard_shows_every_spec_metric() -> None:
-    """The Grafana dashboard has a query for every SPEC §11 metric."""
+    """The Grafana dashboard has a query for every metric of the main list."""
     shown = set().union(*(referenced_metrics(p) for p in DASHBOARDS))
-    for name, kind in SPEC_METRICS.items():
+    for name, kind in CORE_METRICS.items():
         wanted = {name + s for s in HISTOGRAM_SUFFIXES} if kind == "histogram" else {name}
         assert shown & wanted, f"no panel queries {name}"
 
@@ -515,12 +520,13 @@ def test_compose_services() -> None:
 
 
 @pytest.mark.parametrize("service", sorted(gateway_services()))
-def test_compose_gateway_env_matches_spec(service: str) -> None:
-    """Each replica uses SPEC §3 settings: port 8080, Redis state, the mounted policy dir."""
+def test_compose_gateway_env_uses_known_settings(service: str) -> None:
+    """Each replica uses the gateway's settings: port 8080, Redis state, the mounted policy
+    dir."""
     svc = gateway_services()[service]
     env = svc["environment"]
     gateway_vars = {name for name in env if name.startswith("GATEWAY_")}
-    assert gateway_vars <= SPEC_SETTINGS, gateway_vars - SPEC_SETTINGS
+    assert gateway_vars <= KNOWN_SETTINGS, gateway_vars - KNOWN_SETTINGS
     assert str(env["GATEWAY_PORT"]) == str(GATEWAY_PORT)
     assert env["GATEWAY_HOST"] == "0.0.0.0"
     assert str(env["GATEWAY_METRICS_PORT"]) == str(METRICS_PORT)
@@ -624,15 +630,15 @@ def test_dockerfile_healthcheck_expose_and_exec_form() -> None:
     assert command[:2] == ["llm-gateway", "serve"]
 
 
-def test_dockerfile_env_matches_spec() -> None:
-    """The image sets SPEC §3 GATEWAY_ variables; policies at /etc/llm-gateway/policies."""
+def test_dockerfile_env_uses_known_settings() -> None:
+    """The image sets the gateway's GATEWAY_ variables; policies at /etc/llm-gateway/policies."""
     env: dict[str, str] = {}
     for _, args in [i for i in runtime_stage() if i[0] == "ENV"]:
         for item in shlex.split(args):
             key, _, value = item.partition("=")
             env[key] = value
     gateway_vars = {name for name in env if name.startswith("GATEWAY_")}
-    assert gateway_vars <= SPEC_SETTINGS, gateway_vars - SPEC_SETTINGS
+    assert gateway_vars <= KNOWN_SETTINGS, gateway_vars - KNOWN_SETTINGS
     assert env["GATEWAY_POLICY_DIR"] == POLICY_DIR_IN_IMAGE
     assert env["GATEWAY_PORT"] == str(GATEWAY_PORT)
 

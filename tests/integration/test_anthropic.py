@@ -158,7 +158,7 @@ async def test_claude_code_style_request(gw: Harness, fake: FakeProvider) -> Non
 
 async def test_legacy_completions_reject_an_anthropic_model(gw: Harness) -> None:
     """Legacy completions have no Anthropic equivalent: an Anthropic-format model there is
-    a clear 400 (chat, Responses and Messages are translated, SPEC §13)."""
+    a clear 400 (chat, Responses and Messages are translated, docs/translation.md)."""
     import openai
 
     with pytest.raises(openai.BadRequestError) as exc:

@@ -1,4 +1,5 @@
-"""The deployments policy format (SPEC §14): names, keys per deployment, and problems."""
+"""The deployments policy format (docs/policies.md, Deployments): names, keys per
+deployment, and problems."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def test_durations_in_models() -> None:
 
 
 def test_default_policy_numbers() -> None:
-    """The built-in defaults are the SPEC §6 numbers."""
+    """The built-in defaults are the numbers docs/policies.md gives."""
     p = Policy()
     assert p.retry.max_retries == 8
     assert p.retry.on == ("rate_limit", "server_overload", "server_error", "timeout", "connection")

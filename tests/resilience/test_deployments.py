@@ -1,5 +1,5 @@
-"""The choice of deployment and its state transitions (SPEC §14), on plain numbers:
-a fixed clock value and seeded randomness, no I/O."""
+"""The choice of deployment and its state transitions (docs/recovery.md, Deployments), on
+plain numbers: a fixed clock value and seeded randomness, no I/O."""
 
 from __future__ import annotations
 

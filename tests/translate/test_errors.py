@@ -110,8 +110,8 @@ def test_anthropic_errors_to_openai(row: A2O, target: str) -> None:
 
 @pytest.mark.parametrize("row", OPENAI_ERRORS, ids=lambda r: f"{r.status}-{r.anthropic_type}")
 def test_classification_unchanged_from_openai(row: O2A) -> None:
-    """The translated body classifies as the provider's did (SPEC §13), token counts of a
-    prompt too long included."""
+    """The translated body classifies as the provider's did (docs/translation.md, Errors),
+    token counts of a prompt too long included."""
     out = translate_error(row.status, row.body, "openai", "anthropic")
     assert category(row.status, row.body) == row.category == category(row.status, out)
     a = classify_response(row.status, {}, row.body, now=NOW)

@@ -1,4 +1,5 @@
-"""Streams between the three client APIs, translated event by event (SPEC §8, §13).
+"""Streams between the three client APIs, translated event by event (docs/translation.md,
+Streams; the stream rules of docs/recovery.md, Streams, hold for them).
 
 ``StreamTranslator(source, target, model=...)`` is fed one complete upstream SSE event at
 a time (as framed by :class:`gateway.streams.sse.Splitter`) and returns the client-format
@@ -70,7 +71,8 @@ Rules, one per field:
 - reasoning without a signature (from chat or Responses) reaches Anthropic clients as a
   thinking block with ``signature: ""``; a provider may refuse it if sent back.
 - same format on both sides works but normalises (the rules above apply): a stream whose
-  format matches the client's is better relayed as it is (SPEC §13).
+  format matches the client's is better relayed as it is, as the gateway does with a
+  request whose format matches its model's (docs/translation.md).
 - after an error event (translated with ``UpstreamError``, see errors.py) or the client's
   final event, upstream events are dropped (comments still pass).
 """
