@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -8,6 +8,7 @@ import pytest
 
 from gateway.testing import FakeProvider
 from tests.harness import PROVIDER_KEY, PROVIDER_KEY_ENV, Harness, policy_files, write_policies
+from tests.log_sink import log_sink  # noqa: F401  (a shared fixture)
 from tests.redis_server import redis_server  # noqa: F401  (a shared fixture)
 
 
@@ -23,9 +24,29 @@ async def fake() -> AsyncIterator[FakeProvider]:
 
 
 @pytest.fixture
-async def make_gateway(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    """Start a gateway in front of ``fake``; ``policy=`` replaces the fast test policy."""
+async def gateway_of(
+    fake: FakeProvider, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[Harness]]]:
+    """``await gateway_of(files, **settings)``: a gateway in front of ``fake`` serving the
+    policy ``files`` ({relative path: YAML data}, as ``policy_files`` makes them)."""
     started: list[Harness] = []
+
+    async def start(files: dict[str, Any], **settings: Any) -> Harness:
+        root = write_policies(tmp_path / f"policies{len(started)}", files)
+        h = await Harness(fake, root, **settings).start()
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        await h.stop()
+
+
+@pytest.fixture
+def make_gateway(
+    fake: FakeProvider, gateway_of: Callable[..., Awaitable[Harness]]
+) -> Callable[..., Awaitable[Harness]]:
+    """Start a gateway in front of ``fake``; ``policy=`` replaces the fast test policy."""
 
     async def make(
         policy: dict[str, Any] | None = None,
@@ -36,14 +57,9 @@ async def make_gateway(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[Call
         """``models``: more models (or replacements) for the platform file."""
         files = policy_files(fake.url, policy, limits)
         files["platform.yaml"]["models"].update(models or {})
-        root = write_policies(tmp_path / f"policies{len(started)}", files)
-        h = await Harness(fake, root, **settings).start()
-        started.append(h)
-        return h
+        return await gateway_of(files, **settings)
 
-    yield make
-    for h in started:
-        await h.stop()
+    return make
 
 
 @pytest.fixture

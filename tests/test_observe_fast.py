@@ -6,13 +6,10 @@ capture_logs and the console format still work."""
 from __future__ import annotations
 
 import io
-import logging
 import math
 import os
 import random
 import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,44 +23,9 @@ from gateway.observe import logs
 from gateway.observe.counts import LATENCY_BUCKETS
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics, P
+from tests.log_sink import Sink
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-
-
-class Sink:
-    """``logs.configure`` with stdout swapped for a file, as the gateway writes to its stdout."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.file = path.open("w")
-
-    def configure(self, level: str = "info", fmt: str = "json") -> None:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, "stdout", self.file)
-            logs.configure(level, fmt)
-        # the module-level lazy loggers must not keep this test's file once it is over
-        structlog.configure(cache_logger_on_first_use=False)
-
-    def lines(self) -> list[dict[str, Any]]:
-        return [orjson.loads(line) for line in self.path.read_bytes().splitlines()]
-
-    def raw(self) -> list[bytes]:
-        return self.path.read_bytes().splitlines(keepends=True)
-
-
-@pytest.fixture
-def sink(tmp_path: Path) -> Iterator[Sink]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    config, fast = structlog.get_config(), logs.fast_json
-    s = Sink(tmp_path / "stdout")
-    yield s
-    s.file.close()
-    structlog.configure(**config)
-    logs.fast_json = fast
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
-    root.setLevel(level)
 
 
 def request(**kw: Any) -> RequestLog:
@@ -94,15 +56,15 @@ VARIANTS = [
 ]
 
 
-def chain_lines(sink: Sink, reqs: list[RequestLog], now: float) -> list[bytes]:
+def chain_lines(log_sink: Sink, reqs: list[RequestLog], now: float) -> list[bytes]:
     """What structlog's chain writes for ``reqs``: the fast path switched off."""
     fast, logs.fast_json = logs.fast_json, None
     try:
-        before = len(sink.raw())
+        before = len(log_sink.raw())
         ev = Events(Metrics())
         for r in reqs:
             ev.request_completed(r, now)
-        return sink.raw()[before:]
+        return log_sink.raw()[before:]
     finally:
         logs.fast_json = fast
 
@@ -113,15 +75,15 @@ def _without_timestamp(line: bytes) -> bytes:
     return head
 
 
-def test_fast_line_is_the_chain_line(sink: Sink) -> None:
+def test_fast_line_is_the_chain_line(log_sink: Sink) -> None:
     """Byte for byte (but the timestamp) what structlog's chain rendered, same file."""
-    sink.configure("info", "json")
+    log_sink.configure("info", "json")
     assert logs.fast_json is not None and logs.fast_json.current()
     ev = Events(Metrics())
     for r in VARIANTS:
         ev.request_completed(r, 10.25)
-    fast = sink.raw()
-    chain = chain_lines(sink, VARIANTS, 10.25)
+    fast = log_sink.raw()
+    chain = chain_lines(log_sink, VARIANTS, 10.25)
     assert len(fast) == len(chain) == len(VARIANTS)
     for f, c in zip(fast, chain, strict=True):
         assert f.endswith(b"\n")
@@ -137,47 +99,47 @@ def test_fast_line_is_the_chain_line(sink: Sink) -> None:
     assert "logger" not in first
 
 
-def test_request_completed_fields_are_not_secret_names(sink: Sink) -> None:
+def test_request_completed_fields_are_not_secret_names(log_sink: Sink) -> None:
     """The fast path skips redact(): none of its field names may be a secret-bearing one."""
-    sink.configure("info", "json")
+    log_sink.configure("info", "json")
     Events(Metrics()).request_completed(request(recovery=["retry"], error="x"), 11.0)
-    (line,) = sink.lines()
+    (line,) = log_sink.lines()
     assert not logs._SECRET_FIELDS & set(line)
     # redact() looks at top-level names only; the nested token counts are plain numbers
     assert all(isinstance(v, int) for v in line["tokens"].values())
 
 
-def test_other_events_are_still_redacted(sink: Sink) -> None:
+def test_other_events_are_still_redacted(log_sink: Sink) -> None:
     """Defence in depth stays for every event through the chain."""
-    sink.configure("info", "json")
+    log_sink.configure("info", "json")
     ev = Events(Metrics())
     ev.prompt_too_long_recovery(request(), "gpt-test", "drop_oldest", "ok", prompt="SEKRIT-1")
     structlog.get_logger("gateway").info(
         "anything", authorization="Bearer SEKRIT-2", api_key="SEKRIT-3", body="SEKRIT-4"
     )
-    text = sink.path.read_text()
+    text = log_sink.path.read_text()
     assert "SEKRIT" not in text
-    first, second = sink.lines()
+    first, second = log_sink.lines()
     assert first["event"] == "prompt_too_long_recovery" and first["prompt"] == "[redacted]"
     assert second["authorization"] == second["api_key"] == second["body"] == "[redacted]"
     assert TIMESTAMP.match(second["timestamp"]) and second["level"] == "info"
 
 
-def test_warning_level_drops_the_access_line_but_counts(sink: Sink) -> None:
-    sink.configure("warning", "json")
+def test_warning_level_drops_the_access_line_but_counts(log_sink: Sink) -> None:
+    log_sink.configure("warning", "json")
     m = Metrics()
     Events(m).request_completed(request(), 10.5)
     structlog.get_logger("gateway").warning("still_here", n=1)
-    assert [line["event"] for line in sink.lines()] == ["still_here"]
+    assert [line["event"] for line in log_sink.lines()] == ["still_here"]
     labels = {"team": "team-a", "model": "gpt-test", "status": "200"}
     assert m.registry.get_sample_value(P + "requests_total", labels) == 1
 
 
-def test_capture_logs_still_captures_request_completed(sink: Sink) -> None:
-    sink.configure("info", "json")
+def test_capture_logs_still_captures_request_completed(log_sink: Sink) -> None:
+    log_sink.configure("info", "json")
     with capture_logs() as captured:
         Events(Metrics()).request_completed(request(), 10.5)
-    assert sink.raw() == []
+    assert log_sink.raw() == []
     (entry,) = captured
     assert entry["event"] == "request_completed" and entry["log_level"] == "info"
     assert entry["duration_s"] == 0.5 and entry["team"] == "team-a"
@@ -186,20 +148,20 @@ def test_capture_logs_still_captures_request_completed(sink: Sink) -> None:
     assert logs.fast_json is not None and logs.fast_json.current()
 
 
-def test_another_configure_takes_over(sink: Sink) -> None:
+def test_another_configure_takes_over(log_sink: Sink) -> None:
     """``gateway simulate`` drops every event with its own structlog.configure."""
-    sink.configure("info", "json")
+    log_sink.configure("info", "json")
 
     def drop(*_: Any) -> Any:
         raise structlog.DropEvent
 
     structlog.configure(processors=[drop], logger_factory=structlog.ReturnLoggerFactory())
     Events(Metrics()).request_completed(request(), 10.5)
-    assert sink.raw() == []
+    assert log_sink.raw() == []
 
 
 def test_console_format_goes_through_structlog(
-    sink: Sink, capsys: pytest.CaptureFixture[str]
+    log_sink: Sink, capsys: pytest.CaptureFixture[str]
 ) -> None:
     logs.configure("info", "console")
     structlog.configure(cache_logger_on_first_use=False)
@@ -209,20 +171,20 @@ def test_console_format_goes_through_structlog(
     assert "request_completed" in out and "team=team-a" in out and "duration_s=0.5" in out
 
 
-def test_unencodable_value_falls_back_to_the_chain(sink: Sink) -> None:
+def test_unencodable_value_falls_back_to_the_chain(log_sink: Sink) -> None:
     """A value orjson cannot encode alone goes through the chain's fallback, once."""
-    sink.configure("info", "json")
+    log_sink.configure("info", "json")
 
     class Odd:
         def __repr__(self) -> str:
             return "<odd>"
 
     Events(Metrics()).request_completed(request(error=Odd()), 10.5)
-    (line,) = sink.lines()
+    (line,) = log_sink.lines()
     assert line["event"] == "request_completed" and line["error"] == "<odd>"
 
 
-def test_timestamps_are_utc_iso_micros(sink: Sink) -> None:
+def test_timestamps_are_utc_iso_micros(log_sink: Sink) -> None:
     stamp = logs._Timestamp()
     values = [stamp.now() for _ in range(1000)]
     assert all(TIMESTAMP.match(v) for v in values)

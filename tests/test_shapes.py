@@ -6,6 +6,7 @@ tests/integration/test_errors.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -162,8 +163,13 @@ def test_nested_wrong_types_are_400_naming_the_field_when_translated(
 ) -> None:
     body = {"model": "m", **body}
     check_shape(endpoint, body)  # relayed as it is: the provider's to judge
+    refused(lambda: check(body, endpoint.shape), param, message)
+
+
+def refused(call: Callable[[], None], param: str, message: str) -> GatewayError:
+    """The 400 ``call`` raises, naming ``param`` with ``message``."""
     with pytest.raises(GatewayError) as caught:
-        check(body, endpoint.shape)
+        call()
     err = caught.value
     assert (err.status, err.param, err.message, err.code) == (
         400,
@@ -171,6 +177,7 @@ def test_nested_wrong_types_are_400_naming_the_field_when_translated(
         message,
         "invalid_request",
     )
+    return err
 
 
 @pytest.mark.parametrize(
@@ -179,15 +186,7 @@ def test_nested_wrong_types_are_400_naming_the_field_when_translated(
 def test_wrong_types_are_400_naming_the_field(
     endpoint: Endpoint, body: dict[str, Any], param: str, message: str
 ) -> None:
-    with pytest.raises(GatewayError) as caught:
-        check_shape(endpoint, {"model": "m", **body})
-    err = caught.value
-    assert (err.status, err.param, err.message, err.code) == (
-        400,
-        param,
-        message,
-        "invalid_request",
-    )
+    err = refused(lambda: check_shape(endpoint, {"model": "m", **body}), param, message)
     assert err.openai_body()["error"]["type"] == "invalid_request_error"  # type: ignore[index]
     assert err.anthropic_body()[
         "error"

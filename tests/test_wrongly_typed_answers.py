@@ -24,6 +24,7 @@ from gateway.streams import sse
 from gateway.streams.transcript import Transcript, partial_response
 from gateway.testing import shapes
 from gateway.translate import usage as tusage
+from tests.json_paths import paths
 
 ANSWER = shapes.Answer(
     id="x1", model="m", text="Hello there, a cut answer", finish="length",
@@ -65,26 +66,15 @@ JSON = st.recursive(
 )
 
 
-def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    items: Any = (
-        obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
-    )
-    out: list[tuple[Any, ...]] = []
-    for k, v in items:
-        out.append((*prefix, k))
-        out.extend(_paths(v, (*prefix, k)))
-    return out
-
-
 @st.composite
 def broken(draw: st.DrawFn, obj: Any) -> Any:
     """``obj`` with one to three fields given any JSON value."""
     obj = copy.deepcopy(obj)
     for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(obj)
-        if not paths:
+        every = paths(obj)
+        if not every:
             break
-        path = draw(st.sampled_from(paths))
+        path = draw(st.sampled_from(every))
         target = obj
         for k in path[:-1]:
             target = target[k]

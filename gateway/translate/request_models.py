@@ -261,14 +261,7 @@ InputItem = _by_type(
 )  # fmt: skip
 
 
-class _FlatFunction(_Model, total=False):
-    name: str
-    description: str | None
-    parameters: Obj | None
-    strict: bool | None
-
-
-_NamespacedTool = _by_type({"function": _FlatFunction})
+_NamespacedTool = _by_type({"function": _FunctionDef})
 
 
 class _Namespace(_Model, total=False):
@@ -277,7 +270,7 @@ class _Namespace(_Model, total=False):
     tools: list[_NamespacedTool] | None  # type: ignore[valid-type]
 
 
-ResponsesTool = _by_type({"function": _FlatFunction, "namespace": _Namespace})
+ResponsesTool = _by_type({"function": _FunctionDef, "namespace": _Namespace})
 
 
 class _ResponsesToolChoice(_Model, total=False):
@@ -331,11 +324,7 @@ class _Document(_Model, total=False):
     title: str | None
 
 
-class _Block(_Model, total=False):
-    text: str
-
-
-Block = _by_type({"text": _Block, "image": _Image, "document": _Document})
+Block = _by_type({"text": _Text, "image": _Image, "document": _Document})
 
 
 class _ToolUse(_Model, total=False):
@@ -356,7 +345,7 @@ class _Thinking(_Model, total=False):
 
 
 MessageBlock = _by_type(
-    {"text": _Block, "image": _Image, "document": _Document, "tool_use": _ToolUse,
+    {"text": _Text, "image": _Image, "document": _Document, "tool_use": _ToolUse,
      "tool_result": _ToolResult, "thinking": _Thinking}
 )  # fmt: skip
 
@@ -403,7 +392,7 @@ class _AnthropicMetadata(_Model, total=False):
 
 class Messages(_Common, total=False):
     messages: list[_AnthropicMessage]
-    system: _text_or(list[_Block]) | None  # type: ignore[valid-type]
+    system: _text_or(list[_Text]) | None  # type: ignore[valid-type]
     tools: list[AnthropicTool] | None  # type: ignore[valid-type]
     tool_choice: _AnthropicToolChoice | None
     stop_sequences: list[str] | None

@@ -35,7 +35,7 @@ from gateway.upstream import Limits, Upstream
 from gateway.web import reload, routes
 from gateway.web.concurrency import TeamSlots
 from gateway.web.drain import run
-from gateway.web.listener import Listener
+from gateway.web.listener import Listener, request_factory
 from gateway.web.policy_env import egress_of, policy_dir_of, warn_egress
 
 #: How long unread request bytes are drained after an early answer (a 401 or 413 before
@@ -252,6 +252,7 @@ class Gateway:
             max_field_size=s.max_header_field_bytes,
             max_headers=s.max_headers,
             lingering_time=LINGER_S,
+            request_factory=request_factory(asyncio.get_running_loop()),  # upgrade: close
         )
         listener = await Listener.open(
             server, host, port or 0, max_header_bytes=s.max_header_bytes, socks=socks

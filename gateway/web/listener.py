@@ -148,7 +148,6 @@ class Listener:
         """Listen on ``host:port``, or on ``socks`` bound and listening already (a worker's
         share of its parent's sockets: gateway/web/workers.py)."""
         loop = asyncio.get_running_loop()
-        server.request_factory = request_factory(loop)
 
         def factory() -> Guard:
             return Guard(server(), max_header_bytes)

@@ -22,6 +22,7 @@ import pytest
 
 from tests.fuzz.live import LiveGateway, error_shape_ok, raw_http
 from tests.harness import CLIENT_KEY
+from tests.json_paths import paths
 
 AUTH = ("authorization", f"Bearer {CLIENT_KEY}")
 MODELS = ["gpt-echo", "gpt-resp-echo", "claude-echo"]
@@ -129,17 +130,6 @@ REPLACEMENTS: list[Any] = [
     "x", "", 7, -1, 2.5, True, None, [], ["x"], [1], [None], [{}], {}, {"x": 1}, {"type": 5},
     [["x"]], {"type": "text"}, {"url": {"u": 1}},
 ]  # fmt: skip
-
-
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path to a value inside ``value`` (the root excluded)."""
-    out: list[tuple[Any, ...]] = []
-    items = value.items() if isinstance(value, dict) else enumerate(value)
-    for key, child in items:
-        out.append((*prefix, key))
-        if isinstance(child, dict | list) and child:
-            out.extend(paths(child, (*prefix, key)))
-    return out
 
 
 def mutate(seed: dict[str, Any], rng: random.Random) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Deployments on the wire (SPEC §14): one model, several keys and upstreams.
+"""Deployments on the wire (docs/recovery.md, Deployments): one model, several keys and
+upstreams.
 
 The fake provider answers every key, and is scripted per key where a test makes one
 key fail (``fake.push(..., key="key-a")``); which key a request carried shows in its
@@ -27,7 +28,7 @@ from structlog.testing import capture_logs
 from gateway.policy.policyset import hash_key
 from gateway.simulate import run
 from gateway.testing import Error, FakeProvider, SlowFirstByte, Success
-from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
+from tests.harness import CLIENT_KEY, FAST_POLICY, Harness
 from tests.waiting import eventually
 
 ADMIN_KEY = "deployments-admin-key"
@@ -67,25 +68,23 @@ def files(
 
 
 @pytest.fixture
-async def make(fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def make(
+    fake: FakeProvider, gateway_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> Any:
     for k, v in KEYS.items():
         monkeypatch.setenv(k, v)
-    started: list[Harness] = []
 
     async def start(
         model: dict[str, Any],
         policy: dict[str, Any] | None = None,
         claude: dict[str, Any] | None = None,
     ) -> Harness:
-        found = files(fake.url, model, policy or {}, claude)
-        root = write_policies(tmp_path / f"p{len(started)}", found)
-        h = await Harness(fake, root, admin_key=ADMIN_KEY).start()
-        started.append(h)
+        h: Harness = await gateway_of(
+            files(fake.url, model, policy or {}, claude), admin_key=ADMIN_KEY
+        )
         return h
 
-    yield start
-    for h in started:
-        await h.stop()
+    return start
 
 
 async def ask(gw: Harness, model: str = "gpt-dep") -> dict[str, str]:

@@ -160,3 +160,52 @@ async def test_sdks_see_the_field_named(gw: Harness) -> None:
         )
     assert "'system' must be a string or an array" in an.value.message
     assert gw.fake.requests == []
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _parts(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "text", "text": "a"}] * n}]
+
+
+#: (setting, value, a body at the limit, the same one past it); bodies of /v1/chat/completions.
+LIMITS = [
+    ("MAX_MESSAGES", 3, {"messages": CHAT * 3}, {"messages": CHAT * 4}),
+    ("MAX_CONTENT_BLOCKS", 4, {"messages": _parts(3)}, {"messages": _parts(4)}),
+    ("MAX_TOOLS", 2,
+     {"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}] * 2},
+     {"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}] * 3}),
+    ("MAX_JSON_DEPTH", 16, {"messages": CHAT, "x": _nested(15)},
+     {"messages": CHAT, "x": _nested(16)}),  # the body's own level, then "x"'s arrays
+    ("MAX_JSON_CONTAINERS", 1000, {"messages": CHAT, "x": [[]] * 900},
+     {"messages": CHAT, "x": [[]] * 1000}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("setting", "value", "at", "past"), LIMITS, ids=[c[0] for c in LIMITS])
+async def test_each_request_limit_is_its_setting(
+    make_gateway: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    setting: str,
+    value: int,
+    at: dict[str, Any],
+    past: dict[str, Any],
+) -> None:
+    """``GATEWAY_<setting>`` moves the limit: a body at it is served, one past it is a 400
+    in the endpoint's format (the defaults are in tests/fuzz/test_request_limits.py)."""
+    monkeypatch.setenv(f"GATEWAY_{setting}", str(value))
+    gw: Harness = await make_gateway()
+    async with aiohttp.ClientSession() as s:
+        for body, status in ((at, 200), (past, 400)):
+            async with s.post(
+                gw.url + "/v1/chat/completions", json={"model": "gpt-test", **body}, headers=AUTH
+            ) as r:
+                answer = await r.json()
+                assert r.status == status, (setting, status, answer)
+    assert answer["error"]["type"] == "invalid_request_error"
+    assert str(value) in answer["error"]["message"], answer

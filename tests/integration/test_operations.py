@@ -87,10 +87,11 @@ class Served:
 
 @pytest.fixture
 async def serve(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    """Start ``python -m gateway serve --policies DIR --port 0``; ``env`` adds GATEWAY_* settings."""
+    """Start ``python -m gateway serve --policies DIR --port 0 [ARGS]``; ``env`` adds (or
+    replaces) GATEWAY_* settings."""
     started: list[Served] = []
 
-    async def start(policy_dir: Path, **env: str) -> Served:
+    async def start(policy_dir: Path, *args: str, **env: str) -> Served:
         full = {
             **os.environ,
             PROVIDER_KEY_ENV: PROVIDER_KEY,
@@ -101,7 +102,7 @@ async def serve(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         }
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "gateway", "serve", "--policies", str(policy_dir),
-            "--port", "0", cwd=ROOT, env=full,
+            "--port", "0", *args, cwd=ROOT, env=full,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         s = Served(proc)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -22,7 +21,7 @@ import pytest
 from gateway.policy.policyset import hash_key
 from gateway.testing import FakeProvider
 from gateway.testing.script import Delay, Error, Hang, SlowFirstByte
-from tests.harness import CLIENT_KEY, Harness, policy_files, write_policies
+from tests.harness import CLIENT_KEY, Harness, policy_files
 from tests.waiting import eventually
 
 OTHER_KEY = "team-b-client-key"
@@ -31,10 +30,9 @@ CHAT = "/v1/chat/completions"
 
 
 @pytest.fixture
-async def limited(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[Callable[[int], Any]]:
+def limited(fake: FakeProvider, gateway_of: Callable[..., Any]) -> Callable[[int], Any]:
     """``await limited(n)``: a gateway where team-a has ``max_concurrent: n`` and team-b
     (key ``OTHER_KEY``, model ``gpt-backup``) has no limit."""
-    started: list[Harness] = []
 
     async def make(n: int) -> Harness:
         files = policy_files(fake.url, limits={"max_concurrent": n})
@@ -47,14 +45,10 @@ async def limited(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[Callable[
                 }
             }
         }
-        root = write_policies(tmp_path / f"p{len(started)}", files)
-        h = await Harness(fake, root).start()
-        started.append(h)
+        h: Harness = await gateway_of(files)
         return h
 
-    yield make
-    for h in started:
-        await h.stop()
+    return make
 
 
 async def post(

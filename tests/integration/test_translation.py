@@ -1,9 +1,10 @@
-"""Any client on any model (SPEC §13): the official SDKs against fake providers of the other
-format, through the gateway."""
+"""Any client on any model (docs/translation.md): the official SDKs against fake providers
+of the other format, through the gateway."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anthropic
 import openai
@@ -324,6 +325,29 @@ async def test_a_request_a_model_cannot_take_goes_to_the_next_one(make_gateway, 
     assert fake.requests[-1].body["n"] == 2
 
 
+async def test_a_field_the_translators_cannot_read_goes_to_the_next_model(
+    make_gateway, fake
+) -> None:  # type: ignore[no-untyped-def]
+    """A content part of the wrong type is refused where it would be translated (the
+    Anthropic-format model), naming its path; the OpenAI-format model next in the chain
+    gets the request as the client wrote it; with no chain, the client gets the 400."""
+    bad: Any = [{"role": "user", "content": ["hi"]}]  # a part must be an object
+    gw: Harness = await make_gateway(policy={"fallback": {"chain": ["gpt-backup"]}})
+    raw = await gw.async_openai().chat.completions.with_raw_response.create(
+        model="claude-test", messages=bad
+    )
+    assert raw.headers["x-gateway-model"] == "gpt-backup"
+    assert [r.path for r in fake.requests] == ["/v1/chat/completions"]
+    assert fake.requests[-1].body["messages"] == bad
+    alone: Harness = await make_gateway()
+    with pytest.raises(openai.BadRequestError) as caught:
+        await alone.async_openai(max_retries=0).chat.completions.create(
+            model="claude-test", messages=bad
+        )
+    assert caught.value.response.json()["error"]["param"] == "messages[0].content[0]"
+    assert len(fake.requests) == 1  # nothing more went upstream
+
+
 async def test_a_responses_stream_on_a_chat_only_model(make_gateway, fake) -> None:  # type: ignore[no-untyped-def]
     """The Codex CLI's way (a streamed Responses request) on a chat-only model: chat chunks
     upstream, Responses events to the client, ending with response.completed and usage."""
@@ -343,8 +367,9 @@ async def test_a_responses_stream_on_a_chat_only_model(make_gateway, fake) -> No
 async def test_a_translated_streams_undecodable_event_is_dropped_and_counted(
     gw: Harness, fake: FakeProvider
 ) -> None:
-    """SPEC §8.4 on a translated stream: an undecodable upstream event (here in an Anthropic
-    stream read by a chat client) is dropped and counted, and the answer is whole."""
+    """The stream rules (docs/recovery.md, Streams) on a translated stream: an undecodable
+    upstream event (here in an Anthropic stream read by a chat client) is dropped and
+    counted, and the answer is whole."""
     fake.push(MalformedEventAt(2))
     stream = await gw.async_openai().chat.completions.create(
         model="claude-test", messages=HELLO, stream=True

@@ -31,6 +31,7 @@ import structlog
 from gateway.observe import logs
 from gateway.testing import CutAfter, FakeProvider, Success, Tamper
 from tests.harness import CLIENT_KEY, Harness
+from tests.json_paths import paths
 
 WRONG: tuple[Any, ...] = ("NaN", "12", "", 1.5, -3, 2**70, None, [], {}, [1], {"x": 1}, 7, True)
 #: The fields the gateway reads (usage, finish, text, ids, kinds), chosen more often.
@@ -89,26 +90,15 @@ POLICY: dict[str, Any] = {
 MAX_COUNT = 2**63 - 1
 
 
-def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    items: Any = (
-        obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
-    )
-    out: list[tuple[Any, ...]] = []
-    for k, v in items:
-        out.append((*prefix, k))
-        out.extend(_paths(v, (*prefix, k)))
-    return out
-
-
 def mutate(obj: Any, rng: random.Random, n: int = 1) -> Any:
     """``obj`` with ``n`` fields (mostly ones the gateway reads) given a wrongly typed value."""
     obj = copy.deepcopy(obj)
     for _ in range(n):
-        paths = _paths(obj)
-        if not paths:
+        every = paths(obj)
+        if not every:
             return obj
-        read = [p for p in paths if p[-1] in READ]
-        path = rng.choice(read if read and rng.random() < 0.8 else paths)
+        read = [p for p in every if p[-1] in READ]
+        path = rng.choice(read if read and rng.random() < 0.8 else every)
         target = obj
         for k in path[:-1]:
             target = target[k]

@@ -14,25 +14,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import re
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-import structlog
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gateway.observe import logs
 from gateway.observe.events import RequestLog, visible
 from gateway.testing import FakeProvider
 from gateway.translate.requests import translate
 from tests.harness import CLIENT_KEY, Harness
+from tests.log_sink import Sink
 
 #: What a header value and a logged name may hold: visible ASCII and the space.
 VISIBLE = re.compile(r"^[\x20-\x7e]*$")
@@ -44,44 +38,11 @@ MSG = [{"role": "user", "content": "hi"}]
 # ---- the JSON access log, as ``serve`` writes it ---------------------------------------
 
 
-class AccessLog:
-    """``logs.configure("info", "json")`` with stdout swapped for a file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.file = path.open("w")
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, "stdout", self.file)
-            logs.configure("info", "json")
-        structlog.configure(cache_logger_on_first_use=False)
-
-    def raw(self) -> list[bytes]:
-        return self.path.read_bytes().splitlines(keepends=True)
-
-    async def line(self, request_id: str) -> tuple[bytes, dict[str, Any]]:
-        """The ``request_completed`` line of ``request_id`` (written after the answer)."""
-        deadline = time.monotonic() + 5
-        while True:
-            for raw in self.raw():
-                if request_id.encode() in raw and b"request_completed" in raw:
-                    return raw, orjson.loads(raw)
-            assert time.monotonic() < deadline, f"no access log line for {request_id}"
-            await asyncio.sleep(0.01)  # the line is written once the loop has a pass
-
-
 @pytest.fixture
-def access_log(tmp_path: Path) -> Iterator[AccessLog]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    config, fast = structlog.get_config(), logs.fast_json
-    log = AccessLog(tmp_path / "stdout")
-    yield log
-    log.file.close()
-    structlog.configure(**config)
-    logs.fast_json = fast
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
-    root.setLevel(level)
+def access_log(log_sink: Sink) -> Sink:
+    """The JSON access log, as ``serve`` writes it."""
+    log_sink.configure("info", "json")
+    return log_sink
 
 
 # ---- raw HTTP: the answer's head, byte for byte ------------------------------------------
@@ -156,7 +117,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize("name", HOSTILE.values(), ids=HOSTILE.keys())
 async def test_control_characters_in_a_dropped_name_still_get_an_answer(
-    gw: Harness, fake: FakeProvider, access_log: AccessLog, name: str
+    gw: Harness, fake: FakeProvider, access_log: Sink, name: str
 ) -> None:
     """An unknown body key the Anthropic-format model lacks, holding NUL, CR/LF or other
     text that is not visible ASCII: the client gets its 200 (the provider was called and
@@ -177,7 +138,7 @@ async def test_control_characters_in_a_dropped_name_still_get_an_answer(
 
 
 async def test_a_100_kb_dropped_name_is_bounded(
-    gw: Harness, fake: FakeProvider, access_log: AccessLog
+    gw: Harness, fake: FakeProvider, access_log: Sink
 ) -> None:
     """A 100 KB unknown key: a bounded header (the name shortened) and log field."""
     rid = "ctb-100kb"
@@ -193,7 +154,7 @@ async def test_a_100_kb_dropped_name_is_bounded(
 
 
 async def test_ten_thousand_dropped_names_are_bounded_and_fast(
-    gw: Harness, fake: FakeProvider, access_log: AccessLog
+    gw: Harness, fake: FakeProvider, access_log: Sink
 ) -> None:
     """The Anthropic SDK on an OpenAI-format model offers 1,000 tools of types that model
     lacks (the most a request may hold) and 9,000 unknown fields: one header of at most

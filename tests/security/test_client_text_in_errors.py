@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -27,7 +26,7 @@ from structlog.testing import capture_logs
 
 from gateway.policy.policyset import hash_key
 from gateway.testing import Error, FakeProvider
-from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
+from tests.harness import CLIENT_KEY, FAST_POLICY, Harness
 
 ADMIN_KEY = "client-text-admin-key"
 OTHER_KEY = "team-b-client-key"
@@ -94,22 +93,17 @@ def files(fake_url: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def make(
-    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Make]:
+def make(
+    fake: FakeProvider, gateway_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> Make:
     for name, value in KEYS.items():
         monkeypatch.setenv(name, value)
-    started: list[Harness] = []
 
     async def start() -> Harness:
-        root = write_policies(tmp_path / f"p{len(started)}", files(fake.url))
-        h = await Harness(fake, root, admin_key=ADMIN_KEY).start()
-        started.append(h)
+        h: Harness = await gateway_of(files(fake.url), admin_key=ADMIN_KEY)
         return h
 
-    yield start
-    for h in started:
-        await h.stop()
+    return start
 
 
 async def deployment_states(gw: Harness) -> dict[str, str]:

@@ -9,20 +9,16 @@ processes, single and ``--workers 2``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from gateway.testing import Delay, FakeProvider
-from tests.harness import CLIENT_KEY, PROVIDER_KEY, PROVIDER_KEY_ENV, policy_files, write_policies
-from tests.integration.test_operations import ROOT, Served
+from tests.harness import CLIENT_KEY, policy_files, write_policies
+from tests.integration.test_operations import Served, serve  # noqa: F401 (a fixture)
 from tests.process import free_port
 
 ADMIN_KEY = "metrics-port-admin-key"
@@ -54,42 +50,17 @@ Start = Callable[..., Awaitable[tuple[Served, str]]]
 
 
 @pytest.fixture
-async def serve_with_metrics_port(tmp_path: Path) -> AsyncIterator[Start]:
+def serve_with_metrics_port(serve: Callable[..., Awaitable[Served]]) -> Start:  # noqa: F811
     """``python -m gateway serve`` with a metrics port (``workers``: ``--workers N``); the
-    process and the metrics port's URL."""
-    started: list[Served] = []
+    gateway and the metrics port's URL."""
 
     async def start(policy_dir: Path, workers: int = 1) -> tuple[Served, str]:
         mport = free_port()
-        env = {
-            **os.environ,
-            PROVIDER_KEY_ENV: PROVIDER_KEY,
-            "GATEWAY_LOG_FORMAT": "json",
-            "GATEWAY_SHUTDOWN_GRACE_S": "3",
-            "GATEWAY_RELOAD_WATCH_S": "0",
-            "GATEWAY_ADMIN_KEY": ADMIN_KEY,
-            "GATEWAY_METRICS_PORT": str(mport),
-        }
         args = ["--workers", str(workers)] if workers > 1 else []
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "serve", "--policies", str(policy_dir),
-            "--port", "0", *args, cwd=ROOT, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        served = Served(proc)
-        started.append(served)
-        ev = await served.wait_event("gateway_started", within=30)
-        served.url = f"http://127.0.0.1:{ev['port']}"
-        return served, f"http://127.0.0.1:{mport}"
+        env = {"reload_watch_s": "0", "admin_key": ADMIN_KEY, "metrics_port": str(mport)}
+        return await serve(policy_dir, *args, **env), f"http://127.0.0.1:{mport}"
 
-    yield start
-    for s in started:
-        if s.proc.returncode is None:
-            s.proc.kill()
-            await s.proc.wait()
-        s._reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await s._reader
+    return start
 
 
 async def statuses(url: str) -> dict[str, int]:
