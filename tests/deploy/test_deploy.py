@@ -419,7 +419,7 @@ METRIC_FILES = [ALERTS, *DASHBOARDS]
 
 
 @pytest.mark.parametrize("path", METRIC_FILES, ids=lambda p: p.name)
-def test_referenced_metrics_are_spec_metrics(path: Path) -> None:
+def test_referenced_metrics_are_known_metrics(path: Path) -> None:
     """Every llm_gateway_* series in alerts/dashboards is a documented metric (or extra)."""
     names = referenced_metrics(path)
     assert names, f"{path} names no llm_gateway_ metric"
@@ -435,7 +435,7 @@ def test_referenced_metrics_are_registered(path: Path) -> None:
     assert names <= exported, sorted(names - exported)
 
 
-def test_gateway_registers_spec_metrics() -> None:
+def test_gateway_registers_core_metrics() -> None:
     """gateway/observe/metrics.py registers every documented metric (and the extras) with its
     type."""
     registered = registered_metrics()
@@ -445,7 +445,7 @@ def test_gateway_registers_spec_metrics() -> None:
         )
 
 
-def test_dashboard_shows_every_spec_metric() -> None:
+def test_dashboard_shows_every_core_metric() -> None:
     """The Grafana dashboard has a query for every metric of the main list."""
     shown = set().union(*(referenced_metrics(p) for p in DASHBOARDS))
     for name, kind in CORE_METRICS.items():
