@@ -35,11 +35,11 @@ def compact_step(
     events: Events,
 ) -> dict[str, Any]:
     """One compaction step; the body unchanged (and the step skipped) when it cannot shrink."""
-    estimate = compaction.estimate_tokens(body, req.api)
+    estimate = compaction.estimate_tokens(body, req.fmt)
     requested = _requested_output(body)
     limit = f.context_limit or req.context_window
     target = compaction.target_tokens_for(f.prompt_tokens, limit, requested, estimate)
-    c = compaction.compact(body, req.api, strategy, req.policy.compaction, target_tokens=target)
+    c = compaction.compact(body, req.fmt, strategy, req.policy.compaction, target_tokens=target)
     if c is None:
         events.prompt_too_long_recovery(log, p.model, strategy, "skipped")
         return body
@@ -88,19 +88,19 @@ async def summarize(
     back unchanged, and the next strategy runs, when the step is skipped (no middle,
     or the summary would not make the prompt smaller) or failed.
     """
-    comp, events, api = req.policy.compaction, env.events, req.api
-    if compaction.apply_summary(body, api, comp, ".") is None:  # nothing a summary can replace
+    comp, events, fmt = req.policy.compaction, env.events, req.fmt
+    if compaction.apply_summary(body, fmt, comp, ".") is None:  # nothing a summary can replace
         events.prompt_too_long_recovery(log, p.model, "summarize", "skipped")
         return body
     model = comp.summarize_model or p.model
-    wire, window = attempter.model_info(model)
+    summary_fmt, window = attempter.model_info(model)
     scale = 1.0
     if model == p.model:  # the model that just said how much fits
         window = f.context_limit or window
         if f.prompt_tokens:
-            scale = compaction.estimate_tokens(body, api) / f.prompt_tokens
+            scale = compaction.estimate_tokens(body, fmt) / f.prompt_tokens
     ask = compaction.summary_request(
-        body, api, comp, model, wire=wire,
+        body, fmt, comp, model, summary_fmt=summary_fmt,
         max_input_chars=compaction.summary_input_chars(window, scale),
     )  # fmt: skip
     assert ask is not None  # apply_summary found a middle
@@ -111,17 +111,17 @@ async def summarize(
         if left <= 0:
             error = "timeout"
             break
-        out = await attempter.ask(model, wire, ask, left)
+        out = await attempter.ask(model, summary_fmt, ask, left)
         if out.failure is not None:
             error = out.failure.category.value
             if out.failure.category.never_retried:
                 break
             continue
-        text = compaction.summary_text(_decoded(out), wire)
+        text = compaction.summary_text(_decoded(out), summary_fmt)
         if not text:
             error = "empty_summary"
             break
-        c = compaction.apply_summary(body, api, comp, text)
+        c = compaction.apply_summary(body, fmt, comp, text)
         if c is None:
             events.prompt_too_long_recovery(
                 log, p.model, "summarize", "skipped", summary_model=model
@@ -132,8 +132,8 @@ async def summarize(
         return c.body
     events.prompt_too_long_recovery(
         log, p.model, "summarize", "failed", summary_model=model, error=error,
-        messages_before=len(entries(body, api)),
-        tokens_before=compaction.estimate_tokens(body, api),
+        messages_before=len(entries(body, fmt)),
+        tokens_before=compaction.estimate_tokens(body, fmt),
     )  # fmt: skip
     return body
 
@@ -153,11 +153,11 @@ def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) ->
     requested = _requested_output(req.body) or 0
     target = int((window - requested) * 0.9)
     body = req.body
-    tokens = compaction.estimate_tokens(body, req.api)
+    tokens = compaction.estimate_tokens(body, req.fmt)
     for strategy in comp.strategies:
         if tokens <= target:
             break
-        c = compaction.compact(body, req.api, strategy, comp, target_tokens=target)
+        c = compaction.compact(body, req.fmt, strategy, comp, target_tokens=target)
         if c is None:
             continue
         _applied(c, "proactive", req.model, log, events)

@@ -59,19 +59,19 @@ async def continue_answer(
     policy = req.policy.output_recovery
     while True:
         last = parts[-1]
-        if not continuation.cut_at_length(last, req.api):
+        if not continuation.cut_at_length(last, req.fmt):
             break  # complete, the usual answer: nothing to decide (the decision says Stop)
         d = followup.continuation(
             req.body,
-            req.api,
+            req.fmt,
             policy,
             len(parts) - 1,
             cut=True,
-            text=continuation.answer_text(last, req.api),
+            text=continuation.answer_text(last, req.fmt),
         )
         if isinstance(d, followup.Stop):
             break
-        follow = continuation.continuation_request(req.body, parts, req.api, prefill=prefill)
+        follow = continuation.continuation_request(req.body, parts, req.fmt, prefill=prefill)
         r = await recover(same_model(req, model, follow), log, env, att)
         part = decoded(r.outcome.body) if r.outcome.failure is None else None
         if part is None:
@@ -82,7 +82,7 @@ async def continue_answer(
     log.answered_by = model
     if len(parts) == 1:
         return result.outcome.body, first
-    merged = continuation.merge_parts(parts, req.api)
+    merged = continuation.merge_parts(parts, req.fmt)
     try:
         return orjson.dumps(merged), merged
     except orjson.JSONEncodeError:  # counts summed past 64 bits: the first part, as it came
@@ -172,7 +172,7 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
         if seg.complete:
             d = followup.continuation(
                 req.body,
-                req.api,
+                req.fmt,
                 req.policy.output_recovery,
                 continuations,
                 cut=side.cut(seg),

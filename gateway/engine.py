@@ -17,6 +17,7 @@ import orjson
 
 from gateway.compacting import compact_step, summarize
 from gateway.errors import Category
+from gateway.formats import Format
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
@@ -53,7 +54,7 @@ class Outcome:
 class Request:
     """The parts of a client request that recovery reads or changes."""
 
-    api: str  # "openai" | "anthropic" | "responses" (message shapes for compaction)
+    fmt: Format  # the client's format: how the body holds the conversation and its answer
     body: dict[str, Any]
     model: str  # the public model asked for
     route_id: str
@@ -87,12 +88,11 @@ class Attempter(Protocol):
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...
 
     # The ``summarize`` compaction step's own call (see :func:`gateway.compacting.summarize`).
-    def model_info(self, model: str) -> tuple[str, int | None]:
-        """The wire format ``ask`` speaks to ``model`` (``openai`` or ``anthropic``), and
-        the model's context window when known."""
+    def model_info(self, model: str) -> tuple[Format, int | None]:
+        """The format ``ask`` speaks to ``model``, and the model's context window when known."""
         ...
 
-    async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
+    async def ask(self, model: str, fmt: Format, body: dict[str, Any], within: float) -> Outcome:
         """One JSON request the gateway makes itself: never streamed (whatever the client
         asked), bounded by ``within`` seconds, not one of the request's attempts."""
         ...

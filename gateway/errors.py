@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
+
+if TYPE_CHECKING:
+    from gateway.formats import Format
 
 
 class Category(enum.StrEnum):
@@ -121,9 +125,9 @@ class GatewayError(Exception):
         etype = etype or ANTHROPIC_TYPE_OF_STATUS.get(self.status, "api_error")
         return {"type": "error", "error": {"type": etype, "message": self.message}}
 
-    def body_bytes(self, api: str) -> bytes:
-        body = self.anthropic_body() if api == "anthropic" else self.openai_body()
-        return orjson.dumps(body)
+    def body_bytes(self, fmt: Format) -> bytes:
+        """The error as the body of ``fmt``'s errors (:meth:`Format.error_body`)."""
+        return orjson.dumps(fmt.error_body(self))
 
 
 def bad_request(message: str, param: str | None = None) -> GatewayError:

@@ -19,10 +19,11 @@ from aiohttp import web
 from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request
 from gateway.errors import Category, GatewayError
+from gateway.formats import Format
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.tracing import StreamTrace, Tracing
 from gateway.policy.policyset import Deployed, PolicySet
-from gateway.providers import Endpoint, Target, Wiring, target
+from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import (
     DEADLINE_PASSED,
@@ -43,21 +44,14 @@ if TYPE_CHECKING:
 _MAX_HELD = 64  # preamble events held back before the first real one, at most
 
 
-#: The endpoint a provider is called on for each body format (docs/translation.md).
-ENDPOINT_OF_WIRE = {
-    "openai": Endpoint.chat,
-    "anthropic": Endpoint.messages,
-    "responses": Endpoint.responses,
-}
-
-
 @dataclass(frozen=True, slots=True)
 class Crossing:
     """An attempt whose deployment speaks another format than the client's endpoint: the
-    request goes out translated (``wire``), what comes back is translated to ``client``."""
+    request goes out translated (into ``upstream_fmt``), what comes back is translated to
+    ``client_fmt``."""
 
-    wire: str
-    client: str
+    upstream_fmt: Format
+    client_fmt: Format
     model: str  # the public model name, which a translated answer names
     # a Responses client's namespaced functions, flattened upstream: named back in answers
     names: translate.Names = field(default_factory=dict)
@@ -127,15 +121,15 @@ class HttpAttempter:
                 Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
             )
         try:
-            crossing = self._crossing(d.wires, model, body)
+            crossing = self._crossing(d.fmts, model, body)
         except GatewayError as e:  # a field the translators read, of the wrong type
             return self._refused(e)
         hide_usage = False  # the usage chunk this attempt asks for only for the gateway
         if crossing is None:
             base = wiring.targets.get(self.endpoint)
             if base is None:
-                api = self.policies.providers[provider].api
-                msg = f"model {model!r} is served by an {api!r}-format provider"
+                kind = self.policies.providers[provider].api
+                msg = f"model {model!r} is served by an {kind!r}-format provider"
                 return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
             query = self.request.rel_url.raw_query_string  # as the client wrote it
             t = target(base, self.request.headers, query)
@@ -149,8 +143,8 @@ class HttpAttempter:
                 spec = self.policies.models[model]
                 body, dropped = translate.request(
                     body,
-                    crossing.client,
-                    crossing.wire,
+                    crossing.client_fmt,
+                    crossing.upstream_fmt,
                     max_output_tokens=spec.max_output_tokens,
                     reasoning=spec.reasoning,
                 )
@@ -160,7 +154,7 @@ class HttpAttempter:
             if self.stream and not self.policies.providers[provider].stream_usage:
                 body.pop("stream_options", None)  # a server that rejects it: no usage chunk
             # the client's query and provider headers belong to its own API: not passed
-            t = target(wiring.targets[ENDPOINT_OF_WIRE[crossing.wire]], {}, "")
+            t = target(wiring.targets[endpoint_of(crossing.upstream_fmt)], {}, "")
         t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
         upstream_model = d.upstream_model
         # One encoded copy, let go of once sent; this attempt's (translated) dict goes now:
@@ -197,26 +191,26 @@ class HttpAttempter:
         return out
 
     def _crossing(
-        self, wires: tuple[str, ...], model: str, body: dict[str, Any]
+        self, fmts: tuple[Format, ...], model: str, body: dict[str, Any]
     ) -> Crossing | None:
-        """The translation an attempt on a deployment speaking ``wires`` needs (into the
+        """The translation an attempt on a deployment speaking ``fmts`` needs (into the
         first of them); None when it speaks the client's format: relayed as it is. Raises
         a 400 :class:`GatewayError` for a body the translators cannot read (a field of
         the wrong type, named)."""
-        client = self.endpoint.shape
-        if client in wires or not self.endpoint.continuable:
+        client = self.endpoint.fmt
+        if client in fmts or not self.endpoint.continuable:
             return None
         from gateway.translate import convert as translate
 
         translate.check(body, client)
-        return Crossing(wires[0], client, model, translate.tool_names(body, client))
+        return Crossing(fmts[0], client, model, translate.tool_names(body, client))
 
     def _refused(self, e: GatewayError) -> Outcome:
         """A request this attempt cannot translate: the client's 400, in its format."""
         failure = Failure(
             Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE
         )
-        return Outcome(failure, status=400, body=e.body_bytes(self.endpoint.dialect))
+        return Outcome(failure, status=400, body=e.body_bytes(self.endpoint.fmt))
 
     async def _exchange(
         self,
@@ -254,7 +248,9 @@ class HttpAttempter:
                 if crossing is not None:  # classified as the provider said, shown as the client's
                     from gateway.translate import convert as translate
 
-                    raw = translate.error(resp.status, raw, crossing.wire, crossing.client)
+                    raw = translate.error(
+                        resp.status, raw, crossing.upstream_fmt, crossing.client_fmt
+                    )
                     ctype = "application/json"
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
             if stream:
@@ -291,7 +287,7 @@ class HttpAttempter:
             if not isinstance(data, dict):
                 raise translate.Malformed("the provider's answer is not JSON")
             answer = translate.answer(
-                data, crossing.wire, crossing.client, crossing.model, crossing.names
+                data, crossing.upstream_fmt, crossing.client_fmt, crossing.model, crossing.names
             )
         except translate.Malformed as e:  # a broken provider: retried like a server error
             f = transport_failure(Category.server_error, str(e))
@@ -316,10 +312,10 @@ class HttpAttempter:
         else:
             from gateway.translate import convert as translate
 
-            usage = crossing.client != "openai" or asks_usage(self.req.body)  # a chat client's
-            # own choice; the other formats always have their usage
+            client = crossing.client_fmt  # a chat client's own choice; others always have it
+            usage = not client.usage_if_asked or asks_usage(self.req.body)
             splitter = translate.Splitter(
-                crossing.wire, crossing.client, crossing.model, usage, crossing.names
+                crossing.upstream_fmt, client, crossing.model, usage, crossing.names
             )
         head: list[sse.Event] = []
         content = resp.content
@@ -366,25 +362,24 @@ class HttpAttempter:
         )
 
     # ---- the summarize compaction step's call (gateway/compacting.py summarize) --------
-    def model_info(self, model: str) -> tuple[str, int | None]:
-        m = self.policies.models[model]
-        api = self.policies.providers[self.policies.deployments[model][0].provider].api
-        return ("anthropic" if api == "anthropic" else "openai"), m.context_window
+    def model_info(self, model: str) -> tuple[Format, int | None]:
+        fmt = self.policies.deployments[model][0].fmts[0]
+        return fmt, self.policies.models[model].context_window
 
-    async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
+    async def ask(self, model: str, fmt: Format, body: dict[str, Any], within: float) -> Outcome:
         """A JSON request of the gateway's own (the compaction summary) to ``model``.
 
-        Never streamed, whatever the client asked; ``wire`` picks chat completions or
-        Messages, whatever the client's endpoint; none of the client's headers or
+        Never streamed, whatever the client asked; in ``fmt``, sent to that format's
+        endpoint whatever the client's; none of the client's headers or
         query go along. The whole exchange is bounded by ``within`` seconds. It counts in
         ``upstream_attempts_total`` but not in the request's attempts. A streaming
         client gets keepalive comments while it runs longer than ``stream.keepalive``.
         """
         d = self.policies.deployments[model][0]
         wiring = self.wiring(d.provider, d.key_env)
-        base = wiring.targets.get(Endpoint.messages if wire == "anthropic" else Endpoint.chat)
+        base = wiring.targets.get(endpoint_of(fmt))
         if base is None:
-            msg = f"model {model!r} cannot answer a {wire!r}-format request"
+            msg = f"model {model!r} cannot answer a {fmt.name!r}-format request"
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
         t = target(base, {}, "")
         t.headers["x-request-id"] = self.log.request_id

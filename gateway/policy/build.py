@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gateway.policy.merge import deep_merge
-from gateway.policy.policyset import PolicySet, ResolvedRoute, resolve_deployments
+from gateway.policy.policyset import PolicySet, ResolvedRoute, chooses_api, resolve_deployments
 from gateway.policy.schema import Model, Policy, Provider, Route, Team
 from gateway.policy.source import Loc, PolicyError, Problem, Source, format_loc, parse
 from gateway.policy.validate import KIND, SECTIONS, Entry, schema_problems, validate_file
@@ -44,7 +44,9 @@ def _deployment_problems(
     Deployments may speak different APIs: each attempt is translated for its own."""
     model: Model = entry.value
     if "upstream_api" in model.model_fields_set:
-        others = sorted({providers[p].api for p in model.providers} - {"openai"})
+        others = sorted(
+            {providers[p].api for p in model.providers if not chooses_api(providers[p])}
+        )
         if others:
             yield entry.src.problem(
                 (*entry.loc, "upstream_api"),

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from gateway import formats
+from gateway.formats import CHAT, Format
 from gateway.policy.schema import Model, Policy, Provider, Team
 
 #: Bound on the per-set memo of (team, model, path) -> route. Model names come
@@ -81,26 +83,32 @@ class Deployed:
     key_env: str | None
     upstream_model: str
     weight: float = 1.0
-    wires: tuple[str, ...] = ("openai",)  # the body formats it speaks, see wires_of
+    fmts: tuple[Format, ...] = (CHAT,)  # the formats it speaks, see formats_of
 
 
-def wires_of(
+def formats_of(
     api: str, upstream_api: str | tuple[str, ...] = "chat", speaks: str | None = None
-) -> tuple[str, ...]:
-    """The body formats a deployment speaks (docs/translation.md), the one a translated
-    request is sent in first: an ``openai`` provider's model speaks chat completions (the default,
-    as GLM, DeepSeek and vLLM do), the Responses API, or both (``[chat, responses]``, as
-    OpenAI does); ``anthropic`` speaks Messages; the built-in ``sim`` provider speaks all
-    three, or the one of its ``speaks``."""
-    if api == "sim" and speaks is not None:
-        api = speaks
-    if api == "openai":
-        names = (upstream_api,) if isinstance(upstream_api, str) else upstream_api
-        wires = tuple(dict.fromkeys("responses" if n == "responses" else "openai" for n in names))
-        return wires or ("openai",)
-    if api == "sim":
-        return ("openai", "responses", "anthropic")
-    return (api,)
+) -> tuple[Format, ...]:
+    """The formats a deployment speaks (docs/translation.md), the one a translated request
+    is sent in first: those of its provider's kind (:func:`gateway.formats.of_provider`),
+    of which ``upstream_api`` chooses by name where the kind has several: an ``openai``
+    provider's model speaks chat completions (the default, as GLM, DeepSeek and vLLM do),
+    the Responses API, or both (``[chat, responses]``, as OpenAI does); ``anthropic``
+    speaks Messages; the built-in ``sim`` provider speaks every format, or those of its
+    ``speaks``."""
+    if api == "sim" and speaks is None:
+        return formats.of_provider(api)
+    kind = formats.of_provider(speaks or api)
+    if len(kind) < 2:
+        return kind
+    names = (upstream_api,) if isinstance(upstream_api, str) else upstream_api
+    chosen = tuple(dict.fromkeys(f for n in names for f in kind if f.label == n))
+    return chosen or kind[:1]
+
+
+def chooses_api(provider: Provider) -> bool:
+    """``upstream_api`` applies to the provider: its kind speaks more than one format."""
+    return provider.api != "sim" and len(formats.of_provider(provider.api)) > 1
 
 
 def key_envs(provider: Provider) -> tuple[str | None, ...]:
@@ -125,12 +133,12 @@ def resolve_deployments(
     for provider, upstream, weight, given in specs:
         p = providers.get(provider)
         envs = key_envs(p) if p is not None else (None,)
-        wires = wires_of(p.api, model.upstream_api, p.speaks) if p is not None else ("openai",)
+        fmts = formats_of(p.api, model.upstream_api, p.speaks) if p is not None else (CHAT,)
         base = given or provider
         for n, env in enumerate(envs, 1):
             label = base if len(envs) == 1 else f"{base}#{n}"
             upstream_name = upstream or model.upstream_model or name
-            out.append(Deployed(label, provider, env, upstream_name, weight, wires))
+            out.append(Deployed(label, provider, env, upstream_name, weight, fmts))
     return tuple(out)
 
 

@@ -1,8 +1,9 @@
-"""Wire formats of the providers (no sockets): where a request goes and with which headers.
+"""The client endpoints and how a provider is reached (no sockets): where a request goes
+and with which headers. What a body holds is its format's (:mod:`gateway.formats`).
 
 ``api: openai``     base_url is the URL that ``/chat/completions`` etc. follow.
 ``api: anthropic``  base_url is the root; the gateway adds ``/v1/messages``.
-``api: sim``        the built-in simulated provider; it speaks both formats.
+``api: sim``        the built-in simulated provider at its root; it speaks every format.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from urllib.parse import quote
 
 from yarl import URL
 
+from gateway import formats
+from gateway.formats import Format
 from gateway.policy.schema import Provider
 
 
@@ -26,17 +29,10 @@ class Endpoint(enum.StrEnum):
     messages = "/v1/messages"
 
     @property
-    def dialect(self) -> str:
-        """``openai`` or ``anthropic``: the format of this endpoint's errors and stream
-        events, and the format a provider must speak to serve it."""
-        return "anthropic" if self is Endpoint.messages else "openai"
-
-    @property
-    def shape(self) -> str:
-        """How its bodies hold a conversation: ``openai`` (chat messages, also legacy
-        completions and embeddings), ``anthropic`` (Messages) or ``responses`` (items);
-        what compaction, continuation and the stream transcript read."""
-        return _SHAPE.get(self, "openai")
+    def fmt(self) -> Format:
+        """The endpoint's format: how its bodies hold a conversation and its answer, how
+        its errors and stream events look (legacy completions and embeddings: chat's)."""
+        return _FMT[self]
 
     @property
     def continuable(self) -> bool:
@@ -44,13 +40,13 @@ class Endpoint(enum.StrEnum):
         return self in _CONTINUABLE
 
 
-_SHAPE = {Endpoint.messages: "anthropic", Endpoint.responses: "responses"}
 _CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
+_FMT = {ep: formats.of_path(ep.value) for ep in Endpoint}
 
 
-def dialect_of(path: str) -> str:
-    """The error format for any path under ``/v1`` (``/v1/messages...`` is Anthropic's)."""
-    return "anthropic" if path.startswith("/v1/messages") else "openai"
+def endpoint_of(fmt: Format) -> Endpoint:
+    """The endpoint a request in ``fmt`` is sent to (its conversation endpoint)."""
+    return ENDPOINT_OF[fmt.paths[0]]
 
 
 #: The endpoint of each path (a dict lookup: ``Endpoint(path)`` is slow).
@@ -59,12 +55,6 @@ ENDPOINT_OF: dict[str, Endpoint] = {}
 # Provider headers a client may set for the provider; everything else stays at the gateway.
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
 ENDPOINT_OF.update((ep.value, ep) for ep in Endpoint)
-_OPENAI_SUFFIX = {
-    Endpoint.chat: "/chat/completions",
-    Endpoint.responses: "/responses",
-    Endpoint.completions: "/completions",
-    Endpoint.embeddings: "/embeddings",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +65,7 @@ class Target:
 
 def speaks(provider: Provider, endpoint: Endpoint) -> bool:
     """The provider takes the endpoint's bodies as they are (no translation)."""
-    return provider.api == "sim" or provider.api == endpoint.dialect
+    return endpoint.fmt in formats.of_provider(provider.api)
 
 
 def serves(provider: Provider, endpoint: Endpoint) -> bool:
@@ -95,7 +85,7 @@ class Wiring:
     tls: Any = True  # aiohttp's ``ssl=``: True, False or an SSLContext
 
 
-def wire(
+def wiring_of(
     provider: Provider,
     base_url: str,
     key: str | None,
@@ -106,7 +96,7 @@ def wire(
     is only known once it runs) with ``key`` from the environment."""
     extra = {k.lower(): v for k, v in provider.headers.items()}
     targets = {
-        ep: _base_target(provider.api, base_url, extra, ep, key)
+        ep: _base_target(provider.api == "sim", base_url, extra, ep, key)
         for ep in Endpoint
         if speaks(provider, ep)
     }
@@ -114,25 +104,18 @@ def wire(
 
 
 def _base_target(
-    api: str, base_url: str, extra: Mapping[str, str], endpoint: Endpoint, key: str | None
+    rooted: bool, base_url: str, extra: Mapping[str, str], endpoint: Endpoint, key: str | None
 ) -> Target:
+    """``rooted``: the base URL is the server's root (the simulated provider), else it
+    ends with what the format's provider kind puts there (``/v1`` for OpenAI's)."""
+    fmt = endpoint.fmt
+    path = endpoint.value if rooted else endpoint.value.removeprefix(fmt.base_path)
     # identity: answers are small and the hop usually near; a provider (or a middlebox)
     # that compresses anyway is decoded by the client (gateway/upstream.py).
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
-    if endpoint is Endpoint.messages:
-        url = URL(base_url.rstrip("/") + "/v1/messages")
-        if key:
-            headers["x-api-key"] = key
-        headers["anthropic-version"] = "2023-06-01"  # a client's own version replaces it
-    else:
-        base = base_url.rstrip("/")
-        if api == "sim":
-            base += "/v1"
-        url = URL(base + _OPENAI_SUFFIX[endpoint])
-        if key:
-            headers["authorization"] = f"Bearer {key}"
+    headers.update(fmt.auth_headers(key))  # a client's own anthropic-version replaces it
     headers.update(extra)
-    return Target(url, headers)
+    return Target(URL(base_url.rstrip("/") + path), headers)
 
 
 def target(base: Target, client_headers: Mapping[str, str], query: str) -> Target:

@@ -26,7 +26,7 @@ smaller, so the same prompt is never sent twice at the same size.
     Like ``drop_middle`` with the whole middle, but the note carries a summary
     written by a model. That needs a model call, so :func:`compact` does not do
     it (it returns None); the engine does: :func:`summary_request` builds the
-    call (OpenAI chat or Anthropic Messages), :func:`summary_text` reads the
+    call (in the summarize model's format), :func:`summary_text` reads the
     answer, :func:`apply_summary` puts it in place.
 
 Sizes are :func:`estimate_tokens` (see :mod:`gateway.resilience.conversation`).
@@ -41,20 +41,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.formats import CHAT, Format
 from gateway.policy.schema import Compaction
 from gateway.resilience.conversation import (
     PINNED_ROLES,
     allowed_cuts,
-    blocks,
-    check_api,
     conversation_problems,
     entries,
-    entries_key,
     estimate_tokens,
     fixed_chars,
     groups,
     is_valid_conversation,
-    item_type,
     plain_text,
     role,
     text_chars,
@@ -115,7 +112,7 @@ class Compacted:
 
 def compact(
     body: Mapping[str, Any],
-    api: str,
+    fmt: Format,
     strategy: str,
     policy: Compaction,
     *,
@@ -128,11 +125,10 @@ def compact(
     and :func:`apply_summary` (proactive compaction, which makes no calls, skips it).
     An unknown strategy or API raises ValueError.
     """
-    check_api(api)
     if strategy == "snip_tool_results":
-        return _snip_tool_results(body, api, policy, target_tokens)
+        return _snip_tool_results(body, fmt, policy, target_tokens)
     if strategy == "drop_middle":
-        return _drop_middle(body, api, policy, target_tokens)
+        return _drop_middle(body, fmt, policy, target_tokens)
     if strategy == "summarize":
         return None
     raise ValueError(f"unknown compaction strategy {strategy!r}")
@@ -188,39 +184,24 @@ def _snip_value(value: Any, max_chars: int) -> Any:
     return value
 
 
-def _snip_entry(entry: Any, api: str, max_chars: int) -> Any:
-    if not isinstance(entry, Mapping):
-        return entry
-    if api == "openai":
-        if role(entry) == "tool" and "content" in entry:
-            return {**entry, "content": _snip_value(entry["content"], max_chars)}
-    elif api == "anthropic":
-        if role(entry) == "user" and isinstance(entry.get("content"), list):
-            new_blocks = []
-            for block in blocks(entry):
-                if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                    block = {**block, "content": _snip_value(block.get("content"), max_chars)}
-                new_blocks.append(block)
-            return {**entry, "content": new_blocks}
-    elif (item_type(entry) or "").endswith("_call_output") and "output" in entry:
-        return {**entry, "output": _snip_value(entry["output"], max_chars)}
-    return entry
+def _snip_entry(entry: Any, fmt: Format, max_chars: int) -> Any:
+    return fmt.snip_results(entry, lambda value: _snip_value(value, max_chars))
 
 
 def _snip_tool_results(
-    body: Mapping[str, Any], api: str, policy: Compaction, target: int | None
+    body: Mapping[str, Any], fmt: Format, policy: Compaction, target: int | None
 ) -> Compacted | None:
-    items = entries(body, api)
-    before = estimate_tokens(body, api)
+    items = entries(body, fmt)
+    before = estimate_tokens(body, fmt)
     protected = max(0, len(items) - policy.keep_recent)
     limit = policy.tool_result_max_chars
     floor = min(limit, SNIP_FLOOR_CHARS)
     while True:
         new_items = [
-            _snip_entry(e, api, limit) if i < protected else e for i, e in enumerate(items)
+            _snip_entry(e, fmt, limit) if i < protected else e for i, e in enumerate(items)
         ]
-        new_body = _with_entries(body, api, new_items)
-        after = estimate_tokens(new_body, api)
+        new_body = _with_entries(body, fmt, new_items)
+        after = estimate_tokens(new_body, fmt)
         if target is None or after <= target or limit <= floor:
             break
         limit = max(floor, limit // 2)
@@ -239,12 +220,12 @@ class _Middle:
     groups: tuple[tuple[int, int], ...]
 
 
-def _middle(items: Sequence[Any], api: str, keep_recent: int) -> _Middle:
+def _middle(items: Sequence[Any], fmt: Format, keep_recent: int) -> _Middle:
     n = len(items)
     first_user = next((i for i, e in enumerate(items) if role(e) == "user"), None)
     if first_user is None:
         return _Middle(())
-    cuts = allowed_cuts(items, api)
+    cuts = allowed_cuts(items, fmt)
     head_end = first_user + 1
     while head_end < n and not cuts[head_end]:
         head_end += 1
@@ -266,24 +247,24 @@ def _is_note(entry: Any) -> bool:
     return role(entry) == "user" and plain_text(entry.get("content")).startswith(NOTE_PREFIX)
 
 
-def _note_extra_chars(items: Sequence[Any], api: str, first: int, note: str) -> int:
+def _note_extra_chars(items: Sequence[Any], fmt: Format, first: int, note: str) -> int:
     """Characters the note adds (Anthropic: joined to the user message before the gap)."""
-    if api == "anthropic" and isinstance(items[first - 1].get("content"), str):
+    if fmt.alternating and isinstance(items[first - 1].get("content"), str):
         return len(note) + 2
     return len(note)
 
 
 def _replace_middle(
-    body: Mapping[str, Any], api: str, items: Sequence[Any], drop: set[int], note: str
+    body: Mapping[str, Any], fmt: Format, items: Sequence[Any], drop: set[int], note: str
 ) -> dict[str, Any]:
     first = min(drop)
     out: list[Any] = []
     for i, entry in enumerate(items):
-        if i == first and api != "anthropic":
+        if i == first and not fmt.alternating:
             out.append({"role": "user", "content": note})
         if i not in drop:
             out.append(entry)
-    if api == "anthropic":
+    if fmt.alternating:
         host = out[first - 1]  # a user message (cuts lie between user and assistant), kept
         content = host.get("content")
         if isinstance(content, str):
@@ -291,21 +272,21 @@ def _replace_middle(
         else:
             joined = [*(content or []), {"type": "text", "text": note}]
         out[first - 1] = {**host, "content": joined}
-    return _with_entries(body, api, out)
+    return _with_entries(body, fmt, out)
 
 
 def _drop_middle(
-    body: Mapping[str, Any], api: str, policy: Compaction, target: int | None
+    body: Mapping[str, Any], fmt: Format, policy: Compaction, target: int | None
 ) -> Compacted | None:
-    items = entries(body, api)
-    middle = _middle(items, api, policy.keep_recent)
+    items = entries(body, fmt)
+    middle = _middle(items, fmt, policy.keep_recent)
     if not middle.groups:
         return None
-    before = estimate_tokens(body, api)
+    before = estimate_tokens(body, fmt)
     sizes = [text_chars(e) for e in items]
-    total = fixed_chars(body, api) + sum(sizes)
+    total = fixed_chars(body, fmt) + sum(sizes)
     first = middle.groups[0][0]
-    extra_entry = 0 if api == "anthropic" else 1
+    extra_entry = 0 if fmt.alternating else 1
     chosen = len(middle.groups)
     if target is not None:
         dropped_chars = dropped_count = 0
@@ -313,23 +294,23 @@ def _drop_middle(
             dropped_chars += sum(sizes[s:e])
             dropped_count += e - s
             note = DROP_NOTE.format(n=dropped_count)
-            chars = total - dropped_chars + _note_extra_chars(items, api, first, note)
+            chars = total - dropped_chars + _note_extra_chars(items, fmt, first, note)
             estimate = tokens_for(chars, len(items) - dropped_count + extra_entry)
             if estimate <= target and estimate < before:
                 chosen = k
                 break
     drop = {i for s, e in middle.groups[:chosen] for i in range(s, e)}
-    new_body = _replace_middle(body, api, items, drop, DROP_NOTE.format(n=len(drop)))
-    return _result(new_body, api, "drop_middle", len(items), before)
+    new_body = _replace_middle(body, fmt, items, drop, DROP_NOTE.format(n=len(drop)))
+    return _result(new_body, fmt, "drop_middle", len(items), before)
 
 
 def _result(
-    new_body: dict[str, Any], api: str, strategy: str, count_before: int, before: int
+    new_body: dict[str, Any], fmt: Format, strategy: str, count_before: int, before: int
 ) -> Compacted | None:
-    after = estimate_tokens(new_body, api)
+    after = estimate_tokens(new_body, fmt)
     if after >= before:
         return None
-    return Compacted(new_body, strategy, count_before, len(entries(new_body, api)), before, after)
+    return Compacted(new_body, strategy, count_before, len(entries(new_body, fmt)), before, after)
 
 
 def summary_input_chars(context_window: int | None, scale: float = 1.0) -> int:
@@ -348,11 +329,11 @@ def summary_input_chars(context_window: int | None, scale: float = 1.0) -> int:
 
 def summary_request(
     body: Mapping[str, Any],
-    api: str,
+    fmt: Format,
     policy: Compaction,
     model: str,
     *,
-    wire: str = "openai",
+    summary_fmt: Format = CHAT,
     max_input_chars: int = SUMMARY_INPUT_MAX_CHARS,
 ) -> dict[str, Any] | None:
     """A request asking ``model`` to summarise the middle of ``body``; None if there is none.
@@ -361,17 +342,13 @@ def summary_request(
     rendered as lines of transcript (``user: ...``, ``assistant called
     grep({...})``, ``tool result: ...``), each line snipped to
     ``tool_result_max_chars``, the whole transcript to ``max_input_chars``; the
-    first user message goes along as context. ``wire`` is the API format of the
-    summarize model's provider: ``"openai"`` gives a chat completions body (the
-    instructions as a system message), ``"anthropic"`` a Messages body (the
-    instructions as ``system``). Never streamed, ``temperature: 0``, at most
+    first user message goes along as context. ``summary_fmt`` is the format the
+    summarize model is called in (:meth:`~gateway.formats.Format.summary_request` puts
+    the instructions where it keeps a system text). Never streamed, ``temperature: 0``, at most
     2,048 output tokens.
     """
-    check_api(api)
-    if wire not in ("openai", "anthropic"):
-        raise ValueError(f"unknown summary wire format {wire!r}")
-    items = entries(body, api)
-    middle = _middle(items, api, policy.keep_recent)
+    items = entries(body, fmt)
+    middle = _middle(items, fmt, policy.keep_recent)
     if not middle.groups:
         return None
     limit = policy.tool_result_max_chars
@@ -379,7 +356,7 @@ def summary_request(
         snip_text(line, limit)
         for s, e in middle.groups
         for entry in items[s:e]
-        for line in transcript_lines(entry, api)
+        for line in transcript_lines(entry, fmt)
     ]
     transcript = snip_text("\n".join(lines), max_input_chars)
     task = next((plain_text(e.get("content")) for e in items if role(e) == "user"), "")
@@ -388,74 +365,38 @@ def summary_request(
         f"\n</task>\n\nThe part of the conversation to summarise:\n<transcript>\n{transcript}"
         "\n</transcript>"
     )
-    if wire == "anthropic":
-        return {
-            "model": model,
-            "system": SUMMARY_INSTRUCTIONS,
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": 0,
-            "max_tokens": SUMMARY_MAX_TOKENS,
-            "stream": False,
-        }
-    return {
-        "model": model,
-        "messages": [
-            {"role": "system", "content": SUMMARY_INSTRUCTIONS},
-            {"role": "user", "content": prompt},
-        ],
-        "temperature": 0,
-        "max_tokens": SUMMARY_MAX_TOKENS,
-        "stream": False,
-    }
+    return summary_fmt.summary_request(model, SUMMARY_INSTRUCTIONS, prompt, SUMMARY_MAX_TOKENS)
 
 
-def summary_text(answer: Any, wire: str) -> str:
-    """The text of a summary answer (decoded JSON in the ``wire`` format); "" if it has none.
-
-    OpenAI chat: the first choice's message content (a string or text parts);
-    Anthropic: the text blocks joined. Reasoning and tool calls are ignored.
-    """
+def summary_text(answer: Any, summary_fmt: Format) -> str:
+    """The text of a summary answer (decoded JSON in ``summary_fmt``); "" if it has none.
+    Reasoning and tool calls are ignored."""
     if not isinstance(answer, Mapping):
         return ""
-    if wire == "anthropic":
-        return plain_text(
-            [
-                b
-                for b in answer.get("content") or ()
-                if isinstance(b, Mapping) and b.get("type") == "text"
-            ]
-        ).strip()
-    choices = answer.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        return ""
-    message = choices[0].get("message")
-    if not isinstance(message, Mapping):
-        return ""
-    return plain_text(message.get("content")).strip()
+    return summary_fmt.answer_text(answer).strip()
 
 
 def apply_summary(
-    body: Mapping[str, Any], api: str, policy: Compaction, summary_text: str
+    body: Mapping[str, Any], fmt: Format, policy: Compaction, summary_text: str
 ) -> Compacted | None:
     """The body with the middle replaced by a note with ``summary_text``; None if not smaller."""
-    check_api(api)
-    items = entries(body, api)
-    middle = _middle(items, api, policy.keep_recent)
+    items = entries(body, fmt)
+    middle = _middle(items, fmt, policy.keep_recent)
     summary = summary_text.strip()
     if not middle.groups or not summary:
         return None
-    before = estimate_tokens(body, api)
+    before = estimate_tokens(body, fmt)
     drop = {i for s, e in middle.groups for i in range(s, e)}
     note = SUMMARY_NOTE.format(n=len(drop), summary=summary)
-    new_body = _replace_middle(body, api, items, drop, note)
-    return _result(new_body, api, "summarize", len(items), before)
+    new_body = _replace_middle(body, fmt, items, drop, note)
+    return _result(new_body, fmt, "summarize", len(items), before)
 
 
 # ---- shared ---------------------------------------------------------------------
 
 
-def _with_entries(body: Mapping[str, Any], api: str, items: list[Any]) -> dict[str, Any]:
+def _with_entries(body: Mapping[str, Any], fmt: Format, items: list[Any]) -> dict[str, Any]:
     """A deep copy of ``body`` holding ``items`` as its conversation."""
-    new_body = {key: value for key, value in body.items() if key != entries_key(api)}
-    new_body[entries_key(api)] = items
+    new_body = {key: value for key, value in body.items() if key != fmt.entries_key}
+    new_body[fmt.entries_key] = items
     return copy.deepcopy(new_body)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.formats import Format
 from gateway.policy.schema import OutputRecovery, StreamPolicy
 from gateway.resilience.continuation import client_capped_output
 
@@ -52,7 +53,7 @@ class Stop:
 
 def continuation(
     request: Mapping[str, Any],
-    api: str,
+    fmt: Format,
     policy: OutputRecovery,
     done: int,
     *,
@@ -70,10 +71,9 @@ def continuation(
         return Stop("complete")
     if done >= policy.max_continuations:
         return Stop("max_continuations")
-    if policy.respect_client_max_tokens and client_capped_output(request, api):
+    if policy.respect_client_max_tokens and client_capped_output(request, fmt):
         return Stop("client_max_tokens")
-    n = request.get("n")
-    if api == "openai" and isinstance(n, int) and n > 1:
+    if fmt.several_choices(request):
         return Stop("several_choices")
     if not continuable:
         return Stop("not_continuable")
@@ -113,7 +113,7 @@ def after_break(
 
 
 def tracks_answer(
-    request: Mapping[str, Any], api: str, out: OutputRecovery, stream: StreamPolicy
+    request: Mapping[str, Any], fmt: Format, out: OutputRecovery, stream: StreamPolicy
 ) -> bool:
     """Whether a stream's text must be kept as it is relayed: some decision above may need
     it (a resume, or a continuation the client did not rule out)."""
@@ -121,4 +121,4 @@ def tracks_answer(
         return True
     if out.max_continuations <= 0:
         return False
-    return not (out.respect_client_max_tokens and client_capped_output(request, api))
+    return not (out.respect_client_max_tokens and client_capped_output(request, fmt))

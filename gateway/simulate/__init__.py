@@ -40,6 +40,7 @@ import structlog
 
 from gateway.continuing import continue_answer, decoded, follow_stream
 from gateway.engine import Env, Request, recover
+from gateway.formats import CHAT, Format
 from gateway.observe.events import RequestLog
 from gateway.policy.load import PolicyError, load_policy_dir
 from gateway.policy.policyset import Deployed
@@ -92,7 +93,7 @@ async def run(
     prefill_of: Callable[[str], bool] = lambda model: False,
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
-    client: str = "openai",
+    client: Format = CHAT,
 ) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
     sim = await simulate(
@@ -125,15 +126,15 @@ async def simulate(
     prefill_of: Callable[[str], bool] = lambda model: False,
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
-    client: str = "openai",
+    client: Format = CHAT,
 ) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
     ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
 
     ``deployments`` gives a script per deployment name (the others take the shared
     ``script``); ``deployments_of`` says which deployments a model has (default one);
-    ``client`` is the body format of the endpoint called (``openai``, ``anthropic`` or
-    ``responses``): an attempt on a model of another format shows as translated."""
+    ``client`` is the format of the endpoint called (:mod:`gateway.formats`): an attempt
+    on a model of another format shows as translated."""
     steps = parse_script(script)
     own = {name: parse_script(text) for name, text in (deployments or {}).items()}
     clock = VirtualClock()
@@ -147,8 +148,8 @@ async def simulate(
     body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "simulated"}]}
     if conversation == "agent":
         body = agent_conversation(model)
-    if client != "openai":  # the same conversation as the client's endpoint would carry it
-        body, _ = convert.request(body, "openai", client, max_output_tokens=None)
+    if client is not CHAT:  # the same conversation as the client's endpoint would carry it
+        body, _ = convert.request(body, CHAT, client, max_output_tokens=None)
         body["model"] = model
     if attempter.stream:
         body["stream"] = True
@@ -219,7 +220,7 @@ def main(args: argparse.Namespace) -> int:
         )
         return 1
     endpoint = ENDPOINT_OF.get(args.path)
-    client = endpoint.shape if endpoint is not None and endpoint.continuable else "openai"
+    client = endpoint.fmt if endpoint is not None and endpoint.continuable else CHAT
     own: dict[str, str] = {}
     for given in args.deployment or ():
         name, sep, text = given.partition("=")

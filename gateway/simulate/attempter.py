@@ -11,6 +11,7 @@ import orjson
 
 from gateway.engine import Outcome
 from gateway.errors import Category
+from gateway.formats import CHAT, Format
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import Deployed
@@ -63,10 +64,10 @@ class ScriptedAttempter:
         *,
         per_deployment: Mapping[str, list[Step]] | None = None,
         deployments_of: Callable[[str], tuple[Sequence[Deployed], str]] | None = None,
-        client: str = "openai",
+        client: Format = CHAT,
     ) -> None:
         self.steps = list(steps)
-        #: The client's body format (``openai`` chat, ``anthropic``, ``responses``): an
+        #: The client's format (:mod:`gateway.formats`): an
         #: attempt on a deployment speaking another is translated, and shown so.
         self.client = client
         #: A script per deployment name (``--deployment NAME=SCRIPT``); others use ``steps``.
@@ -105,8 +106,8 @@ class ScriptedAttempter:
         where = model
         found, _ = self.deployments(model)
         d = found[progress.deployment] if progress.deployment < len(found) else found[0]
-        if self.client not in d.wires:  # translated (docs/translation.md)
-            where += f" ({API_NAME[self.client]}->{API_NAME[d.wires[0]]})"
+        if self.client not in d.fmts:  # translated (docs/translation.md)
+            where += f" ({self.client.label}->{d.fmts[0].label})"
         if len(found) > 1:
             where = where.replace(model, f"{model}@{d.name}", 1)
             own = self.per_deployment.get(d.name)
@@ -146,8 +147,8 @@ class ScriptedAttempter:
             row.outcome = "ok, cut at the limit" if step.fault == "length" else "ok"
             row.action = "answered"
             answer = json_answer(step, len(self.answered))
-            if self.client != "openai":  # in the client's format, as the attempter answers
-                translated = convert.answer(orjson.loads(answer), "openai", self.client, model)
+            if self.client is not CHAT:  # in the client's format, as the attempter answers
+                translated = convert.answer(orjson.loads(answer), CHAT, self.client, model)
                 answer = orjson.dumps(translated)
             return Outcome(body=answer)
         f = classify_response(
@@ -169,10 +170,10 @@ class ScriptedAttempter:
                 self.last.action = f"{kind} in {seconds:.2f}s"
         self.clock.now += seconds
 
-    def model_info(self, model: str) -> tuple[str, int | None]:
-        return "openai", None
+    def model_info(self, model: str) -> tuple[Format, int | None]:
+        return CHAT, None
 
-    async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
+    async def ask(self, model: str, fmt: Format, body: dict[str, Any], within: float) -> Outcome:
         step = self.steps.pop(0) if self.steps else Step(200, {}, b"{}", label="200")
         row = Row(None, self.clock.now, model, f"summary {step.label}")
         self.rows.append(row)
@@ -196,7 +197,6 @@ class ScriptedAttempter:
 
 
 #: How the timeline names a body format.
-API_NAME = {"openai": "chat", "anthropic": "messages", "responses": "responses", "sim": "sim"}
 
 
 class TimelineEvents(Events):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
 from aiohttp import web
 
@@ -35,7 +34,6 @@ from gateway.streams.splice import Diverged, Splice, Transcript, partial_respons
 from gateway.upstream import MAPPED, UpstreamFailure, failure
 
 DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
-MESSAGES, RESPONSES = sse.MESSAGES, sse.RESPONSES
 READ, WRITE = "read", "write"  # the waits of a stream
 DEADLINE = "deadline"  # the request's own: timeouts.total, or the client's shorter timeout
 DEADLINE_MESSAGE = "the request's deadline passed mid-stream"
@@ -83,7 +81,7 @@ async def _relay(
 ) -> web.StreamResponse:
     ep = att.endpoint
     tracked = ep.continuable and followup.tracks_answer(
-        req.body, req.api, req.policy.output_recovery, req.policy.stream
+        req.body, req.fmt, req.policy.output_recovery, req.policy.stream
     )
     side = LiveStream(att, out, s, req, log, env, Transcript(ep) if tracked else None)
     await follow_stream(side, req, log, env)
@@ -137,7 +135,7 @@ class LiveStream:
         assert self.tx is not None
         model = self.log.answered_by or self.req.model
         follow = continuation.continuation_request(
-            self.req.body, [partial_response(self.tx)], self.req.api, prefill=self.prefill()
+            self.req.body, [partial_response(self.tx)], self.req.fmt, prefill=self.prefill()
         )
         stream = await _open(self.att, same_model(self.req, model, follow), self.log, self.env)
         if stream is None:
@@ -151,7 +149,7 @@ class LiveStream:
         for mode in modes:
             if mode == followup.PREFILL:
                 follow = continuation.continuation_request(
-                    self.req.body, [partial_response(self.tx)], self.req.api, prefill=True
+                    self.req.body, [partial_response(self.tx)], self.req.fmt, prefill=True
                 )
                 sub = replace(self.req, body=follow, model=model)
             else:
@@ -216,9 +214,9 @@ async def _pump(
     seg = Segment()
     held = seg.held
     trace = s.trace  # None unless traced: then it collects what the attempt's span ends with
-    # Only a chat (completions) event with a "usage" key carries usage: the others are
-    # not looked at for it. Messages and Responses events are.
-    usage_key = None if ep is MESSAGES or ep is RESPONSES else "usage"
+    # Where only events with a "usage" key carry usage (chat), the others are not looked
+    # at for it (Format.usage_key).
+    usage_key = ep.fmt.usage_key
     hide_usage = s.hide_usage  # the chat usage chunk the client did not ask for: not sent
 
     def take(batch: Iterable[sse.Classified]) -> bytes:
@@ -365,27 +363,8 @@ async def _flush(
 
 
 def _cut_at_length(held: list[sse.Event], ep: Endpoint) -> bool:
-    for ev in held:
-        d: Any = ev.data
-        if not isinstance(d, dict):
-            continue
-        if ep is Endpoint.chat:
-            if any(
-                isinstance(c, dict) and c.get("finish_reason") == "length"
-                for c in d.get("choices") or ()
-            ):
-                return True
-        elif ep is Endpoint.messages:
-            if (
-                d.get("type") == "message_delta"
-                and (d.get("delta") or {}).get("stop_reason") == "max_tokens"
-            ):
-                return True
-        elif d.get("type") == "response.incomplete":
-            details = (d.get("response") or {}).get("incomplete_details") or {}
-            if details.get("reason") == "max_output_tokens":
-                return True
-    return False
+    cut = ep.fmt.event_cut
+    return any(type(ev.data) is dict and cut(ev.data) for ev in held)
 
 
 async def _open(att: HttpAttempter, sub: Request, log: RequestLog, env: Env) -> OpenStream | None:

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from orjson import JSONDecodeError, loads
 
 from gateway.errors import Category
+from gateway.formats.parts import MAX_TOKENS as MAX_TOKENS  # re-exported
+from gateway.formats.parts import token_count as token_count
 from gateway.providers import Endpoint
 
 
@@ -34,7 +35,6 @@ class Kind(enum.Enum):
 DATA, FINAL, ERROR, DONE, COMMENT, MALFORMED = (
     Kind.data, Kind.final, Kind.error, Kind.done, Kind.comment, Kind.malformed
 )  # fmt: skip
-CHAT, MESSAGES, RESPONSES = Endpoint.chat, Endpoint.messages, Endpoint.responses
 
 
 @dataclass(slots=True)
@@ -117,16 +117,12 @@ def _data_of(event: bytes) -> bytes | None:
     return b"\n".join(lines) if lines else None
 
 
-_FINAL_TYPES = {
-    RESPONSES: frozenset({"response.completed", "response.incomplete"}),
-    MESSAGES: frozenset({"message_stop"}),
-}
 _ERROR_TYPES = frozenset({"error", "response.failed"})
 
 
 def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
     """What one upstream event means for the relay."""
-    finals = _FINAL_TYPES.get(endpoint)
+    finals = endpoint.fmt.final_events
     return Event(*(_classify_choices(raw) if finals is None else _classify_typed(raw, finals)))
 
 
@@ -134,7 +130,7 @@ def classifier(endpoint: Endpoint) -> Callable[[bytes], Classified]:
     """:func:`classify_event` for the events of one endpoint's stream (the relay's, decided
     once a stream), as a :data:`Classified` tuple. The usual event takes a fast path that
     returns what :func:`_classify` would (tests/test_sse_fast.py holds them to it)."""
-    finals = _FINAL_TYPES.get(endpoint)
+    finals = endpoint.fmt.final_events
     if finals is None:
         return _classify_choices
 
@@ -286,44 +282,16 @@ def _preamble(obj: dict[str, Any]) -> bool:
     return True
 
 
-#: The largest token count taken from a provider: a signed 64-bit integer, what the access
-#: log's JSON line and the metrics hold.
-MAX_TOKENS = 2**63 - 1
-
-
-def token_count(value: Any) -> int:
-    """A provider's token count, or 0 when it is none: a string, a float, a bool, a
-    negative number or one over 64 bits is not counted (never logged, never a metric)."""
-    return value if type(value) is int and 0 <= value <= MAX_TOKENS else 0
-
-
 def usage_of(obj: Any, endpoint: Endpoint) -> tuple[int, int] | None:
-    """(prompt, completion) tokens carried by one decoded event, if any. Counts are the
-    stream's so far (an Anthropic ``message_delta`` repeats the input tokens of
-    ``message_start``, or brings them when they were not known then): a stream's tokens are
-    the largest it reported. A count that is not one (:func:`token_count`) is 0; usage of
-    the wrong shape is none."""
+    """(prompt, completion) tokens carried by one decoded event, if any
+    (:meth:`~gateway.formats.Format.event_usage`). Counts are the stream's so far (an
+    Anthropic ``message_delta`` repeats the input tokens of ``message_start``, or brings
+    them when they were not known then): a stream's tokens are the largest it reported. A
+    count that is not one (:func:`token_count`) is 0; usage of the wrong shape is none."""
     if not isinstance(obj, dict):
         return None
     try:
-        if endpoint is MESSAGES:
-            etype = obj.get("type")
-            if etype == "message_start":
-                u = (obj.get("message") or {}).get("usage") or {}
-            elif etype == "message_delta":  # cumulative counts; input ones too when known late
-                u = obj.get("usage") or {}
-            else:
-                return None
-            return token_count(u.get("input_tokens")), token_count(u.get("output_tokens"))
-        if endpoint is RESPONSES:
-            if obj.get("type") in _FINAL_TYPES[RESPONSES]:
-                u = (obj.get("response") or {}).get("usage") or {}
-                return token_count(u.get("input_tokens")), token_count(u.get("output_tokens"))
-            return None
-        u = obj.get("usage")
-        if isinstance(u, dict):
-            return token_count(u.get("prompt_tokens")), token_count(u.get("completion_tokens"))
-        return None
+        return endpoint.fmt.event_usage(obj)
     except (AttributeError, TypeError):  # a field of the wrong type: no usage
         return None
 
@@ -341,29 +309,6 @@ def retry_comment(attempt: int, wait: float, category: Category) -> bytes:
 def error_event(
     endpoint: Endpoint, etype: str, message: str, code: str | None = None, response_id: str = ""
 ) -> bytes:
-    """The in-band error event of the endpoint's dialect, so that the client's SDK raises.
-
-    Responses streams get ``event: error`` (the OpenAI SDK raises on it) followed by
-    ``response.failed`` (what the Codex CLI reads to report why a stream failed).
-    """
-    if endpoint is MESSAGES:
-        body = {"type": "error", "error": {"type": etype, "message": message}}
-        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-    err = {"type": etype, "code": code or etype, "message": message, "param": None}
-    if endpoint is RESPONSES:
-        body = {"type": "error", "error": err, "code": code or etype, "message": message}
-        failed = {
-            "type": "response.failed",
-            "response": {
-                "id": response_id or "resp_gateway_error",
-                "object": "response",
-                "status": "failed",
-                "output": [],
-                "error": {"code": code or etype, "message": message},
-            },
-        }
-        return (
-            b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
-            b"event: response.failed\ndata: " + orjson.dumps(failed) + b"\n\n"
-        )
-    return b"data: " + orjson.dumps({"error": err}) + b"\n\n"
+    """The in-band error event of the endpoint's format, so that the client's SDK raises
+    (:meth:`~gateway.formats.Format.stream_error`)."""
+    return endpoint.fmt.stream_error(etype, message, code, response_id)

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from gateway.providers import Endpoint
-from gateway.streams.sse import DATA, DONE, FINAL, MESSAGES, RESPONSES, Event, Kind
+from gateway.streams.sse import DATA, DONE, FINAL, Event, Kind
 
 _TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
 #: What reading an event with a field of the wrong type raises.
@@ -41,8 +41,8 @@ class Transcript:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         # which reader applies, decided once (an enum member lookup is slow on 3.11)
-        self._messages = endpoint is MESSAGES
-        self._responses = endpoint is RESPONSES
+        self._messages = endpoint is Endpoint.messages
+        self._responses = endpoint is Endpoint.responses
         self._completions = endpoint is Endpoint.completions
         self._typed = self._messages or self._responses  # else chat or completions: choices
         self._parts: list[str] = []

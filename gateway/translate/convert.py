@@ -1,6 +1,8 @@
 """Any client on any model (docs/translation.md): requests, answers, streams and errors
 translated between OpenAI chat completions (``openai``), OpenAI Responses (``responses``) and
-Anthropic Messages (``anthropic``). Pure: no I/O.
+Anthropic Messages (``anthropic``). Pure: no I/O. The functions here take
+:class:`~gateway.formats.Format` objects; inside, the translators are keyed by the
+format's name.
 
 The attempter (:mod:`gateway.proxy`) is the only user: when the deployment an attempt
 goes to speaks another format than the client's endpoint, it sends
@@ -20,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gateway.formats import Format
 from gateway.streams import sse
-from gateway.translate import answers, requests
+from gateway.translate import answers, request_check, requests
 from gateway.translate.errors import translate_error
 from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
-from gateway.translate.request_check import check
 from gateway.translate.streams import StreamTranslator
 
 __all__ = [
@@ -45,8 +47,8 @@ _WRITE: dict[str, Callable[[Answer], dict[str, Any]]] = {
 
 def request(
     body: dict[str, Any],
-    source: str,
-    target: str,
+    source: Format,
+    target: Format,
     *,
     max_output_tokens: int | None,
     reasoning: bool | None = None,
@@ -62,9 +64,9 @@ def request(
     an Anthropic or Responses client gets its token counts.
     """
     drops = Dropped()
-    conv = requests.READERS[source](body, drops)
-    out = requests.write(conv, target, drops, max_output_tokens, Caps(reasoning=reasoning))
-    if target == "openai" and out.get("stream") is True:
+    conv = requests.READERS[source.name](body, drops)
+    out = requests.write(conv, target.name, drops, max_output_tokens, Caps(reasoning=reasoning))
+    if target.usage_if_asked and out.get("stream") is True:
         out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
     return out, drops.names
 
@@ -74,33 +76,40 @@ class Malformed(ValueError):
 
 
 def answer(
-    data: dict[str, Any], source: str, target: str, model: str, names: Names | None = None
+    data: dict[str, Any], source: Format, target: Format, model: str, names: Names | None = None
 ) -> dict[str, Any]:
     """A JSON answer of the provider (format ``source``) as the client's (``target``); its
     ``model`` is the public name of the model that answered. ``names``: the request's
     namespaced functions (:func:`tool_names`), whose calls a Responses client gets back in
     their namespace."""
     try:
-        a = _READ[source](data)
+        a = _READ[source.name](data)
         a.model = model
-        if target == "responses":
+        if target.name == "responses":
             return answers.write_responses(a, names)
-        return _WRITE[target](a)
+        return _WRITE[target.name](a)
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
-        raise Malformed(f"the provider's answer is not a {source} answer ({e})") from None
+        raise Malformed(f"the provider's answer is not a {source.name} answer ({e})") from None
 
 
-def tool_names(body: dict[str, Any], source: str) -> Names:
+def check(body: dict[str, Any], source: Format) -> None:
+    """Raise a 400 naming the field when ``body`` (format ``source``) has a field the
+    translators read of the wrong type (:func:`gateway.translate.request_check.check`)."""
+    request_check.check(body, source.name)
+
+
+def tool_names(body: dict[str, Any], source: Format) -> Names:
     """The functions of a Responses client's namespace tools, as the other formats call
     them -> (namespace, name); empty for every other request (no cost)."""
-    if source != "responses":
+    if source.name != "responses":
         return {}
     return requests.responses.namespaces(body.get("tools"))
 
 
-error = translate_error
-"""``error(status, body, source, target)``: an error body in the client's format (the
-status is kept; the provider's message and its meaning stay recognisable)."""
+def error(status: int, body: bytes, source: Format, target: Format) -> bytes:
+    """An error body of the provider (``source``) in the client's format (``target``): the
+    status is kept; the provider's message and its meaning stay recognisable."""
+    return translate_error(status, body, source.name, target.name)
 
 
 class Splitter:
@@ -115,11 +124,16 @@ class Splitter:
     __slots__ = ("_split", "_tr")
 
     def __init__(
-        self, source: str, target: str, model: str, include_usage: bool, names: Names | None = None
+        self,
+        source: Format,
+        target: Format,
+        model: str,
+        include_usage: bool,
+        names: Names | None = None,
     ) -> None:
         self._split = sse.Splitter()
         self._tr = StreamTranslator(
-            source, target, model=model, include_usage=include_usage, names=names
+            source.name, target.name, model=model, include_usage=include_usage, names=names
         )
 
     def feed(self, piece: bytes) -> list[bytes]:

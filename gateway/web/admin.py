@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
+from gateway import formats
 from gateway.errors import GatewayError
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def _refused(gw: Gateway, request: web.BaseRequest) -> web.Response | None:
     if not hmac.compare_digest(given.encode("utf-8", "backslashreplace"), expected.encode("utf-8")):
         err = GatewayError(401, "admin endpoints need 'Authorization: Bearer $GATEWAY_ADMIN_KEY'")
         return web.Response(
-            body=err.body_bytes("openai"),
+            body=err.body_bytes(formats.DEFAULT),
             status=401,
             headers={
                 "www-authenticate": 'Bearer realm="llm-gateway admin"',

@@ -47,7 +47,7 @@ async def answer(
     body = out.body
     data = decoded(body) if attempter.endpoint is not Endpoint.embeddings else None
     # the usual answer is complete: decided here, without entering the continuation loop
-    if attempter.endpoint.continuable and data is not None and cut_at_length(data, req.api):
+    if attempter.endpoint.continuable and data is not None and cut_at_length(data, req.fmt):
         prefill = attempter.policies.models[result.progress.model].prefill
         body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
     _count_tokens(body, data, log)
@@ -102,7 +102,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
         log.status = err.status
         headers.update(err.headers)
         headers["content-type"] = "application/json"
-        body = err.body_bytes(att.endpoint.dialect)
+        body = err.body_bytes(att.endpoint.fmt)
         return web.Response(body=body, status=err.status, headers=headers)
     # The provider answered: pass its body on as it said it. A server-side failure that
     # recovery could not get past is the gateway's 502/503/504 (docs/recovery.md, "What the

@@ -27,7 +27,7 @@ from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.policy.load import PolicyError, Problem, load_policy_dir
 from gateway.policy.policyset import PolicySet
-from gateway.providers import Endpoint, Wiring, wire
+from gateway.providers import Endpoint, Wiring, wiring_of
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
@@ -196,7 +196,7 @@ class Gateway:
             base = self.sim_url if p.api == "sim" and self.sim_url else p.base_url
             key = os.environ.get(key_env) if key_env else None
             e = self._egress.get(provider)
-            w = wire(p, base, key, e.proxy if e else None, e.ssl if e else True)
+            w = wiring_of(p, base, key, e.proxy if e else None, e.ssl if e else True)
             if p.api != "sim" or self.sim_url:
                 self._wiring[(provider, key_env)] = w
         return w

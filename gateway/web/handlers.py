@@ -240,7 +240,7 @@ async def _completion(
         )
     policy = route.policy
     req = Request(
-        api=endpoint.shape,
+        fmt=endpoint.fmt,
         body=body,
         model=model,
         route_id=route.id,

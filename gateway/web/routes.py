@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway import formats
 from gateway.deadlines import Limit
 from gateway.errors import GatewayError
 from gateway.observe.events import RequestLog
-from gateway.providers import Endpoint, dialect_of
+from gateway.providers import Endpoint
 from gateway.streams.relay import ClientStalled
 from gateway.web import admin, handlers
 from gateway.web.listener import GUARDS
@@ -71,7 +72,9 @@ def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.
         log.error = err.code or err.type or str(err.status)
         headers.update(log.headers())
     headers["content-type"] = "application/json"
-    resp = web.Response(body=err.body_bytes(dialect_of(path)), status=err.status, headers=headers)
+    resp = web.Response(
+        body=err.body_bytes(formats.of_path(path)), status=err.status, headers=headers
+    )
     if err.close:
         resp.force_close()  # the rest of the body was not read: no keep-alive
     return resp

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway import formats
+from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
 from gateway.policy.schema import Compaction
 from gateway.resilience.compaction import (
     DROP_NOTE,
@@ -30,7 +32,6 @@ from gateway.resilience.compaction import (
 )
 from gateway.resilience.conversation import (
     PINNED_ROLES,
-    closed_calls,
     entries,
     plain_text,
     role,
@@ -44,7 +45,7 @@ from tests.resilience.transcripts import (
     tool_round,
 )
 
-APIS = ("openai", "anthropic", "responses")
+APIS = (CHAT, MESSAGES, RESPONSES)
 POLICY = Compaction()
 NOTE_MARK = "llm-gateway removed"
 SUMMARY_MARK = "llm-gateway replaced"
@@ -57,11 +58,11 @@ def first_user_index(items: list[Any]) -> int:
     return next(i for i, e in enumerate(items) if role(e) == "user")
 
 
-def notes(body: dict[str, Any], api: str, mark: str = NOTE_MARK) -> list[Any]:
+def notes(body: dict[str, Any], api: Format, mark: str = NOTE_MARK) -> list[Any]:
     return [e for e in entries(body, api) if mark in plain_text(e.get("content"))]
 
 
-def check_kept(before: dict[str, Any], after: dict[str, Any], api: str, keep: int) -> None:
+def check_kept(before: dict[str, Any], after: dict[str, Any], api: Format, keep: int) -> None:
     """System/developer, the first user message and the last ``keep`` entries survive."""
     old, new = entries(before, api), entries(after, api)
     assert [e for e in new if role(e) in PINNED_ROLES] == [
@@ -76,7 +77,7 @@ def check_kept(before: dict[str, Any], after: dict[str, Any], api: str, keep: in
 
 
 def check_compacted(
-    before: dict[str, Any], c: Compacted | None, api: str, policy: Compaction, strategy: str
+    before: dict[str, Any], c: Compacted | None, api: Format, policy: Compaction, strategy: str
 ) -> None:
     """The invariants every non-None result of ``strategy`` must hold."""
     if c is None:
@@ -93,7 +94,7 @@ def check_compacted(
         assert len(new) == len(old)
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
             if a != b:
-                assert closed_calls(a, api) and i < len(old) - policy.keep_recent
+                assert api.closed_calls(a) and i < len(old) - policy.keep_recent
                 assert "characters cut by llm-gateway" in json.dumps(b)
         return
     mark = NOTE_MARK if strategy == "drop_middle" else SUMMARY_MARK
@@ -107,11 +108,11 @@ def check_compacted(
         assert any(entry == candidate for candidate in rest)
 
 
-def result_texts(items: list[Any], api: str) -> list[str]:
+def result_texts(items: list[Any], api: Format) -> list[str]:
     """The texts of the tool results among ``items``."""
-    if api == "openai":
+    if api is CHAT:
         return [plain_text(e["content"]) for e in items if role(e) == "tool"]
-    if api == "responses":
+    if api is RESPONSES:
         return [plain_text(e["output"]) for e in items if e.get("type") == "function_call_output"]
     return [
         plain_text(b["content"])
@@ -140,7 +141,7 @@ def test_estimate_is_chars_over_four_plus_four_per_message() -> None:
     body = {
         "messages": [{"role": "system", "content": "a" * 10}, {"role": "user", "content": "b" * 7}]
     }
-    assert estimate_tokens(body, "openai") == 5 + 2 * 4
+    assert estimate_tokens(body, CHAT) == 5 + 2 * 4
 
 
 def test_estimate_counts_system_tool_arguments_results_and_tools() -> None:
@@ -156,27 +157,27 @@ def test_estimate_counts_system_tool_arguments_results_and_tools() -> None:
         ],
     }
     chars = 40 + len(json.dumps(tools)) + 2 + 1 + len('{"a": 1}') + 100
-    assert estimate_tokens(body, "anthropic") == -(-chars // 4) + 3 * 4
+    assert estimate_tokens(body, MESSAGES) == -(-chars // 4) + 3 * 4
 
 
 def test_estimate_counts_an_image_as_a_fixed_size() -> None:
     """An image costs 1,600 tokens whatever the length of its base64 data."""
     image = {"type": "image", "source": {"type": "base64", "data": "A" * 100_000}}
     body = {"messages": [{"role": "user", "content": [image]}]}
-    assert estimate_tokens(body, "anthropic") == 1600 + 4
+    assert estimate_tokens(body, MESSAGES) == 1600 + 4
 
 
 def test_estimate_responses_string_input_and_instructions() -> None:
     """A Responses string input is one message; instructions count."""
-    assert estimate_tokens({"instructions": "i" * 8, "input": "x" * 8}, "responses") == 4 + 4
+    assert estimate_tokens({"instructions": "i" * 8, "input": "x" * 8}, RESPONSES) == 4 + 4
 
 
-def test_unknown_api_and_strategy_raise() -> None:
-    """Misuse is loud: an unknown API or strategy name raises ValueError."""
-    with pytest.raises(ValueError, match="unknown api"):
-        estimate_tokens({}, "gemini")
+def test_unknown_format_and_strategy_raise() -> None:
+    """Misuse is loud: an unknown format or strategy name raises ValueError."""
+    with pytest.raises(ValueError, match="unknown format"):
+        formats.by_name("gemini")
     with pytest.raises(ValueError, match="unknown compaction strategy"):
-        compact({"messages": []}, "openai", "shrink", POLICY)
+        compact({"messages": []}, CHAT, "shrink", POLICY)
 
 
 # ---- snip_tool_results --------------------------------------------------------------
@@ -195,7 +196,7 @@ def test_snip_text_keeps_head_and_tail_within_the_limit() -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_snip_cuts_old_large_results_only(api: str) -> None:
+def test_snip_cuts_old_large_results_only(api: Format) -> None:
     """Large tool results outside the recent window are snipped; small and recent ones stay."""
     body = render(coding_session(), api)
     c = compact(body, api, "snip_tool_results", POLICY)
@@ -209,7 +210,7 @@ def test_snip_cuts_old_large_results_only(api: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_snip_keeps_a_large_result_inside_the_recent_window(api: str) -> None:
+def test_snip_keeps_a_large_result_inside_the_recent_window(api: Format) -> None:
     """The last keep_recent messages are never snipped, however large their results."""
     t = Transcript(task="Read it.", steps=[tool_round(0, [50_000]), Step("user", "Thanks.")])
     body = render(t, api)
@@ -217,7 +218,7 @@ def test_snip_keeps_a_large_result_inside_the_recent_window(api: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_snip_returns_none_when_no_result_is_long(api: str) -> None:
+def test_snip_returns_none_when_no_result_is_long(api: Format) -> None:
     """Nothing to snip: the strategy is skipped rather than resending the same prompt."""
     t = Transcript(task="Go.", steps=[tool_round(i, [300, 200]) for i in range(10)])
     assert compact(render(t, api), api, "snip_tool_results", POLICY) is None
@@ -234,14 +235,14 @@ def test_snip_handles_list_content_parts() -> None:
             *[{"role": "user", "content": "more"}] * 6,
         ]
     }
-    c = compact(body, "openai", "snip_tool_results", POLICY)
+    c = compact(body, CHAT, "snip_tool_results", POLICY)
     assert c is not None
     part = c.body["messages"][2]["content"][0]
     assert part["type"] == "text" and len(part["text"]) <= POLICY.tool_result_max_chars
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_snip_with_a_target_snips_harder(api: str) -> None:
+def test_snip_with_a_target_snips_harder(api: Format) -> None:
     """With a target below the plain snip, the limit is halved until it fits (floor 256)."""
     body = render(coding_session(), api)
     plain = compact(body, api, "snip_tool_results", POLICY)
@@ -260,7 +261,7 @@ def test_snip_with_a_target_snips_harder(api: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_drop_middle_keeps_system_first_user_recent_and_leaves_a_note(api: str) -> None:
+def test_drop_middle_keeps_system_first_user_recent_and_leaves_a_note(api: Format) -> None:
     """The whole middle goes; system, task and recent window stay; one note marks the gap."""
     body = render(coding_session(), api)
     c = compact(body, api, "drop_middle", POLICY)
@@ -271,8 +272,8 @@ def test_drop_middle_keeps_system_first_user_recent_and_leaves_a_note(api: str) 
 
 def test_drop_middle_openai_note_is_a_user_message_after_the_task() -> None:
     """OpenAI: the note is its own user message right where the dropped messages were."""
-    body = render(coding_session(), "openai")
-    c = compact(body, "openai", "drop_middle", POLICY)
+    body = render(coding_session(), CHAT)
+    c = compact(body, CHAT, "drop_middle", POLICY)
     assert c is not None
     messages = c.body["messages"]
     assert [m["role"] for m in messages[:3]] == ["system", "user", "user"]
@@ -282,8 +283,8 @@ def test_drop_middle_openai_note_is_a_user_message_after_the_task() -> None:
 
 def test_drop_middle_anthropic_merges_the_note_and_keeps_roles_alternating() -> None:
     """Anthropic: the note joins the first user message, the next message is the assistant's."""
-    body = render(coding_session(), "anthropic")
-    c = compact(body, "anthropic", "drop_middle", POLICY)
+    body = render(coding_session(), MESSAGES)
+    c = compact(body, MESSAGES, "drop_middle", POLICY)
     assert c is not None
     messages = c.body["messages"]
     assert messages[0]["content"].startswith(body["messages"][0]["content"] + "\n\n")
@@ -295,8 +296,8 @@ def test_drop_middle_anthropic_note_appends_a_block_to_list_content() -> None:
     """Anthropic: a first user message with content blocks gets the note as a text block."""
     t = coding_session()
     t.steps.insert(0, Step("user", "Also keep the changelog updated."))
-    body = render(t, "anthropic")
-    c = compact(body, "anthropic", "drop_middle", POLICY)
+    body = render(t, MESSAGES)
+    c = compact(body, MESSAGES, "drop_middle", POLICY)
     assert c is not None
     first = c.body["messages"][0]["content"]
     assert first[:-1] == body["messages"][0]["content"]
@@ -305,7 +306,7 @@ def test_drop_middle_anthropic_note_appends_a_block_to_list_content() -> None:
 
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("keep", [1, 2, 3, 4, 5])
-def test_drop_middle_never_starts_the_window_with_orphan_results(api: str, keep: int) -> None:
+def test_drop_middle_never_starts_the_window_with_orphan_results(api: Format, keep: int) -> None:
     """A recent window that would start inside a parallel tool round is widened to its start."""
     t = Transcript(
         task="Go.",
@@ -322,7 +323,7 @@ def test_drop_middle_keeps_developer_messages_in_the_middle() -> None:
     """OpenAI/Responses developer messages in the middle are kept where they were."""
     t = coding_session()
     t.developer_notes = {3: "Never touch generated files."}
-    for api in ("openai", "responses"):
+    for api in (CHAT, RESPONSES):
         body = render(t, api)
         c = compact(body, api, "drop_middle", POLICY)
         assert c is not None
@@ -331,7 +332,7 @@ def test_drop_middle_keeps_developer_messages_in_the_middle() -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_drop_middle_with_target_drops_oldest_groups_only_as_needed(api: str) -> None:
+def test_drop_middle_with_target_drops_oldest_groups_only_as_needed(api: Format) -> None:
     """With a target, the oldest rounds go first and no more than needed to fit."""
     t = Transcript(task="Go.", steps=[tool_round(i, [8000]) for i in range(10)])
     body = render(t, api)
@@ -348,7 +349,7 @@ def test_drop_middle_with_target_drops_oldest_groups_only_as_needed(api: str) ->
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_drop_middle_with_unreachable_target_drops_the_whole_middle(api: str) -> None:
+def test_drop_middle_with_unreachable_target_drops_the_whole_middle(api: Format) -> None:
     """A target that cannot be met drops all of the middle, still smaller."""
     body = render(coding_session(), api)
     c = compact(body, api, "drop_middle", POLICY, target_tokens=10)
@@ -356,7 +357,7 @@ def test_drop_middle_with_unreachable_target_drops_the_whole_middle(api: str) ->
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_drop_middle_returns_none_without_a_middle(api: str) -> None:
+def test_drop_middle_returns_none_without_a_middle(api: Format) -> None:
     """A conversation no longer than the recent window has nothing to drop."""
     t = Transcript(task="Go.", steps=[tool_round(0, [90_000]), Step("user", "ok")])
     assert compact(render(t, api), api, "drop_middle", POLICY) is None
@@ -366,21 +367,21 @@ def test_drop_middle_returns_none_when_the_note_is_bigger_than_the_middle() -> N
     """Dropping two short messages for a longer note would not shrink: skipped."""
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     messages += [{"role": "user", "content": "x" * 200}] * 6
-    assert compact({"messages": messages}, "openai", "drop_middle", POLICY) is None
+    assert compact({"messages": messages}, CHAT, "drop_middle", POLICY) is None
 
 
-@pytest.mark.parametrize("api", ["openai", "responses"])
-def test_no_user_message_or_string_input_is_left_alone(api: str) -> None:
+@pytest.mark.parametrize("api", [CHAT, RESPONSES])
+def test_no_user_message_or_string_input_is_left_alone(api: Format) -> None:
     """Without a user message (or with a plain string input) nothing can be dropped."""
     lonely = [{"role": "system", "content": "s"}] + [{"role": "assistant", "content": "a"}] * 9
-    body: dict[str, Any] = {"input": "x" * 100_000} if api == "responses" else {"messages": lonely}
+    body: dict[str, Any] = {"input": "x" * 100_000} if api is RESPONSES else {"messages": lonely}
     for strategy in ("snip_tool_results", "drop_middle"):
         assert compact(body, api, strategy, POLICY) is None
 
 
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("strategy", ["snip_tool_results", "drop_middle"])
-def test_compaction_never_mutates_the_request(api: str, strategy: str) -> None:
+def test_compaction_never_mutates_the_request(api: Format, strategy: str) -> None:
     """The client's body is left as it was; the result shares no mutable part with it."""
     body = render(coding_session(), api)
     snapshot = copy.deepcopy(body)
@@ -395,11 +396,11 @@ def test_compaction_never_mutates_the_request(api: str, strategy: str) -> None:
 
 def test_compact_skips_summarize_which_needs_a_model_call() -> None:
     """compact() cannot summarise on its own, so the step is skipped (None)."""
-    assert compact(render(coding_session(), "openai"), "openai", "summarize", POLICY) is None
+    assert compact(render(coding_session(), CHAT), CHAT, "summarize", POLICY) is None
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_summary_request_is_an_openai_chat_request_over_the_middle(api: str) -> None:
+def test_summary_request_is_an_openai_chat_request_over_the_middle(api: Format) -> None:
     """The summary request carries our instructions, the task and the dropped middle."""
     body = render(coding_session(), api)
     request = summary_request(body, api, POLICY, "glm-4-flash")
@@ -416,7 +417,7 @@ def test_summary_request_is_an_openai_chat_request_over_the_middle(api: str) -> 
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_apply_summary_puts_the_summary_where_the_middle_was(api: str) -> None:
+def test_apply_summary_puts_the_summary_where_the_middle_was(api: Format) -> None:
     """The summary replaces the middle as one note; the rest stays valid."""
     body = render(coding_session(), api)
     c = apply_summary(body, api, POLICY, "  The retry test sleeps on a real clock.  ")
@@ -427,7 +428,7 @@ def test_apply_summary_puts_the_summary_where_the_middle_was(api: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_summary_parts_are_none_without_a_middle_or_summary(api: str) -> None:
+def test_summary_parts_are_none_without_a_middle_or_summary(api: Format) -> None:
     """No middle, or an empty summary: nothing to request or apply."""
     short = render(Transcript(task="Go.", steps=[Step("user", "ok")]), api)
     assert summary_request(short, api, POLICY, "m") is None
@@ -436,7 +437,7 @@ def test_summary_parts_are_none_without_a_middle_or_summary(api: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_summarize_replaces_exactly_the_middle_drop_middle_drops(api: str) -> None:
+def test_summarize_replaces_exactly_the_middle_drop_middle_drops(api: Format) -> None:
     """The summary request covers, and the splice removes, what drop_middle removes."""
     body = render(coding_session(), api)
     drop = compact(body, api, "drop_middle", POLICY)
@@ -460,7 +461,7 @@ def test_summarize_replaces_exactly_the_middle_drop_middle_drops(api: str) -> No
 
 def test_summarize_splice_shape_per_api() -> None:
     """OpenAI and Responses: a user message after the task; Anthropic: joined to the task."""
-    for api in ("openai", "responses"):
+    for api in (CHAT, RESPONSES):
         body = render(coding_session(), api)
         c = apply_summary(body, api, POLICY, "The summary.")
         assert c is not None
@@ -470,8 +471,8 @@ def test_summarize_splice_shape_per_api() -> None:
         assert note["role"] == "user" and SUMMARY_MARK in note["content"]
         assert note["content"].endswith("\nThe summary.")
         assert items[task] == entries(body, api)[task]
-    body = render(coding_session(), "anthropic")
-    c = apply_summary(body, "anthropic", POLICY, "The summary.")
+    body = render(coding_session(), MESSAGES)
+    c = apply_summary(body, MESSAGES, POLICY, "The summary.")
     assert c is not None
     first = c.body["messages"][0]
     assert first["content"].startswith(body["messages"][0]["content"] + "\n\n[llm-gateway replaced")
@@ -481,7 +482,7 @@ def test_summarize_splice_shape_per_api() -> None:
 
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("keep", [1, 2, 3, 4, 5])
-def test_summarize_keeps_tool_pairs_valid(api: str, keep: int) -> None:
+def test_summarize_keeps_tool_pairs_valid(api: Format, keep: int) -> None:
     """Parallel tool rounds: the summary never leaves a call without its results or back."""
     body = render(Transcript(task="Go.", steps=[tool_round(i, [3000] * 3) for i in range(6)]), api)
     policy = Compaction(keep_recent=keep)
@@ -492,7 +493,7 @@ def test_summarize_keeps_tool_pairs_valid(api: str, keep: int) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_summarize_is_skipped_when_the_summary_is_not_smaller(api: str) -> None:
+def test_summarize_is_skipped_when_the_summary_is_not_smaller(api: Format) -> None:
     """A summary longer than the middle it replaces is not used (None, like any strategy)."""
     t = Transcript(task="Go.", steps=[Step("assistant", "a"), Step("user", "u")] * 4)
     body = render(t, api)
@@ -501,24 +502,33 @@ def test_summarize_is_skipped_when_the_summary_is_not_smaller(api: str) -> None:
 
 
 def test_summary_request_in_the_anthropic_format() -> None:
-    """wire='anthropic': the instructions as system, one user message, max_tokens set."""
-    body = render(coding_session(), "openai")
-    request = summary_request(body, "openai", POLICY, "claude-haiku", wire="anthropic")
+    """In Messages: the instructions as system, one user message, max_tokens set."""
+    body = render(coding_session(), CHAT)
+    request = summary_request(body, CHAT, POLICY, "claude-haiku", summary_fmt=MESSAGES)
     assert request is not None
     assert request["system"] == SUMMARY_INSTRUCTIONS
     assert request["model"] == "claude-haiku" and request["stream"] is False
     assert request["max_tokens"] == SUMMARY_MAX_TOKENS and request["temperature"] == 0
     (user,) = request["messages"]
     assert user["role"] == "user" and "<transcript>" in user["content"]
-    with pytest.raises(ValueError, match="wire format"):
-        summary_request(body, "openai", POLICY, "m", wire="gemini")
+
+
+def test_summary_request_in_the_responses_format() -> None:
+    """In Responses: the instructions as instructions, one input message, max_output_tokens."""
+    body = render(coding_session(), CHAT)
+    request = summary_request(body, CHAT, POLICY, "m", summary_fmt=RESPONSES)
+    assert request is not None
+    assert request["instructions"] == SUMMARY_INSTRUCTIONS and "messages" not in request
+    assert request["max_output_tokens"] == SUMMARY_MAX_TOKENS and request["stream"] is False
+    (user,) = request["input"]
+    assert user["role"] == "user" and "<transcript>" in user["content"]
 
 
 def test_summary_request_transcript_fits_max_input_chars() -> None:
     """The transcript is snipped (head and tail) to max_input_chars."""
-    body = render(coding_session(), "openai")
-    full = summary_request(body, "openai", POLICY, "m")
-    small = summary_request(body, "openai", POLICY, "m", max_input_chars=3000)
+    body = render(coding_session(), CHAT)
+    full = summary_request(body, CHAT, POLICY, "m")
+    small = summary_request(body, CHAT, POLICY, "m", max_input_chars=3000)
     assert full is not None and small is not None
     assert len(small["messages"][1]["content"]) < 3000 + 600 < len(full["messages"][1]["content"])
     assert "characters cut by llm-gateway" in small["messages"][1]["content"]
@@ -540,29 +550,29 @@ def test_summary_input_chars(window: int | None, scale: float, expected: int) ->
 
 
 @pytest.mark.parametrize(
-    ("wire", "answer", "text"),
+    ("fmt", "answer", "text"),
     [
-        ("openai", {"choices": [{"message": {"content": "  Did X.  "}}]}, "Did X."),
-        ("openai", {"choices": [{"message": {"content": [{"type": "text", "text": "A"}]}}]}, "A"),
-        ("openai", {"choices": [{"message": {"content": None, "tool_calls": []}}]}, ""),
-        ("openai", {"choices": []}, ""),
-        ("openai", None, ""),
-        ("anthropic", {"content": [{"type": "thinking", "thinking": "hm"},
+        (CHAT, {"choices": [{"message": {"content": "  Did X.  "}}]}, "Did X."),
+        (CHAT, {"choices": [{"message": {"content": [{"type": "text", "text": "A"}]}}]}, "A"),
+        (CHAT, {"choices": [{"message": {"content": None, "tool_calls": []}}]}, ""),
+        (CHAT, {"choices": []}, ""),
+        (CHAT, None, ""),
+        (MESSAGES, {"content": [{"type": "thinking", "thinking": "hm"},
                                    {"type": "text", "text": "Did "}, {"type": "text", "text": "Y"}]},
-         "Did \nY"),
-        ("anthropic", {"content": []}, ""),
+         "Did Y"),  # the text blocks joined, as every reader of the answer's text does
+        (MESSAGES, {"content": []}, ""),
     ],
 )  # fmt: skip
-def test_summary_text(wire: str, answer: Any, text: str) -> None:
+def test_summary_text(fmt: Format, answer: Any, text: str) -> None:
     """The summary is the answer's text; reasoning, tool calls and odd shapes give nothing."""
-    assert summary_text(answer, wire) == text
+    assert summary_text(answer, fmt) == text
 
 
 # ---- cumulative sequence ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_strategies_applied_in_order_shrink_at_every_step(api: str) -> None:
+def test_strategies_applied_in_order_shrink_at_every_step(api: Format) -> None:
     """snip then drop_middle then a summary: each step valid and smaller than the last."""
     body = render(coding_session(rounds=20), api)
     original = body
@@ -603,31 +613,31 @@ def test_target_tokens_for(
 @pytest.mark.parametrize(
     ("api", "messages", "problem"),
     [
-        ("openai", [{"role": "tool", "tool_call_id": "a", "content": "r"}], "outside a tool block"),
-        ("openai", [_CALLS, _USER], "no result"),
-        ("openai", [_CALLS], "no result"),
-        ("openai", [_CALLS, _TOOL_B], "answers no pending"),
-        ("anthropic", [], "no messages"),
-        ("anthropic", [{"role": "assistant", "content": "a"}], "not 'user'"),
-        ("anthropic", [_USER, _USER], "in a row"),
-        ("anthropic", [{"role": "system", "content": "a"}], "role 'system'"),
-        ("anthropic", [_USER, _USE], "no tool_result"),
-        ("anthropic", [_USER, _USE, _USER], "no tool_result"),
-        ("anthropic", [_RESULT], "no tool_use"),
-        ("responses", [_FC_OUT], "no call before"),
-        ("responses", [_FC], "has no output"),
+        (CHAT, [{"role": "tool", "tool_call_id": "a", "content": "r"}], "outside a tool block"),
+        (CHAT, [_CALLS, _USER], "no result"),
+        (CHAT, [_CALLS], "no result"),
+        (CHAT, [_CALLS, _TOOL_B], "answers no pending"),
+        (MESSAGES, [], "no messages"),
+        (MESSAGES, [{"role": "assistant", "content": "a"}], "not 'user'"),
+        (MESSAGES, [_USER, _USER], "in a row"),
+        (MESSAGES, [{"role": "system", "content": "a"}], "role 'system'"),
+        (MESSAGES, [_USER, _USE], "no tool_result"),
+        (MESSAGES, [_USER, _USE, _USER], "no tool_result"),
+        (MESSAGES, [_RESULT], "no tool_use"),
+        (RESPONSES, [_FC_OUT], "no call before"),
+        (RESPONSES, [_FC], "has no output"),
     ],
 )
-def test_invalid_conversations_are_reported(api: str, messages: list[Any], problem: str) -> None:
+def test_invalid_conversations_are_reported(api: Format, messages: list[Any], problem: str) -> None:
     """Each broken tool pairing or role order is named as a problem."""
-    key = "input" if api == "responses" else "messages"
+    key = "input" if api is RESPONSES else "messages"
     problems = conversation_problems({key: messages}, api)
     assert any(problem in p for p in problems), problems
     assert not is_valid_conversation({key: messages}, api)
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_rendered_transcripts_are_valid(api: str) -> None:
+def test_rendered_transcripts_are_valid(api: Format) -> None:
     """The transcript builders produce conversations the providers accept."""
     assert is_valid_conversation(render(coding_session(), api), api)
 
@@ -664,10 +674,10 @@ POLICIES = st.builds(
 )
 
 
-def _droppable_range_exists(body: dict[str, Any], api: str, policy: Compaction) -> bool:
+def _droppable_range_exists(body: dict[str, Any], api: Format, policy: Compaction) -> bool:
     """Brute force: is there a middle range whose removal stays valid and saves real size?"""
     items = entries(body, api)
-    key = "input" if api == "responses" else "messages"
+    key = "input" if api is RESPONSES else "messages"
     start = first_user_index(items) + 1
     end = len(items) - policy.keep_recent
     budget = estimate_tokens(body, api) - len(DROP_NOTE) // 4 - 16
@@ -685,7 +695,7 @@ def _droppable_range_exists(body: dict[str, Any], api: str, policy: Compaction) 
 @settings(max_examples=150, derandomize=True, deadline=None)
 @given(t=transcripts(), policy=POLICIES)
 def test_property_each_strategy_keeps_invariants(
-    api: str, t: Transcript, policy: Compaction
+    api: Format, t: Transcript, policy: Compaction
 ) -> None:
     """On random valid transcripts every strategy returns a valid, smaller body or None."""
     body = render(t, api)
@@ -711,7 +721,7 @@ def test_property_each_strategy_keeps_invariants(
 @settings(max_examples=150, derandomize=True, deadline=None)
 @given(t=transcripts(), policy=POLICIES)
 def test_property_cumulative_sequence_keeps_invariants(
-    api: str, t: Transcript, policy: Compaction
+    api: Format, t: Transcript, policy: Compaction
 ) -> None:
     """Applying the strategies one after another keeps every invariant at every step."""
     original = render(t, api)
@@ -732,7 +742,7 @@ def test_property_cumulative_sequence_keeps_invariants(
 @settings(max_examples=150, derandomize=True, deadline=None)
 @given(t=transcripts(), policy=POLICIES, fraction=st.floats(0.0, 1.0))
 def test_property_targets_are_met_when_reachable(
-    api: str, t: Transcript, policy: Compaction, fraction: float
+    api: Format, t: Transcript, policy: Compaction, fraction: float
 ) -> None:
     """A target between 'drop everything' and the current size is met with less dropped."""
     body = render(t, api)
@@ -773,14 +783,14 @@ def test_responses_custom_tool_calls_pair_and_snip_like_function_calls() -> None
             {"type": "custom_tool_call_output", "call_id": f"c{i}", "output": filler(f"o{i}", 9000)}
         )
     body = {"input": [*items, *_padding(6)]}
-    assert is_valid_conversation(body, "responses")
-    snip = compact(body, "responses", "snip_tool_results", POLICY)
-    check_compacted(body, snip, "responses", POLICY, "snip_tool_results")
+    assert is_valid_conversation(body, RESPONSES)
+    snip = compact(body, RESPONSES, "snip_tool_results", POLICY)
+    check_compacted(body, snip, RESPONSES, POLICY, "snip_tool_results")
     assert snip is not None and snip.tokens_after < 5000
-    drop = compact(body, "responses", "drop_middle", POLICY)
-    check_compacted(body, drop, "responses", POLICY, "drop_middle")
+    drop = compact(body, RESPONSES, "drop_middle", POLICY)
+    check_compacted(body, drop, RESPONSES, POLICY, "drop_middle")
     assert drop is not None and drop.messages_after == 1 + 1 + 6
-    request = summary_request(body, "responses", POLICY, "m")
+    request = summary_request(body, RESPONSES, POLICY, "m")
     assert request is not None and "assistant called apply_patch(*** Begin)" in str(request)
 
 
@@ -809,12 +819,12 @@ def test_anthropic_tool_result_blocks_snip_text_and_keep_images() -> None:
             {"role": "user", "content": f"u{i}"},
         ]
     body = {"system": "s", "max_tokens": 10, "messages": messages}
-    c = compact(body, "anthropic", "snip_tool_results", POLICY)
-    check_compacted(body, c, "anthropic", POLICY, "snip_tool_results")
+    c = compact(body, MESSAGES, "snip_tool_results", POLICY)
+    check_compacted(body, c, MESSAGES, POLICY, "snip_tool_results")
     assert c is not None
     text, kept_image = c.body["messages"][2]["content"][0]["content"]
     assert len(text["text"]) <= POLICY.tool_result_max_chars and kept_image == image
-    request = summary_request(body, "anthropic", POLICY, "m")
+    request = summary_request(body, MESSAGES, POLICY, "m")
     assert request is not None and "[image]" in request["messages"][1]["content"]
 
 
@@ -823,7 +833,7 @@ def test_openai_messages_before_the_first_user_message_are_kept() -> None:
     head = [{"role": "system", "content": "s"}, {"role": "assistant", "content": "Hello!"}]
     middle = [{"role": "assistant", "content": filler("m", 5000)}] * 3
     body = {"messages": [*head, {"role": "user", "content": "task"}, *middle, *_padding(6)]}
-    c = compact(body, "openai", "drop_middle", POLICY)
-    check_compacted(body, c, "openai", POLICY, "drop_middle")
+    c = compact(body, CHAT, "drop_middle", POLICY)
+    check_compacted(body, c, CHAT, POLICY, "drop_middle")
     assert c is not None and c.body["messages"][:3] == body["messages"][:3]
     assert c.messages_after == 3 + 1 + 6

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
 from gateway.policy.schema import OutputRecovery
 from gateway.resilience import followup
 from gateway.resilience.continuation import (
@@ -24,7 +25,11 @@ FREE = OutputRecovery(respect_client_max_tokens=False)
 
 
 def should_continue(
-    request: dict[str, Any], response: dict[str, Any], api: str, policy: OutputRecovery, part: int
+    request: dict[str, Any],
+    response: dict[str, Any],
+    api: Format,
+    policy: OutputRecovery,
+    part: int,
 ) -> bool:
     """Whether the ``part``-th part received (1-based) is followed by a continuation, as
     the gateway decides it (gateway.resilience.followup)."""
@@ -134,28 +139,28 @@ RESPONSES_REQUEST = {
 @pytest.mark.parametrize(
     ("api", "response", "cut"),
     [
-        ("openai", openai_answer("abc"), True),
-        ("openai", openai_answer("abc", "stop"), False),
-        ("openai", openai_answer("", tool_calls=[{"id": "c", "type": "function"}]), False),
-        ("openai", {"choices": []}, False),
-        ("anthropic", anthropic_answer("abc"), True),
-        ("anthropic", anthropic_answer("abc", "end_turn"), False),
+        (CHAT, openai_answer("abc"), True),
+        (CHAT, openai_answer("abc", "stop"), False),
+        (CHAT, openai_answer("", tool_calls=[{"id": "c", "type": "function"}]), False),
+        (CHAT, {"choices": []}, False),
+        (MESSAGES, anthropic_answer("abc"), True),
+        (MESSAGES, anthropic_answer("abc", "end_turn"), False),
         (
-            "anthropic",
+            MESSAGES,
             {**anthropic_answer("a"), "content": [{"type": "tool_use", "id": "t"}]},
             False,
         ),
-        ("responses", responses_answer("abc"), True),
-        ("responses", responses_answer("abc", None), False),
-        ("responses", responses_answer("abc", "content_filter"), False),
+        (RESPONSES, responses_answer("abc"), True),
+        (RESPONSES, responses_answer("abc", None), False),
+        (RESPONSES, responses_answer("abc", "content_filter"), False),
         (
-            "responses",
+            RESPONSES,
             {**responses_answer("a"), "output": [{"type": "function_call", "call_id": "c"}]},
             False,
         ),
     ],
 )
-def test_cut_at_length(api: str, response: dict[str, Any], cut: bool) -> None:
+def test_cut_at_length(api: Format, response: dict[str, Any], cut: bool) -> None:
     """Only a text answer stopped by the output limit counts as cut."""
     assert cut_at_length(response, api) is cut
 
@@ -163,36 +168,36 @@ def test_cut_at_length(api: str, response: dict[str, Any], cut: bool) -> None:
 @pytest.mark.parametrize(
     ("api", "request_body", "capped"),
     [
-        ("openai", OPENAI_REQUEST, False),
-        ("openai", {**OPENAI_REQUEST, "max_tokens": 500}, True),
-        ("openai", {**OPENAI_REQUEST, "max_completion_tokens": 500}, True),
-        ("openai", {**OPENAI_REQUEST, "max_tokens": None}, False),
-        ("anthropic", ANTHROPIC_REQUEST, True),
-        ("responses", RESPONSES_REQUEST, False),
-        ("responses", {**RESPONSES_REQUEST, "max_output_tokens": 500}, True),
+        (CHAT, OPENAI_REQUEST, False),
+        (CHAT, {**OPENAI_REQUEST, "max_tokens": 500}, True),
+        (CHAT, {**OPENAI_REQUEST, "max_completion_tokens": 500}, True),
+        (CHAT, {**OPENAI_REQUEST, "max_tokens": None}, False),
+        (MESSAGES, ANTHROPIC_REQUEST, True),
+        (RESPONSES, RESPONSES_REQUEST, False),
+        (RESPONSES, {**RESPONSES_REQUEST, "max_output_tokens": 500}, True),
     ],
 )
-def test_client_capped_output(api: str, request_body: dict[str, Any], capped: bool) -> None:
+def test_client_capped_output(api: Format, request_body: dict[str, Any], capped: bool) -> None:
     """The client's own output limit is seen; Anthropic requests always have one."""
     assert client_capped_output(request_body, api) is capped
 
 
 def test_answer_text_reads_each_shape() -> None:
     """The answer text comes from the first choice, the text blocks or the output_text parts."""
-    assert answer_text(openai_answer("hi"), "openai") == "hi"
-    assert answer_text(openai_answer("", "stop", content=None), "openai") == ""
+    assert answer_text(openai_answer("hi"), CHAT) == "hi"
+    assert answer_text(openai_answer("", "stop", content=None), CHAT) == ""
     assert (
-        answer_text(openai_answer("x", content=[{"type": "text", "text": "parts"}]), "openai")
+        answer_text(openai_answer("x", content=[{"type": "text", "text": "parts"}]), CHAT)
         == "parts"
     )
-    assert answer_text(anthropic_answer("hi", thinking=True), "anthropic") == "hi"
-    assert answer_text(responses_answer("hi"), "responses") == "hi"
+    assert answer_text(anthropic_answer("hi", thinking=True), MESSAGES) == "hi"
+    assert answer_text(responses_answer("hi"), RESPONSES) == "hi"
 
 
 def test_no_continuation_of_empty_answers_or_several_choices() -> None:
     """A cut answer with no text (all reasoning) or a request for n > 1 choices is not continued."""
-    assert not should_continue(OPENAI_REQUEST, openai_answer("  "), "openai", POLICY, 1)
-    assert not should_continue({**OPENAI_REQUEST, "n": 2}, openai_answer("p"), "openai", POLICY, 1)
+    assert not should_continue(OPENAI_REQUEST, openai_answer("  "), CHAT, POLICY, 1)
+    assert not should_continue({**OPENAI_REQUEST, "n": 2}, openai_answer("p"), CHAT, POLICY, 1)
 
 
 # ---- continuation_request -----------------------------------------------------------------
@@ -203,7 +208,7 @@ def test_openai_prefill_sends_the_partial_answer_as_final_assistant_message() ->
     request = {**OPENAI_REQUEST, "temperature": 0.2, "stream": False}
     snapshot = copy.deepcopy(request)
     parts = [openai_answer("The first "), openai_answer("half of it")]
-    body = continuation_request(request, parts, "openai", prefill=True)
+    body = continuation_request(request, parts, CHAT, prefill=True)
     assert body["messages"] == [
         {"role": "user", "content": "Write an essay."},
         {"role": "assistant", "content": "The first half of it"},
@@ -214,7 +219,7 @@ def test_openai_prefill_sends_the_partial_answer_as_final_assistant_message() ->
 def test_openai_without_prefill_adds_a_resume_instruction() -> None:
     """Without prefill, the partial answer is followed by our own instruction to resume."""
     body = continuation_request(
-        OPENAI_REQUEST, [openai_answer("Once upon a ti")], "openai", prefill=False
+        OPENAI_REQUEST, [openai_answer("Once upon a ti")], CHAT, prefill=False
     )
     assert body["messages"][1:] == [
         {"role": "assistant", "content": "Once upon a ti"},
@@ -231,7 +236,7 @@ def test_anthropic_prefill_trims_trailing_whitespace_and_extends_client_prefill(
         "messages": [*ANTHROPIC_REQUEST["messages"], {"role": "assistant", "content": "Essay: "}],
     }
     body = continuation_request(
-        request, [anthropic_answer("It was a dark \n")], "anthropic", prefill=True
+        request, [anthropic_answer("It was a dark \n")], MESSAGES, prefill=True
     )
     assert body["messages"] == [
         {"role": "user", "content": "Write an essay."},
@@ -244,7 +249,7 @@ def test_anthropic_with_thinking_uses_the_instruction_form() -> None:
     """Extended thinking forbids prefill, so the instruction form is used instead."""
     request = {**ANTHROPIC_REQUEST, "thinking": {"type": "enabled", "budget_tokens": 2000}}
     body = continuation_request(
-        request, [anthropic_answer("abc ", thinking=True)], "anthropic", prefill=True
+        request, [anthropic_answer("abc ", thinking=True)], MESSAGES, prefill=True
     )
     assert body["messages"][-2:] == [
         {"role": "assistant", "content": "abc"},
@@ -255,7 +260,7 @@ def test_anthropic_with_thinking_uses_the_instruction_form() -> None:
 def test_responses_string_input_becomes_items() -> None:
     """A Responses string input turns into a user item followed by the partial answer."""
     body = continuation_request(
-        RESPONSES_REQUEST, [responses_answer("Half")], "responses", prefill=False
+        RESPONSES_REQUEST, [responses_answer("Half")], RESPONSES, prefill=False
     )
     assert body["input"] == [
         {"role": "user", "content": "Write an essay."},
@@ -275,7 +280,7 @@ def test_merge_openai_parts_joins_text_and_sums_usage() -> None:
         openai_answer("upon a ", n=1),
         openai_answer("time.", "stop", n=2),
     ]
-    merged = merge_parts(parts, "openai")
+    merged = merge_parts(parts, CHAT)
     assert (merged["id"], merged["created"], merged["system_fingerprint"]) == (
         "chatcmpl-0",
         1700000000,
@@ -298,7 +303,7 @@ def test_merge_openai_joins_reasoning_content() -> None:
         openai_answer("a", reasoning_content="r1 "),
         openai_answer("b", "stop", reasoning_content="r2"),
     ]
-    assert merge_parts(parts, "openai")["choices"][0]["message"]["reasoning_content"] == "r1 r2"
+    assert merge_parts(parts, CHAT)["choices"][0]["message"]["reasoning_content"] == "r1 r2"
 
 
 def test_merge_anthropic_parts_keeps_thinking_and_sums_usage() -> None:
@@ -307,7 +312,7 @@ def test_merge_anthropic_parts_keeps_thinking_and_sums_usage() -> None:
         anthropic_answer("It was ", n=0, thinking=True),
         anthropic_answer("night.", "end_turn", n=1),
     ]
-    merged = merge_parts(parts, "anthropic")
+    merged = merge_parts(parts, MESSAGES)
     assert merged["id"] == "msg_0"
     assert [b["type"] for b in merged["content"]] == ["thinking", "text"]
     assert merged["content"][1]["text"] == "It was night."
@@ -328,10 +333,10 @@ def test_merge_responses_parts_completes_the_response() -> None:
         responses_answer("world", n=1),
         responses_answer("!", None, n=2),
     ]
-    merged = merge_parts(parts, "responses")
+    merged = merge_parts(parts, RESPONSES)
     assert merged["id"] == "resp_0"
     assert merged["status"] == "completed" and merged["incomplete_details"] is None
-    assert answer_text(merged, "responses") == "Hello world!"
+    assert answer_text(merged, RESPONSES) == "Hello world!"
     assert [item["type"] for item in merged["output"]] == ["reasoning", "message"]
     assert merged["output"][1]["status"] == "completed"
     assert merged["usage"] == {
@@ -345,9 +350,9 @@ def test_merge_responses_parts_completes_the_response() -> None:
 def test_merge_single_part_and_no_parts() -> None:
     """One part merges to itself; no parts is an error."""
     one = openai_answer("x", "stop")
-    assert merge_parts([one], "openai") == one
+    assert merge_parts([one], CHAT) == one
     with pytest.raises(ValueError, match="at least one part"):
-        merge_parts([], "openai")
+        merge_parts([], CHAT)
 
 
 @pytest.mark.parametrize(
@@ -363,13 +368,13 @@ def test_merge_single_part_and_no_parts() -> None:
 )
 def test_anthropic_join_undoes_the_trimmed_whitespace(texts: list[str], joined: str) -> None:
     """Anthropic: whitespace trimmed from the partial text and written again appears once."""
-    assert join_texts(texts, "anthropic") == joined
+    assert join_texts(texts, MESSAGES) == joined
 
 
 def test_openai_and_responses_join_is_plain_concatenation() -> None:
     """OpenAI and Responses see the partial text untrimmed, so parts are simply concatenated."""
-    assert join_texts(["a\n", "\nb", " c"], "openai") == "a\n\nb c"
-    assert join_texts(["a ", " b"], "responses") == "a  b"
+    assert join_texts(["a\n", "\nb", " c"], CHAT) == "a\n\nb c"
+    assert join_texts(["a ", " b"], RESPONSES) == "a  b"
 
 
 # ---- the whole loop -----------------------------------------------------------------------------
@@ -377,9 +382,9 @@ def test_openai_and_responses_join_is_plain_concatenation() -> None:
 ESSAY = " ".join(f"word{i}" for i in range(120)) + "\n\ndef f():\n    return 1\n"
 
 
-def fake_model(request: dict[str, Any], api: str, chunk: int) -> dict[str, Any]:
+def fake_model(request: dict[str, Any], api: Format, chunk: int) -> dict[str, Any]:
     """A model that writes ESSAY ``chunk`` characters at a time, resuming after the given text."""
-    key = "input" if api == "responses" else "messages"
+    key = "input" if api is RESPONSES else "messages"
     items = request[key] if isinstance(request[key], list) else []
     said = ""
     for item in items:
@@ -388,21 +393,21 @@ def fake_model(request: dict[str, Any], api: str, chunk: int) -> dict[str, Any]:
     assert ESSAY.startswith(said)
     text = ESSAY[len(said) : len(said) + chunk]
     done = len(said) + chunk >= len(ESSAY)
-    if api == "openai":
+    if api is CHAT:
         return openai_answer(text, "stop" if done else "length")
-    if api == "anthropic":
+    if api is MESSAGES:
         return anthropic_answer(text, "end_turn" if done else "max_tokens")
     return responses_answer(text, None if done else "max_output_tokens")
 
 
-@pytest.mark.parametrize("api", ["openai", "anthropic", "responses"])
+@pytest.mark.parametrize("api", [CHAT, MESSAGES, RESPONSES])
 @pytest.mark.parametrize("prefill", [True, False])
-def test_continuing_until_done_gives_back_the_whole_answer(api: str, prefill: bool) -> None:
+def test_continuing_until_done_gives_back_the_whole_answer(api: Format, prefill: bool) -> None:
     """Driving the loop as the engine does reproduces the full answer exactly, at any cut."""
     request = {
-        "openai": OPENAI_REQUEST,
-        "anthropic": ANTHROPIC_REQUEST,
-        "responses": RESPONSES_REQUEST,
+        CHAT: OPENAI_REQUEST,
+        MESSAGES: ANTHROPIC_REQUEST,
+        RESPONSES: RESPONSES_REQUEST,
     }[api]
     policy = OutputRecovery(max_continuations=1000, respect_client_max_tokens=False)
     # parts longer than ESSAY's longest whitespace run: an Anthropic part of only whitespace
@@ -417,8 +422,8 @@ def test_continuing_until_done_gives_back_the_whole_answer(api: str, prefill: bo
 
 def test_an_empty_later_part_stops_the_loop() -> None:
     """A continuation that produced nothing at all is not continued again (no progress)."""
-    assert should_continue(OPENAI_REQUEST, openai_answer("   "), "openai", POLICY, 2)
-    assert not should_continue(OPENAI_REQUEST, openai_answer(""), "openai", POLICY, 2)
+    assert should_continue(OPENAI_REQUEST, openai_answer("   "), CHAT, POLICY, 2)
+    assert not should_continue(OPENAI_REQUEST, openai_answer(""), CHAT, POLICY, 2)
 
 
 def test_merge_responses_when_the_first_part_was_all_reasoning() -> None:
@@ -427,9 +432,9 @@ def test_merge_responses_when_the_first_part_was_all_reasoning() -> None:
         **responses_answer("", n=0),
         "output": [{"type": "reasoning", "id": "rs_0", "summary": []}],
     }
-    merged = merge_parts([first, responses_answer("Text.", None, n=1)], "responses")
+    merged = merge_parts([first, responses_answer("Text.", None, n=1)], RESPONSES)
     assert [item["type"] for item in merged["output"]] == ["reasoning", "message"]
-    assert answer_text(merged, "responses") == "Text."
+    assert answer_text(merged, RESPONSES) == "Text."
 
 
 def test_merge_without_usage_leaves_usage_out() -> None:
@@ -437,4 +442,4 @@ def test_merge_without_usage_leaves_usage_out() -> None:
     parts = [openai_answer("a"), openai_answer("b", "stop")]
     for part in parts:
         del part["usage"]
-    assert "usage" not in merge_parts(parts, "openai")
+    assert "usage" not in merge_parts(parts, CHAT)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
 from gateway.policy.schema import OutputRecovery, StreamPolicy
 from gateway.resilience import continuation
 from gateway.resilience.followup import (
@@ -33,7 +34,7 @@ FREE = OutputRecovery(respect_client_max_tokens=False)
 
 
 def decide(
-    request: dict[str, Any], answer: dict[str, Any], api: str, policy: OutputRecovery, done: int
+    request: dict[str, Any], answer: dict[str, Any], api: Format, policy: OutputRecovery, done: int
 ) -> Continue | Stop:
     """The decision for a JSON answer, as the live path and simulate ask it."""
     return decide_continuation(
@@ -51,7 +52,7 @@ def test_max_continuations_is_the_number_of_follow_ups(limit: int) -> None:
     """max_continuations N: exactly N follow-up requests for an answer cut every time."""
     policy = OutputRecovery(max_continuations=limit)
     cut = openai_answer("partial")
-    decisions = [decide(OPENAI_REQUEST, cut, "openai", policy, done) for done in range(limit + 2)]
+    decisions = [decide(OPENAI_REQUEST, cut, CHAT, policy, done) for done in range(limit + 2)]
     assert decisions[:limit] == [Continue(n) for n in range(1, limit + 1)]
     assert decisions[limit:] == [Stop("max_continuations")] * 2
 
@@ -60,10 +61,10 @@ def test_no_continuation_when_the_client_capped_output() -> None:
     """A client's own max_tokens is respected unless the policy says otherwise."""
     capped = {**OPENAI_REQUEST, "max_tokens": 100}
     cut = openai_answer("partial")
-    assert decide(capped, cut, "openai", POLICY, 0) == Stop("client_max_tokens")
-    assert decide(capped, cut, "openai", FREE, 0) == Continue(1)
+    assert decide(capped, cut, CHAT, POLICY, 0) == Stop("client_max_tokens")
+    assert decide(capped, cut, CHAT, FREE, 0) == Continue(1)
     capped_responses = {**RESPONSES_REQUEST, "max_output_tokens": 100}
-    assert decide(capped_responses, responses_answer("p"), "responses", POLICY, 0) == Stop(
+    assert decide(capped_responses, responses_answer("p"), RESPONSES, POLICY, 0) == Stop(
         "client_max_tokens"
     )
 
@@ -71,27 +72,27 @@ def test_no_continuation_when_the_client_capped_output() -> None:
 def test_anthropic_is_continued_only_when_client_limits_are_not_respected() -> None:
     """Anthropic max_tokens is mandatory, so it always counts as the client's own cap."""
     cut = anthropic_answer("partial")
-    assert decide(ANTHROPIC_REQUEST, cut, "anthropic", POLICY, 0) == Stop("client_max_tokens")
-    assert decide(ANTHROPIC_REQUEST, cut, "anthropic", FREE, 0) == Continue(1)
+    assert decide(ANTHROPIC_REQUEST, cut, MESSAGES, POLICY, 0) == Stop("client_max_tokens")
+    assert decide(ANTHROPIC_REQUEST, cut, MESSAGES, FREE, 0) == Continue(1)
 
 
 def test_tool_calls_finished_answers_several_choices_and_empty_text_stop() -> None:
     """Each reason not to continue is named."""
     tool = openai_answer("", tool_calls=[{"id": "c", "type": "function"}])
-    assert decide(OPENAI_REQUEST, tool, "openai", POLICY, 0) == Stop("complete")
+    assert decide(OPENAI_REQUEST, tool, CHAT, POLICY, 0) == Stop("complete")
     done = openai_answer("done", "stop")
-    assert decide(OPENAI_REQUEST, done, "openai", POLICY, 0) == Stop("complete")
+    assert decide(OPENAI_REQUEST, done, CHAT, POLICY, 0) == Stop("complete")
     several = {**OPENAI_REQUEST, "n": 2}
-    assert decide(several, openai_answer("a"), "openai", POLICY, 0) == Stop("several_choices")
-    assert decide(OPENAI_REQUEST, openai_answer("   "), "openai", POLICY, 0) == Stop("empty_answer")
+    assert decide(several, openai_answer("a"), CHAT, POLICY, 0) == Stop("several_choices")
+    assert decide(OPENAI_REQUEST, openai_answer("   "), CHAT, POLICY, 0) == Stop("empty_answer")
     assert decide_continuation(
-        OPENAI_REQUEST, "openai", POLICY, 0, cut=True, text="x", continuable=False
+        OPENAI_REQUEST, CHAT, POLICY, 0, cut=True, text="x", continuable=False
     ) == Stop("not_continuable")
 
 
 def test_a_later_part_may_be_whitespace() -> None:
     """Only the first part needs visible text (a later one may be a newline)."""
-    assert decide(OPENAI_REQUEST, openai_answer("\n"), "openai", POLICY, 1) == Continue(2)
+    assert decide(OPENAI_REQUEST, openai_answer("\n"), CHAT, POLICY, 1) == Continue(2)
 
 
 RESUMING = StreamPolicy(on_midstream_failure="continue")
@@ -126,7 +127,7 @@ def test_prefill_is_tried_before_regenerating() -> None:
 def test_the_text_is_kept_only_when_a_decision_may_need_it() -> None:
     """Streams keep a transcript for resumes, or for continuations the client allows."""
     out, stream = OutputRecovery(), StreamPolicy()
-    assert tracks_answer(OPENAI_REQUEST, "openai", out, stream)
-    assert not tracks_answer({**OPENAI_REQUEST, "max_tokens": 5}, "openai", out, stream)
-    assert not tracks_answer(OPENAI_REQUEST, "openai", OutputRecovery(max_continuations=0), stream)
-    assert tracks_answer(ANTHROPIC_REQUEST, "anthropic", out, RESUMING)
+    assert tracks_answer(OPENAI_REQUEST, CHAT, out, stream)
+    assert not tracks_answer({**OPENAI_REQUEST, "max_tokens": 5}, CHAT, out, stream)
+    assert not tracks_answer(OPENAI_REQUEST, CHAT, OutputRecovery(max_continuations=0), stream)
+    assert tracks_answer(ANTHROPIC_REQUEST, MESSAGES, out, RESUMING)

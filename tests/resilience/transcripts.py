@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
+
 SYSTEM_PROMPT = (
     "You are a coding agent working in the user's repository. Use the tools to read files, "
     "search and run commands. Make minimal, correct changes and explain them briefly."
@@ -222,9 +224,9 @@ def _assistant_item(i: int, text: str) -> dict[str, Any]:
     }
 
 
-RENDER = {"openai": to_openai, "anthropic": to_anthropic, "responses": to_responses}
+RENDER = {CHAT: to_openai, MESSAGES: to_anthropic, RESPONSES: to_responses}
 
 
-def render(t: Transcript, api: str) -> dict[str, Any]:
-    """The transcript as a request body of ``api``."""
-    return RENDER[api](t)
+def render(t: Transcript, fmt: Format) -> dict[str, Any]:
+    """The transcript as a request body of ``fmt``."""
+    return RENDER[fmt](t)

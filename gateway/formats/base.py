@@ -1,0 +1,167 @@
+"""The :class:`Format` type: one wire format's rules, asked by everything that reads or
+writes that format's bodies (see :mod:`gateway.formats`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import orjson
+
+
+class ErrorLike(Protocol):
+    """What a format renders as its error body (:class:`gateway.errors.GatewayError`)."""
+
+    def openai_body(self) -> dict[str, object]: ...
+    def anthropic_body(self) -> dict[str, object]: ...
+
+
+class Format:
+    """One wire format: where its bodies keep what the gateway reads and writes.
+
+    A subclass per format sets the attributes and overrides the methods whose rule differs;
+    one instance of it is registered (:func:`gateway.formats.register`). Everything is
+    pure and read-only over the bodies given.
+    """
+
+    #: The format's name: the key of the translators (docs/translation.md) and in messages.
+    name: str = ""
+    #: Its API's name as a model's ``upstream_api`` and the simulator's trace say it.
+    label: str = ""
+    #: The ``api:`` of the provider kind that speaks it natively (``sim`` speaks them all).
+    provider_api: str = ""
+    #: The client paths it serves; the first is its conversation endpoint, where a request
+    #: translated into this format goes.
+    paths: tuple[str, ...] = ()
+    #: What such a provider's ``base_url`` already ends with (the gateway adds the rest).
+    base_path: str = ""
+    #: The body key holding the conversation.
+    entries_key: str = "messages"
+    #: Top-level request keys with model-read text outside the conversation.
+    fixed_keys: tuple[str, ...] = ()
+    #: Request fields by which a client caps the answer's output tokens.
+    output_caps: tuple[str, ...] = ()
+    #: The output cap field of a request the gateway writes itself (a summary).
+    output_cap: str = "max_tokens"
+    #: Roles alternate strictly (user, assistant): a cut lies between a user message and
+    #: the assistant one after it, and a note joins the user message before a gap.
+    alternating: bool = False
+    #: A prefill (a final assistant message) must not end in whitespace: it is trimmed.
+    trims_prefill: bool = False
+    #: A stream carries usage only when the request asks for it (``stream_options``).
+    usage_if_asked: bool = False
+    #: The key every stream event carrying usage has: events without it are not looked
+    #: at for usage (None: each event is).
+    usage_key: str | None = None
+    #: Types of a stream's final event; None: the stream's chunks carry ``choices`` and
+    #: ``finish_reason`` (chat completions framing).
+    final_events: frozenset[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Format {self.name}>"
+
+    # ---- requests ----------------------------------------------------------------
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """The headers that carry a provider key (and any header the format requires)."""
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    def entries(self, body: Mapping[str, Any]) -> list[Any]:
+        """The conversation's entries (a new list; the entries themselves are not copied)."""
+        value = body.get(self.entries_key)
+        return list(value) if isinstance(value, list) else []
+
+    def capped(self, request: Mapping[str, Any]) -> bool:
+        """The request sets its own output limit."""
+        return any(request.get(name) is not None for name in self.output_caps)
+
+    def several_choices(self, request: Mapping[str, Any]) -> bool:
+        """The request asks for more than one answer."""
+        return False
+
+    def prefill_allowed(self, request: Mapping[str, Any]) -> bool:
+        """A final assistant message may be continued by the model."""
+        return True
+
+    def summary_request(
+        self, model: str, instructions: str, prompt: str, max_tokens: int
+    ) -> dict[str, Any]:
+        """A one-turn, never streamed request: ``instructions`` as the system text."""
+        return {
+            "model": model,
+            "messages": [
+                {"role": "system", "content": instructions},
+                {"role": "user", "content": prompt},
+            ],
+            "temperature": 0,
+            self.output_cap: max_tokens,
+            "stream": False,
+        }
+
+    # ---- conversations -----------------------------------------------------------
+
+    def opened_calls(self, entry: Any) -> list[str]:
+        """The call ids this entry opens (tool calls waiting for a result)."""
+        raise NotImplementedError
+
+    def closed_calls(self, entry: Any) -> list[str]:
+        """The call ids this entry answers (tool results)."""
+        raise NotImplementedError
+
+    def may_cut(self, before: Any, after: Any) -> bool:
+        """The format allows splitting the conversation between these two entries (calls
+        aside: :func:`gateway.resilience.conversation.allowed_cuts` checks those)."""
+        return True
+
+    def problems(self, items: Sequence[Any]) -> list[str]:
+        """What makes these entries a conversation the provider would reject."""
+        raise NotImplementedError
+
+    def transcript_lines(self, entry: Any) -> list[str]:
+        """The entry as lines of a plain-text transcript (for a summary request)."""
+        raise NotImplementedError
+
+    def snip_results(self, entry: Any, snip: Callable[[Any], Any]) -> Any:
+        """The entry with ``snip`` applied to the tool results it holds (a new entry when
+        it holds any, else the same)."""
+        raise NotImplementedError
+
+    # ---- answers -----------------------------------------------------------------
+
+    def answer_text(self, response: Mapping[str, Any]) -> str:
+        """A JSON answer's text. A part of the wrong type is no text."""
+        raise NotImplementedError
+
+    def cut_at_length(self, response: Mapping[str, Any]) -> bool:
+        """The JSON answer stopped at the output token limit and is not a tool call. An
+        answer whose fields have the wrong types is not cut."""
+        raise NotImplementedError
+
+    def merge(self, merged: dict[str, Any], parts: Sequence[Mapping[str, Any]], text: str) -> None:
+        """Put the joined ``text`` and the last part's stop reason into ``merged`` (a deep
+        copy of the first part)."""
+        raise NotImplementedError
+
+    # ---- streams -----------------------------------------------------------------
+
+    def event_cut(self, data: Any) -> bool:
+        """A decoded stream event says the answer stopped at the output token limit."""
+        raise NotImplementedError
+
+    def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
+        """(prompt, completion) tokens carried by one decoded stream event, if any. May
+        raise ``AttributeError``/``TypeError`` on a field of the wrong type."""
+        raise NotImplementedError
+
+    # ---- errors ------------------------------------------------------------------
+
+    def error_body(self, err: ErrorLike) -> dict[str, object]:
+        """The gateway's own error as this format's error body."""
+        return err.openai_body()
+
+    def stream_error(
+        self, etype: str, message: str, code: str | None = None, response_id: str = ""
+    ) -> bytes:
+        """The in-band error event of this format's streams, so that a client's SDK raises."""
+        err = {"type": etype, "code": code or etype, "message": message, "param": None}
+        return b"data: " + orjson.dumps({"error": err}) + b"\n\n"
