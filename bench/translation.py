@@ -53,6 +53,8 @@ import timeit
 from pathlib import Path
 from typing import Any
 
+from gateway.formats import CHAT, Format, by_name
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -120,22 +122,23 @@ def micro(quick: bool) -> dict[str, Any]:
     events = up.SSE_EVENTS
     out: dict[str, Any] = {"number": n, "events_per_stream": len(events)}
     for client in ("messages", "responses"):
-        _, body, fmt = CLIENTS[client]
+        _, body, name = CLIENTS[client]
+        fmt = by_name(name)
         stream_body = {**body, "stream": True}
 
-        def req(body: dict[str, Any] = body, fmt: str = fmt) -> Any:
-            return convert.request(body, fmt, "openai", max_output_tokens=None)
+        def req(body: dict[str, Any] = body, fmt: Format = fmt) -> Any:
+            return convert.request(body, fmt, CHAT, max_output_tokens=None)
 
-        def ans(fmt: str = fmt) -> bytes:
-            return orjson.dumps(convert.answer(completion, "openai", fmt, loadgen.MODEL))
+        def ans(fmt: Format = fmt) -> bytes:
+            return orjson.dumps(convert.answer(completion, CHAT, fmt, loadgen.MODEL))
 
-        def stream(fmt: str = fmt) -> None:
-            s = convert.Splitter("openai", fmt, loadgen.MODEL, True)
+        def stream(fmt: Format = fmt) -> None:
+            s = convert.Splitter(CHAT, fmt, loadgen.MODEL, True)
             for e in events:
                 s.feed(e)
             s.close()
 
-        open_stream = convert.Splitter("openai", fmt, loadgen.MODEL, True)
+        open_stream = convert.Splitter(CHAT, fmt, loadgen.MODEL, True)
         open_stream.feed(events[0])
         open_stream.feed(events[1])  # the text block is open: what follows are deltas
 

@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 from gateway.engine import Env, Outcome, Request, recover
+from gateway.formats import CHAT
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import Deployed
@@ -63,7 +64,7 @@ def setup() -> tuple[VirtualClock, Env]:
 
 
 async def run(env: Env, att: PerModel, model: str = "a") -> str:
-    req = Request("openai", {"model": model}, model, "route", "team", POLICY, 1e9)
+    req = Request(CHAT, {"model": model}, model, "route", "team", POLICY, 1e9)
     log = RequestLog("r", 0.0)
     result = await recover(req, log, env, att)
     assert result.outcome.failure is None

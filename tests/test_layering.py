@@ -26,10 +26,13 @@ def imports_of(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "path", sorted((GATEWAY / "resilience").glob("*.py")), ids=lambda p: p.name
+    "path",
+    sorted([*(GATEWAY / "resilience").glob("*.py"), *(GATEWAY / "formats").glob("*.py")]),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_resilience_is_pure(path: Path) -> None:
-    """gateway/resilience/ never imports aiohttp, asyncio, time, random or redis."""
+    """gateway/resilience/ and gateway/formats/ never import aiohttp, asyncio, time,
+    random or redis."""
     assert not imports_of(path) & FORBIDDEN_IN_PURE
 
 

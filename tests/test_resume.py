@@ -13,6 +13,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.formats import MESSAGES
 from gateway.providers import Endpoint
 from gateway.resilience.continuation import answer_text, continuation_request, join_texts
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
@@ -548,7 +549,7 @@ def test_anthropic_prefill_whitespace(sent: str, cont: str, client: str, chunks:
     assert check(head + tail, Endpoint.messages) == client
     trimmed = sent[len(sent.rstrip()) :]
     if cont[: len(cont) - len(cont.lstrip())].startswith(trimmed):  # as merge_parts joins them
-        assert client == join_texts([sent, cont], "anthropic")
+        assert client == join_texts([sent, cont], MESSAGES)
 
 
 @pytest.mark.parametrize(("sent", "cont"), [("Hello ", "world"), ("Hello ", " world")])
@@ -588,7 +589,7 @@ REQUESTS = {
 def test_partial_response_feeds_continuation_request(endpoint: Endpoint) -> None:
     """partial_response holds the text sent, as continuation_request reads it."""
     t, _ = cut(endpoint, "Partial answer, then ", 8, chunks=4)
-    api = endpoint.shape
+    api = endpoint.fmt
     part = partial_response(t)
     assert answer_text(part, api) == "Partial answer, then "
     follow = continuation_request(REQUESTS[endpoint], [part], api, prefill=True)

@@ -152,7 +152,7 @@ TRANSLATED = (CHAT, MESSAGES, RESPONSES)
 def test_what_clients_send_passes(endpoint: Endpoint, body: dict[str, Any]) -> None:
     check_shape(endpoint, body)  # no GatewayError
     if endpoint in TRANSLATED:
-        check(body, endpoint.shape)  # nor when it is translated
+        check(body, endpoint.fmt.name)  # nor when it is translated
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_nested_wrong_types_are_400_naming_the_field_when_translated(
 ) -> None:
     body = {"model": "m", **body}
     check_shape(endpoint, body)  # relayed as it is: the provider's to judge
-    refused(lambda: check(body, endpoint.shape), param, message)
+    refused(lambda: check(body, endpoint.fmt.name), param, message)
 
 
 def refused(call: Callable[[], None], param: str, message: str) -> GatewayError:

@@ -67,7 +67,7 @@ ENDPOINTS = [Endpoint.chat, Endpoint.completions, Endpoint.messages, Endpoint.re
 def test_classifier_fast_path_says_what_the_general_path_says(
     raw: bytes, endpoint: Endpoint
 ) -> None:
-    finals = sse._FINAL_TYPES.get(endpoint)
+    finals = endpoint.fmt.final_events
     general = sse._classify(raw, finals)
     assert sse.classifier(endpoint)(raw) == general
     assert sse.classify_event(raw, endpoint) == sse.Event(*general)

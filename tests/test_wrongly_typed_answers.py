@@ -34,7 +34,7 @@ TOOL = shapes.Answer(
     id="x2", model="m", text="", finish="tool_calls", prompt_tokens=5, completion_tokens=7,
     created=1, chunks=3, tool_call=shapes.ToolCall("f", '{"a": 1}', "call_1"),
 )  # fmt: skip
-API = {Endpoint.chat: "openai", Endpoint.messages: "anthropic", Endpoint.responses: "responses"}
+API = {ep: ep.fmt for ep in (Endpoint.chat, Endpoint.messages, Endpoint.responses)}
 
 
 def _events(ep: Endpoint, a: shapes.Answer) -> list[shapes.Event]:

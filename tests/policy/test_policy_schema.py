@@ -8,6 +8,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
+from gateway.formats import CHAT, MESSAGES, RESPONSES
 from gateway.policy.load import bundled_policy_dir, load_policy_dir, parse_yaml
 from gateway.policy.schema import Policy, Timeouts, parse_duration, policy_json_schema
 
@@ -126,8 +127,8 @@ def test_bundled_demo_set() -> None:
     assert ps.default_team == "demo"
     assert {p.api for p in ps.providers.values()} == {"sim"}
     assert ps.providers["sim-anthropic"].speaks == "anthropic"
-    assert ps.deployments["sim-claude"][0].wires == ("anthropic",)
-    assert ps.deployments["sim-gpt"][0].wires == ("openai",)  # chat: Responses translated
+    assert ps.deployments["sim-claude"][0].fmts == (MESSAGES,)
+    assert ps.deployments["sim-gpt"][0].fmts == (CHAT,)  # chat: Responses translated
     cross = ps.route("demo", "sim-claude", "/v1/messages")
     assert cross is not None and cross.policy.fallback.chain == ("sim-gpt",)
     assert ps.models["sim-small"].context_window == 2048
@@ -151,10 +152,12 @@ def test_speaks_is_for_the_sim_provider_only() -> None:
     provider's format is its `api`, so `speaks` there is an error."""
     import pydantic
 
-    from gateway.policy.policyset import wires_of
+    from gateway.policy.policyset import formats_of
     from gateway.policy.schema import Provider
 
-    assert wires_of("sim", "chat", Provider(api="sim", speaks="anthropic").speaks) == ("anthropic",)
-    assert wires_of("sim", "chat", None) == ("openai", "responses", "anthropic")
+    assert formats_of("sim", "chat", Provider(api="sim", speaks="anthropic").speaks) == (MESSAGES,)
+    assert formats_of("sim", "chat", None) == (CHAT, RESPONSES, MESSAGES)
+    assert formats_of("openai", ("responses", "chat")) == (RESPONSES, CHAT)
+    assert formats_of("openai", "responses") == (RESPONSES,)
     with pytest.raises(pydantic.ValidationError, match="speaks is for api sim"):
         Provider(api="openai", base_url="https://x/v1", speaks="anthropic")

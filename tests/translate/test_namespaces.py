@@ -18,6 +18,7 @@ import orjson
 import pytest
 from openai.types.responses import Response
 
+from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
 from gateway.translate import convert
 from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
@@ -98,13 +99,13 @@ def test_two_tools_of_one_flat_name_are_refused() -> None:
 
 
 def test_tool_names_of_a_request() -> None:
-    names = convert.tool_names(CODEX, "responses")
+    names = convert.tool_names(CODEX, RESPONSES)
     assert names == {
         "multi_agent_v1__close_agent": ("multi_agent_v1", "close_agent"),
         "multi_agent_v1__spawn_agent": ("multi_agent_v1", "spawn_agent"),
     }
-    assert convert.tool_names({"tools": [EXEC]}, "responses") == {}
-    assert convert.tool_names({"tools": [NAMESPACE]}, "openai") == {}
+    assert convert.tool_names({"tools": [EXEC]}, RESPONSES) == {}
+    assert convert.tool_names({"tools": [NAMESPACE]}, CHAT) == {}
 
 
 ANTHROPIC_ANSWER = {
@@ -119,19 +120,19 @@ ANTHROPIC_ANSWER = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("source", ["anthropic", "openai"])
-def test_a_json_answer_names_the_call_in_its_namespace(source: str) -> None:
+@pytest.mark.parametrize("source", [MESSAGES, CHAT], ids=["anthropic", "openai"])
+def test_a_json_answer_names_the_call_in_its_namespace(source: Format) -> None:
     data = ANTHROPIC_ANSWER
-    if source == "openai":
-        data = convert.answer(ANTHROPIC_ANSWER, "anthropic", "openai", "m")
-    names = convert.tool_names(CODEX, "responses")
-    out = convert.answer(data, source, "responses", "claude-test", names)
+    if source is CHAT:
+        data = convert.answer(ANTHROPIC_ANSWER, MESSAGES, CHAT, "m")
+    names = convert.tool_names(CODEX, RESPONSES)
+    out = convert.answer(data, source, RESPONSES, "claude-test", names)
     calls = [(i["name"], i.get("namespace"), i["call_id"]) for i in out["output"]]
     assert calls == [("spawn_agent", "multi_agent_v1", "toolu_2"),
                      ("exec_command", None, "toolu_3")]  # fmt: skip
     assert Response.model_validate(out).output[0].namespace == "multi_agent_v1"  # type: ignore[union-attr]
     # without the request's names (another client's request) the flat name stays
-    plain = convert.answer(data, source, "responses", "claude-test")
+    plain = convert.answer(data, source, RESPONSES, "claude-test")
     assert plain["output"][0]["name"] == "multi_agent_v1__spawn_agent"
     assert "namespace" not in plain["output"][0]
 
@@ -159,7 +160,7 @@ def _anthropic_stream(name: str) -> bytes:
 
 
 def test_a_streamed_call_is_named_in_its_namespace() -> None:
-    names = convert.tool_names(CODEX, "responses")
+    names = convert.tool_names(CODEX, RESPONSES)
     raw = _anthropic_stream("multi_agent_v1__spawn_agent")
     out, _ = translate_stream(raw, "anthropic", "responses", names=names)
     evs = parse(out)
@@ -172,6 +173,6 @@ def test_a_streamed_call_is_named_in_its_namespace() -> None:
     assert (call.name, call.namespace, call.arguments) == (  # type: ignore[union-attr]
         "spawn_agent", "multi_agent_v1", '{"message": "hi"}')  # fmt: skip
     # the Splitter the attempter uses carries them too
-    splitter = convert.Splitter("anthropic", "responses", "m", True, names)
+    splitter = convert.Splitter(MESSAGES, RESPONSES, "m", True, names)
     done = [orjson.loads(e.split(b"data: ", 1)[1]) for e in splitter.feed(raw)]
     assert done[-1]["response"]["output"][0]["namespace"] == "multi_agent_v1"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gateway.formats import CHAT, MESSAGES
 from gateway.translate import convert
 from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
@@ -128,6 +129,6 @@ def test_an_answers_tool_call_id_reaches_an_anthropic_client_as_requests_send_it
             ]}}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }  # fmt: skip
-    out = convert.answer(answer, "openai", "anthropic", "claude-test")
+    out = convert.answer(answer, CHAT, MESSAGES, "claude-test")
     ids = [b["id"] for b in out["content"] if b["type"] == "tool_use"]
     assert ids == [tool_id("call.1"), "call_1"] and len(set(ids)) == 2
