@@ -137,6 +137,14 @@ class Format:
         answer whose fields have the wrong types is not cut."""
         raise NotImplementedError
 
+    def text_answer(
+        self, text: str, *, id: Any, model: Any, created: Any, index: int, item_id: Any
+    ) -> dict[str, Any]:
+        """A minimal JSON answer holding ``text`` (not finished): what a stream sent so
+        far, as :meth:`answer_text` and a continuation read it. ``created``, ``index`` and
+        ``item_id``: the stream's creation time, choice index and message item id."""
+        raise NotImplementedError
+
     def merge(self, merged: dict[str, Any], parts: Sequence[Mapping[str, Any]], text: str) -> None:
         """Put the joined ``text`` and the last part's stop reason into ``merged`` (a deep
         copy of the first part)."""

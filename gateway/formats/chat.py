@@ -93,6 +93,23 @@ class Chat(Format):
         calls = message.get("tool_calls") or message.get("function_call")
         return choice.get("finish_reason") == "length" and not calls
 
+    def text_answer(
+        self, text: str, *, id: Any, model: Any, created: Any, index: int, item_id: Any
+    ) -> dict[str, Any]:
+        return {
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": None,
+                }
+            ],
+        }
+
     def merge(self, merged: dict[str, Any], parts: Sequence[Mapping[str, Any]], text: str) -> None:
         choices = merged.get("choices")
         if not isinstance(choices, list) or not choices:

@@ -127,6 +127,19 @@ class Messages(Format):
         tool_use = any(is_type(b, "tool_use") for b in as_list(response.get("content")))
         return response.get("stop_reason") == "max_tokens" and not tool_use
 
+    def text_answer(
+        self, text: str, *, id: Any, model: Any, created: Any, index: int, item_id: Any
+    ) -> dict[str, Any]:
+        return {
+            "id": id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
+
     def merge(self, merged: dict[str, Any], parts: Sequence[Mapping[str, Any]], text: str) -> None:
         content = [b for b in as_list(merged.get("content")) if not is_type(b, "text")]
         template: Mapping[str, Any] = next(

@@ -125,6 +125,27 @@ class Responses(Format):
             and not calls
         )
 
+    def text_answer(
+        self, text: str, *, id: Any, model: Any, created: Any, index: int, item_id: Any
+    ) -> dict[str, Any]:
+        return {
+            "id": id,
+            "object": "response",
+            "created_at": created,
+            "model": model,
+            "status": "incomplete",
+            "incomplete_details": None,
+            "output": [
+                {
+                    "id": item_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "incomplete",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+        }
+
     def merge(self, merged: dict[str, Any], parts: Sequence[Mapping[str, Any]], text: str) -> None:
         last = parts[-1]
         output: list[Any] = []

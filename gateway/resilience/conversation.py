@@ -1,9 +1,10 @@
-"""The three request shapes compaction works on, seen as one list of entries.
+"""A conversation of any format, seen as one list of entries through its
+:class:`~gateway.formats.Format` (what compaction and continuation work on).
 
 A conversation is the ``messages`` list of an OpenAI chat or Anthropic Messages
 request, or the ``input`` list of an OpenAI Responses request (a string
-``input`` is one user message). Everything here is read-only over the client's
-JSON body: no function mutates its argument.
+``input`` is one user message): the format's ``entries``. Everything here is
+read-only over the client's JSON body: no function mutates its argument.
 
 Tool calls tie entries together: an OpenAI assistant message with
 ``tool_calls`` and its ``tool`` messages, an Anthropic ``tool_use`` block and the
@@ -11,9 +12,11 @@ Tool calls tie entries together: an OpenAI assistant message with
 ``*_call`` item with a ``call_id``) and its ``*_call_output``. A *cut* between
 two entries is allowed only where no call is left waiting for its result, so
 whatever is dropped or kept on either side of a cut stays a valid conversation.
-Anthropic adds one rule (a cut lies between a user message and the assistant
-message after it, so roles keep alternating), Responses another (a ``reasoning``
-item stays with the item it precedes).
+Which entry opens or closes a call is the format's (``opened_calls``,
+``closed_calls``), and so are its own rules for a cut (``may_cut``): Anthropic
+adds one (a cut lies between a user message and the assistant message after it,
+so roles keep alternating), Responses another (a ``reasoning`` item stays with
+the item it precedes).
 
 Token estimate (:func:`estimate_tokens`): ``ceil(chars / 4)`` over every text
 a model reads, plus 4 tokens per entry. Counted: message text and content

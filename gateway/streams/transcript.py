@@ -350,53 +350,20 @@ class Transcript:
 
 
 def partial_response(transcript: Transcript) -> dict[str, Any]:
-    """A minimal non-streaming answer of the endpoint's shape holding the text sent so far.
+    """A minimal non-streaming answer of the endpoint's format holding the text sent so far
+    (:meth:`~gateway.formats.Format.text_answer`).
 
     It is what :func:`~gateway.resilience.continuation.continuation_request` needs as the
-    earlier part (api ``endpoint.shape``).
+    earlier part.
     """
     t = transcript
-    text = t.text
-    if t.endpoint is Endpoint.chat:
-        return {
-            "id": t.id,
-            "object": "chat.completion",
-            "created": t.created,
-            "model": t.model,
-            "choices": [
-                {
-                    "index": t.choice_index or 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": None,
-                }
-            ],
-        }
-    if t.endpoint is Endpoint.messages:
-        return {
-            "id": t.id,
-            "type": "message",
-            "role": "assistant",
-            "model": t.model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": None,
-            "stop_sequence": None,
-        }
-    if t.endpoint is Endpoint.responses:
-        return {
-            "id": t.id,
-            "object": "response",
-            "created_at": t.created,
-            "model": t.model,
-            "status": "incomplete",
-            "incomplete_details": None,
-            "output": [
-                {
-                    "id": t.item_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "status": "incomplete",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}],
-                }
-            ],
-        }
-    raise ValueError(f"no continuation request for {t.endpoint.value}")
+    if not t.endpoint.continuable:
+        raise ValueError(f"no continuation request for {t.endpoint.value}")
+    return t.endpoint.fmt.text_answer(
+        t.text,
+        id=t.id,
+        model=t.model,
+        created=t.created,
+        index=t.choice_index or 0,
+        item_id=t.item_id,
+    )
