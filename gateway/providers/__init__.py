@@ -28,11 +28,10 @@ class Endpoint(enum.StrEnum):
     embeddings = "/v1/embeddings"
     messages = "/v1/messages"
 
-    @property
-    def fmt(self) -> Format:
-        """The endpoint's format: how its bodies hold a conversation and its answer, how
-        its errors and stream events look (legacy completions and embeddings: chat's)."""
-        return _FMT[self]
+    #: The endpoint's format: how its bodies hold a conversation and its answer, how its
+    #: errors and stream events look (legacy completions and embeddings: chat's). A plain
+    #: attribute, set below (a property costs a call on every request).
+    fmt: Format
 
     @property
     def continuable(self) -> bool:
@@ -41,7 +40,8 @@ class Endpoint(enum.StrEnum):
 
 
 _CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
-_FMT = {ep: formats.of_path(ep.value) for ep in Endpoint}
+for _ep in Endpoint:
+    _ep.fmt = formats.of_path(_ep.value)
 
 
 def endpoint_of(fmt: Format) -> Endpoint:

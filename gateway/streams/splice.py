@@ -85,7 +85,7 @@ class Splice:
         self.t = transcript
         self.endpoint = endpoint
         self.regenerate = regenerate
-        self.pipe = Pipe(transcript.text, regenerate, trim=endpoint is Endpoint.messages)
+        self.pipe = Pipe(transcript.text, regenerate, trim=endpoint.fmt.trims_prefill)
         self.diverged: Diverged | None = None
         self._done = False
         self._passed = False  # an event of the resumed stream reached the client

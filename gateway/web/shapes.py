@@ -165,7 +165,7 @@ def _check_counts(
     tools = body.get("tools")
     if type(tools) is list and len(tools) > limits.tools:
         raise _over("tools", "tools", len(tools), limits.tools)
-    name = "input" if endpoint is Endpoint.responses else "messages"
+    name = endpoint.fmt.entries_key
     entries = body.get(name)
     if type(entries) is not list:
         return
