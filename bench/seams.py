@@ -2,10 +2,12 @@
 
     python bench/seams.py [--repeat N]
 
-Three places where the gateway does by hand what a library does (docs/performance.md,
+Four places where the gateway does by hand what a library does (docs/performance.md,
 "The speed seams"), each timed in-process under uvloop against that library doing the
 same work, as many times as a request (or a stream chunk) does it:
 
+- the per-request metrics (``gateway/observe/metrics.py``, plain counts read by custom
+  collectors) against prometheus_client's ``Counter`` and ``Histogram`` objects;
 - the access line (``gateway/observe/logs.py`` ``FastJson``) against structlog's chain
   rendering the same ``request_completed`` event, once per request;
 - ``gateway/deadlines.Limit`` against ``asyncio.timeout``: three limits set and cleared
@@ -169,6 +171,45 @@ def router(repeat: int) -> tuple[float, float]:
     )
 
 
+def metrics(repeat: int) -> tuple[float, float]:
+    """A request's metrics: the plain counts (``Metrics.request_done`` and
+    ``upstream_attempt``), then the same series as prometheus_client's ``Counter`` and
+    ``Histogram`` objects fed as the gateway fed them before."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    from gateway.observe.counts import LATENCY_BUCKETS
+    from gateway.observe.metrics import Metrics
+
+    m = Metrics()
+
+    def counts(n: int) -> float:
+        t = time.process_time()
+        for _ in range(n):
+            m.request_done("team-a", "gpt-test", 200, 0.25, 0.012, 12, 34)
+            m.upstream_attempt("fake", "gpt-test", "ok")
+        return time.process_time() - t
+
+    r = CollectorRegistry()
+    requests = Counter("r", "r", ["team", "model", "status"], registry=r)
+    duration = Histogram("d", "d", ["team", "model"], buckets=LATENCY_BUCKETS, registry=r)
+    ttfb = Histogram("t", "t", ["team", "model"], buckets=LATENCY_BUCKETS, registry=r)
+    tokens = Counter("k", "k", ["team", "model", "kind"], registry=r)
+    attempts = Counter("a", "a", ["provider", "model", "category"], registry=r)
+
+    def plain(n: int) -> float:
+        t = time.process_time()
+        for _ in range(n):
+            requests.labels("team-a", "gpt-test", "200").inc()
+            duration.labels("team-a", "gpt-test").observe(0.25)
+            ttfb.labels("team-a", "gpt-test").observe(0.012)
+            tokens.labels("team-a", "gpt-test", "prompt").inc(12)
+            tokens.labels("team-a", "gpt-test", "completion").inc(34)
+            attempts.labels("fake", "gpt-test", "ok").inc()
+        return time.process_time() - t
+
+    return _best(counts, 50_000, repeat), _best(plain, 50_000, repeat)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=7, help="runs per figure (median)")
@@ -183,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     fast, chain = access_line(args.repeat)
     lim = limits(args.repeat)
     table, dispatcher = router(args.repeat)
+    counted, plain = metrics(args.repeat)
     req_saved = (
-        (chain - fast)
+        (plain - counted)
+        + (chain - fast)
         + PER_REQUEST_LIMITS * (lim["block_timeout"] - lim["block_limit"])
         + (dispatcher - table)
     )
@@ -193,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("| seam | the gateway's | the library's | uses | saved |")
     print("|---|---:|---:|---|---:|")
+    print(f"| metrics: plain counts / Counter and Histogram | {counted:.0f} | {plain:.0f}"
+          f" | 1 per request | {plain - counted:.0f} per request |")  # fmt: skip
     print(f"| access line: FastJson / structlog chain | {fast:.0f} | {chain:.0f} | 1 per request"
           f" | {chain - fast:.0f} per request |")  # fmt: skip
     bt, bl = lim["block_timeout"], lim["block_limit"]
