@@ -1,4 +1,4 @@
-"""The gateway against the minimal aiohttp proxy, in interleaved rounds (issue 14's ratios).
+"""The gateway against the minimal aiohttp proxy, in interleaved rounds, and the guards.
 
     python bench/ratios.py [--quick] [--rounds N] [--duration S] [--no-instructions]
                            [--no-netns] [--no-save]
@@ -19,6 +19,10 @@ With valgrind installed (Debian package ``valgrind``), each target also runs und
 callgrind for a fixed number of requests and streams: instructions per request and per
 chunk do not depend on the machine's load, so they show a change that the CPU figures'
 noise hides (they leave out the kernel's share, which both targets pay alike).
+
+The guards (docs/performance.md) end the report, and the exit status is 1 when one is
+crossed: instructions per request at most 1.45x the minimal proxy's, per chunk at most
+1.75x, the gateway's idle RSS at most 60 MB.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ import procs  # noqa: E402
 import run as bench  # noqa: E402
 
 RESULTS = HERE / "results"
-GOAL_REQUEST, GOAL_CHUNK = 1.15, 1.2  # issue 14: gateway / minimal aiohttp proxy
+#: The guards (docs/performance.md): gateway / minimal aiohttp proxy in instructions per
+#: request and per chunk, and the gateway's idle RSS; a change must not cross them.
+GUARD_REQUEST, GUARD_CHUNK, GUARD_RSS_MB = 1.45, 1.75, 60.0
 SHORT, LONG = 20, 100  # stream lengths (chunks) for the per-chunk slope
 TARGETS = ("minimal proxy", "gateway")
 
@@ -274,11 +280,6 @@ def report(out: dict[str, Any]) -> str:
         + "; per chunk (slope) "
         + ", ".join(f"{x:.2f}" for x in rr["per_chunk_slope_us"])
         + ".",
-        "",
-        f"Goals (issue 14): per request <= {GOAL_REQUEST}x:"
-        f" {'PASS' if ratio['cpu_us_per_req'] <= GOAL_REQUEST else 'MISS'};"
-        f" per chunk <= {GOAL_CHUNK}x:"
-        f" {'PASS' if ratio['per_chunk_slope_us'] <= GOAL_CHUNK else 'MISS'}.",
     ]
     ir = out.get("instructions")
     if ir:
@@ -294,7 +295,29 @@ def report(out: dict[str, Any]) -> str:
             f"| gateway / minimal proxy | {g['ir_per_req'] / f['ir_per_req']:.2f}x"
             f" | {g['ir_per_chunk'] / f['ir_per_chunk']:.2f}x |",
         ]
+    L += [
+        "",
+        "Guards: "
+        + "; ".join(f"{what} {'PASS' if ok else 'FAIL'}" for what, ok in guards(out))
+        + ".",
+    ]
     return "\n".join(L) + "\n"
+
+
+def guards(out: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Each guard, said with its measured value, and whether it holds (the instruction
+    guards only when callgrind ran)."""
+    rss = out["rss_idle_mb"]["gateway"]
+    found = [(f"idle RSS {rss:.1f} MB <= {GUARD_RSS_MB:g} MB", rss <= GUARD_RSS_MB)]
+    ir = out.get("instructions")
+    if ir:
+        f, g = ir["minimal proxy"], ir["gateway"]
+        req, chunk = g["ir_per_req"] / f["ir_per_req"], g["ir_per_chunk"] / f["ir_per_chunk"]
+        found += [
+            (f"instructions per request {req:.2f}x <= {GUARD_REQUEST}x", req <= GUARD_REQUEST),
+            (f"per chunk {chunk:.2f}x <= {GUARD_CHUNK}x", chunk <= GUARD_CHUNK),
+        ]
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         (RESULTS / f"{stamp}.md").write_text(text)
         (RESULTS / f"{stamp}.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
         bench.say(f"written: bench/results/{stamp}.md and .json")
-    return 0
+    return 0 if all(ok for _, ok in guards(out)) else 1
 
 
 if __name__ == "__main__":

@@ -155,8 +155,11 @@ class _Pool(aiohttp.TCPConnector):
     aio-libs/aiohttp#13656, fixed upstream after 3.14.5). Until a release has the fix,
     this checks the connection aiohttp picked (``Connection.protocol.should_close``, the
     test aiohttp itself applies when a connection is released) and closes it if anything
-    arrived. It overrides the connector's ``_get``: the only non-public aiohttp name the
-    gateway uses; ``tests/test_upstream.py`` shows the hole and this guard.
+    arrived. It overrides the connector's ``_get``. That, ``should_close``, ``Body``'s
+    ``_value`` above, ``web.Server.pre_shutdown`` (gateway/web/listener.py) and
+    ``BaseRequest.writer`` (gateway/web/handlers.py) are the non-public aiohttp names the
+    gateway uses, which is why pyproject.toml holds aiohttp to one minor release;
+    ``tests/test_upstream.py`` shows the hole (under either aiohttp) and this guard.
     """
 
     async def _get(self, key, traces):  # type: ignore[no-untyped-def]

@@ -1,7 +1,7 @@
 """The observability hot path (gateway/observe): the access log's fast JSON line and the
 per-request metrics counted in plain Python and exposed by custom collectors say exactly
-what structlog's chain and plain Prometheus calls said, and redaction, level filtering,
-capture_logs and the console format still work."""
+what structlog's chain and plain Prometheus calls said, with one process and with workers,
+and redaction, level filtering, capture_logs and the console format still work."""
 
 from __future__ import annotations
 
@@ -419,20 +419,64 @@ def test_exposition_is_that_of_plain_metrics() -> None:
         Histogram(P + "time_to_first_byte_seconds", "again", registry=m.registry)
 
 
-def test_multiprocess_mode_uses_plain_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In prometheus_client's multiprocess mode values are read from every process's files,
-    not from collectors: the per-request series are plain Prometheus objects, fed at once."""
-    from gateway.observe import metrics
+def test_workers_count_on_the_same_path_and_a_scrape_adds_every_process(
+    tmp_path: Path,
+) -> None:
+    """In multiprocess mode (``--workers``) the per-request series are counted by the same
+    code as in one process; each process writes its counts to the multiprocess directory
+    when flushed, and a scrape adds every other process's file to its own live counts."""
+    import subprocess
+    import sys
 
-    monkeypatch.setattr(metrics, "_MULTIPROCESS", True)
-    m, ref = Metrics(), Reference()
-    assert isinstance(m.requests, Counter) and isinstance(m.duration, Histogram)
-    assert isinstance(m.ttfb, Histogram) and isinstance(m.upstream_attempts, Counter)
-    assert isinstance(m.tokens, Counter)
-    feed(Events(m), ref, 100)
-    assert_same(m.registry, ref.registry)
+    alone, mine, ref = Metrics(), Metrics(multiprocess_dir=str(tmp_path)), Reference()
+    assert not alone.multiprocess and mine.multiprocess
+    for name in ("requests", "duration", "ttfb", "upstream_attempts", "tokens"):
+        assert type(getattr(mine, name)) is type(getattr(alone, name)), name
+    feed(Events(alone), Reference(), 100)
+    feed(Events(mine), ref, 100)
+    assert_same(mine.registry, alone.registry)  # the same counts, either way
+    assert not list(tmp_path.iterdir())  # nothing written per request
+    mine.flush()
+    assert [f.name for f in tmp_path.iterdir()] == [f"counts_{os.getpid()}.json"]
+
+    # another process (another worker) counts other requests and flushes them
+    other = (
+        "import sys; from tests.test_observe_fast import *; "
+        "m = Metrics(multiprocess_dir=sys.argv[1]); feed(Events(m), Reference(), 60, seed=9); "
+        "m.flush()"
+    )
+    root = Path(__file__).parents[1]
+    subprocess.run([sys.executable, "-c", other, str(tmp_path)], cwd=root, check=True)
+    assert len(list(tmp_path.glob("counts_*.json"))) == 2
+    feed(Events(Metrics()), ref, 60, seed=9)  # what the other process counted
+    feed(Events(mine), ref, 5, seed=3)  # this process's newest, not flushed yet
+    assert_same(mine.registry, ref.registry)
+    meta, got = exposition(mine.render()[0])
+    _, want = exposition(generate_latest(ref.registry))
+    want = {k: v for k, v in want.items() if not k[0].endswith("_created")}
+    assert got.keys() == want.keys()  # no _created series: none in multiprocess mode
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+    assert f"# HELP {P}requests_total Requests answered" in meta
     with pytest.raises(ValueError, match="non-negative"):
-        Events(m).request_completed(request(completion_tokens=-1), 10.1)
+        Events(mine).request_completed(request(completion_tokens=-1), 10.1)
+
+
+def test_counts_file_keeps_every_value() -> None:
+    """A process's counts survive their file: NaN and infinite sums, statuses, created."""
+    from gateway.observe.counts import Counts
+
+    m = Metrics()
+    ev = Events(m)
+    for started, ttfb in ((10.0 - math.inf, math.nan), (9.5, None), (9.9, 0.004)):
+        ev.request_completed(request(started=started, ttfb=ttfb, status=429), 10.0)
+    ev.upstream_attempt("fake", "gpt-test", "ok")
+    own = m._counts()
+    back = Counts.load(own.dump())
+    assert back.dump() == own.dump()
+    (s,) = back.series.values()
+    assert s.duration.sum == math.inf and math.isnan(s.ttfb.sum)  # type: ignore[union-attr]
+    assert list(s.by_status) == [429] and s.by_status[429].value == 3
 
 
 def test_only_public_library_api() -> None:

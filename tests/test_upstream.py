@@ -87,39 +87,42 @@ async def forge_while_idle(n: int, writer: asyncio.StreamWriter) -> None:
         writer.write(response(b'{"forged":true}'))
 
 
-def idle_connection_spoke(connector: aiohttp.BaseConnector) -> bool:
-    """Whether a connection idle in the pool has received bytes: the very test aiohttp applies
-    on release and ``upstream._Pool`` on reuse (``protocol.should_close``). The pool is
-    aiohttp's private ``_conns``; these tests are about aiohttp's internals anyway."""
-    pooled = connector._conns.values()  # type: ignore[attr-defined]
-    return any(proto.should_close for conns in pooled for proto, _ in conns)
+def forged_arrived(connector: aiohttp.BaseConnector) -> bool:
+    """Whether the bytes sent to the connection idle in the pool have arrived: aiohttp up to
+    3.14 marks it ``should_close`` (the test it applies on release and ``upstream._Pool``
+    on reuse) and keeps it pooled; an aiohttp that fixed #13656 may instead close it and
+    drop it from the pool. The pool is aiohttp's private ``_conns``: these tests are about
+    aiohttp's internals anyway."""
+    pooled = [p for conns in connector._conns.values() for p, _ in conns]  # type: ignore[attr-defined]
+    return not pooled or any(p.should_close for p in pooled)
 
 
-async def test_aiohttp_alone_hands_a_forged_idle_answer_to_the_next_request(
-    server: Any,
-) -> None:
-    """The hole the pool guard closes: plain aiohttp reuses a connection that received
-    bytes while idle (aio-libs/aiohttp#13656). When this fails, aiohttp has fixed it and
-    ``upstream._Pool`` can go."""
+async def test_plain_aiohttp_either_has_the_hole_or_fixed_it(server: Any) -> None:
+    """What the pool guard stands in for: plain aiohttp, asked again after bytes arrived on
+    its idle pooled connection, answers with them (aio-libs/aiohttp#13656, up to 3.14.5 at
+    least) or with the provider's real answer (a release with the fix). Nothing else: the
+    gateway's guard (next test) is right under both; once every supported aiohttp gives
+    the real answer, ``upstream._Pool`` can go."""
     url = await server(forge_while_idle)
     async with aiohttp.ClientSession() as s:
         async with s.post(url, data=b"{}") as r:
             assert await r.read() == b'{"n":1}'
         assert s.connector is not None
-        await eventually(lambda: idle_connection_spoke(s.connector), what="the forged answer")
+        await eventually(lambda: forged_arrived(s.connector), what="the forged answer")
         async with s.post(url, data=b"{}") as r:
-            assert await r.read() == b'{"forged":true}'
+            assert await r.read() in (b'{"forged":true}', b'{"n":2}')
 
 
 async def test_a_connection_that_spoke_while_idle_is_never_reused(
     server: Any, upstream: Upstream
 ) -> None:
-    """Bytes a provider sends on an idle pooled connection never answer a later request."""
+    """Bytes a provider sends on an idle pooled connection never answer a later request
+    (the behaviour the gateway needs, with or without aiohttp's own fix)."""
     url = await server(forge_while_idle)
     assert await post(upstream, url) == b'{"n":1}'
     connector = upstream._session.connector  # type: ignore[union-attr]
     assert connector is not None
-    await eventually(lambda: idle_connection_spoke(connector), what="the forged answer")
+    await eventually(lambda: forged_arrived(connector), what="the forged answer")
     assert await post(upstream, url) == b'{"n":2}'  # a fresh connection, a real answer
     assert await post(upstream, url) == b'{"n":3}'
 

@@ -2,16 +2,19 @@
 
 A ``Count`` or ``Observed`` holds what a ``Counter`` or ``Histogram`` child would (value or
 bucket counts and sum, and when it was created); ``Family`` is the custom collector that
-builds a metric from them at every scrape. The gateway's metrics: gateway/observe/metrics.py.
+builds a metric from them at every scrape. ``Counts`` is one process's; with workers each
+writes its own to a file once a second (``dump``) and the worker that answers a scrape
+adds the others' (``load``, ``add``). The gateway's metrics: gateway/observe/metrics.py.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
@@ -42,6 +45,10 @@ class Count:
         self.value: float = 0
         self.created = time.time()
 
+    def add(self, other: Count) -> None:
+        self.value += other.value
+        self.created = min(self.created, other.created)
+
 
 class Observed:
     """One histogram series: the sum of its observations and, per bound of ``BOUNDS``
@@ -53,6 +60,11 @@ class Observed:
         self.counts = [0] * (NAN + 1)
         self.sum = 0.0
         self.created = time.time()
+
+    def add(self, other: Observed) -> None:
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        self.sum += other.sum
+        self.created = min(self.created, other.created)
 
 
 class Series:
@@ -66,6 +78,84 @@ class Series:
         self.ttfb: Observed | None = None
         self.prompt: Count | None = None
         self.completion: Count | None = None
+
+    def add(self, other: Series) -> None:
+        for status, c in other.by_status.items():
+            self.by_status.setdefault(status, Count()).add(c)
+        self.duration.add(other.duration)
+        if other.ttfb is not None:
+            self.ttfb = self.ttfb or Observed()
+            self.ttfb.add(other.ttfb)
+        if other.prompt is not None:
+            self.prompt = self.prompt or Count()
+            self.prompt.add(other.prompt)
+        if other.completion is not None:
+            self.completion = self.completion or Count()
+            self.completion.add(other.completion)
+
+
+class Counts:
+    """The per-request counts of one process (or of several, added up): ``series`` by
+    (team, model), ``attempts`` by (provider, model, category)."""
+
+    __slots__ = ("attempts", "series")
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, str], Series] = {}
+        self.attempts: dict[tuple[str, str, str], Count] = {}
+
+    def add(self, other: Counts) -> None:
+        for key, s in other.series.items():
+            self.series.setdefault(key, Series()).add(s)
+        for key3, c in other.attempts.items():
+            self.attempts.setdefault(key3, Count()).add(c)
+
+    def dump(self) -> bytes:
+        """The counts as a file's content (JSON, where NaN and infinite sums survive)."""
+        series = [
+            [team, model, [[st, c.value, c.created] for st, c in s.by_status.items()],
+             _observed_row(s.duration), _observed_row(s.ttfb),
+             _count_row(s.prompt), _count_row(s.completion)]
+            for (team, model), s in self.series.items()
+        ]  # fmt: skip
+        attempts = [[*key, c.value, c.created] for key, c in self.attempts.items()]
+        return json.dumps({"series": series, "attempts": attempts}).encode()
+
+    @classmethod
+    def load(cls, data: bytes) -> Counts:
+        """What :meth:`dump` wrote."""
+        doc = json.loads(data)
+        new = cls()
+        for team, model, by_status, duration, ttfb, prompt, completion in doc["series"]:
+            s = new.series[team, model] = Series()
+            s.by_status = {st: _count_of(value, created) for st, value, created in by_status}
+            s.duration = _observed_of(*duration)
+            s.ttfb = None if ttfb is None else _observed_of(*ttfb)
+            s.prompt = None if prompt is None else _count_of(*prompt)
+            s.completion = None if completion is None else _count_of(*completion)
+        for provider, model, category, value, created in doc["attempts"]:
+            new.attempts[provider, model, category] = _count_of(value, created)
+        return new
+
+
+def _count_row(c: Count | None) -> list[float] | None:
+    return None if c is None else [c.value, c.created]
+
+
+def _observed_row(h: Observed | None) -> list[Any] | None:
+    return None if h is None else [h.counts, h.sum, h.created]
+
+
+def _count_of(value: float, created: float) -> Count:
+    c = Count()
+    c.value, c.created = value, created
+    return c
+
+
+def _observed_of(counts: list[int], total: float, created: float) -> Observed:
+    h = Observed()
+    h.counts, h.sum, h.created = counts, total, created
+    return h
 
 
 class Family:
@@ -85,8 +175,10 @@ class Family:
         return [self._build()]
 
 
-def add_count(family: CounterMetricFamily, labels: list[str] | tuple[str, ...], c: Count) -> None:
-    family.add_metric(labels, float(c.value), created=c.created if CREATED else None)
+def add_count(
+    family: CounterMetricFamily, labels: list[str] | tuple[str, ...], c: Count, created: bool
+) -> None:
+    family.add_metric(labels, float(c.value), created=c.created if created else None)
 
 
 def negative() -> NoReturn:

@@ -9,27 +9,37 @@ are counted in plain Python under one lock (gateway/observe/counts.py) and expos
 collectors (prometheus_client's ``Collector`` interface: ``collect()`` builds a
 ``CounterMetricFamily`` / ``HistogramMetricFamily`` from the counts at every scrape,
 ``render()``, ``get_sample_value``): a Prometheus ``inc()`` or ``observe()`` takes its own
-lock and walks the buckets in Python, about a microsecond each, five of them per request.
-A scrape sees what the plain ``Counter`` / ``Histogram`` objects showed: the same names,
-types, help, labels, buckets and ``_created`` series, a series from the request that first
+lock and walks the buckets in Python, about a microsecond each, five of them per request
+(in multiprocess mode each is a write to a memory-mapped file, 13 µs per request). A scrape
+sees what the plain ``Counter`` / ``Histogram`` objects showed: the same names, types,
+help, labels, buckets and ``_created`` series, a series from the request that first
 counted it (tests/test_observe_fast.py compares every sample with plain ``inc()`` /
-``observe()`` calls). In prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``
-set, as ``llm-gateway serve --workers N`` sets it for its workers: gateway/web/workers.py) the
-values are read from every process's files, never from collectors: there the per-request
-series are plain Prometheus objects fed directly, :meth:`Metrics.render` adds up every
-process's files (``MultiProcessCollector``), the in-flight gauge is moved by the gateway
-per request (not read when scraped) and the gauges say how the processes' values combine
-(``livesum`` for in-flight requests, ``livemax`` for the others).
+``observe()`` calls).
+
+The same code counts and collects with one process and with workers. In prometheus_client's
+multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set, as ``llm-gateway serve --workers N``
+sets it for its workers: gateway/web/workers.py) each worker also writes its counts to
+``counts_<pid>.json`` in that directory once a second and when it stops (:meth:`Metrics.flush`),
+and the worker that answers a scrape adds every other worker's last file to its own counts:
+another worker's requests show up to a second late, and a worker killed outright loses at
+most its last second. prometheus_client's own files cannot take these counts: its public
+API adds to a histogram one ``observe()`` at a time. The other metrics are plain Prometheus
+objects, in multiprocess mode written to its files by prometheus_client and added up by its
+``MultiProcessCollector`` (:meth:`Metrics.render`); there the in-flight gauge is moved by
+the gateway per request (not read when scraped) and the gauges say how the processes'
+values combine (``livesum`` for in-flight requests, ``livemax`` for the others), and no
+``_created`` series is exported, the per-request ones included.
 
 ``deployment_up`` is read, not kept: at every scrape it is built from what
 :attr:`Metrics.deployments_up` answers (the gateway's deployment board and current policy
-set), so it is 1 again when a cooldown simply ends, and a state received from another
-replica shows. In multiprocess mode the worker that answers the scrape sets it from its
-board (``livemostrecent``: that worker's view is the one shown).
+set; with workers, the board of the worker that answers), so it is 1 again when a cooldown
+simply ends, and a state received from another replica shows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import threading
 from bisect import bisect_left
@@ -40,7 +50,6 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
-    Histogram,
     generate_latest,
     multiprocess,
 )
@@ -50,15 +59,14 @@ from prometheus_client.metrics_core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import Collector
 
 from gateway.observe.counts import (
     BOUNDS,
     CREATED,
-    LATENCY_BUCKETS,
     LE,
     NAN,
     Count,
+    Counts,
     Family,
     Observed,
     Series,
@@ -69,7 +77,9 @@ from gateway.observe.counts import (
 P = "llm_gateway_"
 # As prometheus_client decides it, from the environment when it is imported (documented:
 # multiprocess mode; the _created series: gateway/observe/counts.py).
-_MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
+_MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get(
+    "prometheus_multiproc_dir"  # noqa: SIM112 (the old name prometheus_client still reads)
+)
 
 _REQUESTS = (P + "requests_total", "Requests answered", ("team", "model", "status"))
 _DURATION = (
@@ -99,63 +109,36 @@ DeploymentsUp = Callable[[], Iterable[tuple[str, str, bool]]]
 _Kind = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
 
 
-class _Plain:
-    """Multiprocess mode: the per-request series as plain Prometheus objects, fed directly."""
-
-    def __init__(self, r: CollectorRegistry) -> None:
-        self.requests = Counter(*_REQUESTS, registry=r)
-        self.duration = Histogram(*_DURATION, buckets=LATENCY_BUCKETS, registry=r)
-        self.ttfb = Histogram(*_TTFB, buckets=LATENCY_BUCKETS, registry=r)
-        self.upstream_attempts = Counter(*_ATTEMPTS, registry=r)
-        self.tokens = Counter(*_TOKENS, registry=r)
-
-    def request_done(
-        self,
-        team: str,
-        model: str,
-        status: int,
-        duration: float,
-        ttfb: float | None,
-        prompt_tokens: int,
-        completion_tokens: int,
-    ) -> None:
-        self.requests.labels(team, model, str(status)).inc()
-        self.duration.labels(team, model).observe(duration)
-        if ttfb is not None:
-            self.ttfb.labels(team, model).observe(ttfb)
-        if prompt_tokens:
-            self.tokens.labels(team, model, "prompt").inc(prompt_tokens)
-        if completion_tokens:
-            self.tokens.labels(team, model, "completion").inc(completion_tokens)
-
-
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, multiprocess_dir: str | None = None
+    ) -> None:
+        """``multiprocess_dir``: prometheus_client's multiprocess directory, where this
+        process writes its per-request counts (:meth:`flush`) and finds the others'; by
+        default ``PROMETHEUS_MULTIPROC_DIR`` as prometheus_client read it."""
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
+        where = multiprocess_dir if multiprocess_dir is not None else _MULTIPROCESS_DIR
         #: Multiprocess mode: the in-flight gauge is set by the gateway (a function cannot be
-        #: read from another process), and a scrape shows every process's files added up.
-        self.multiprocess = _MULTIPROCESS
+        #: read from another process), and a scrape shows every process's counts added up.
+        self.multiprocess = where is not None
+        self._dir = where
+        self._with_created = CREATED and not self.multiprocess  # as MultiProcessCollector shows
         self._combined: CollectorRegistry | None = None
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, str], Series] = {}
-        self._attempts: dict[tuple[str, str, str], Count] = {}
-        # Registered in this order, as /metrics lists them; the per-request ones as
-        # collectors of the counts above, or plain objects in multiprocess mode.
-        p = self._plain = _Plain(r) if _MULTIPROCESS else None
+        self._own = Counts()  # this process's; the hot path reaches its dicts directly
+        self._series = self._own.series
+        self._attempts = self._own.attempts
+        self._families: list[Family] = []
         #: Read at every scrape for ``deployment_up`` (set by the gateway; None: no series).
         self.deployments_up: DeploymentsUp | None = None
+        # Registered in this order, as /metrics lists them; the per-request ones as
+        # collectors of the counts above.
         counter, histogram = CounterMetricFamily, HistogramMetricFamily
-        self.requests: Collector = (
-            p.requests if p else self._family(_REQUESTS, counter, self._collect_requests)
-        )
-        self.duration: Collector = (
-            p.duration if p else self._family(_DURATION, histogram, self._collect_duration)
-        )
-        self.ttfb: Collector = p.ttfb if p else self._family(_TTFB, histogram, self._collect_ttfb)
-        self.upstream_attempts: Collector = (
-            p.upstream_attempts if p else self._family(_ATTEMPTS, counter, self._collect_attempts)
-        )
+        self.requests = self._family(_REQUESTS, counter, self._collect_requests)
+        self.duration = self._family(_DURATION, histogram, self._collect_duration)
+        self.ttfb = self._family(_TTFB, histogram, self._collect_ttfb)
+        self.upstream_attempts = self._family(_ATTEMPTS, counter, self._collect_attempts)
         self.retries = Counter(
             P + "retries_total", "Retries scheduled", ["team", "model", "category"], registry=r
         )
@@ -178,10 +161,8 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",  # workers: active on any of them
         )
-        self.deployment_up: Collector = (
-            Gauge(*_DEPLOYMENT_UP, registry=r, multiprocess_mode="livemostrecent")
-            if p  # set from the board of the worker that answers the scrape (render)
-            else self._family(_DEPLOYMENT_UP, GaugeMetricFamily, self._collect_deployment_up)
+        self.deployment_up = self._family(
+            _DEPLOYMENT_UP, GaugeMetricFamily, self._collect_deployment_up
         )
         self.deployment_attempts = Counter(
             P + "deployment_attempts_total",
@@ -201,9 +182,7 @@ class Metrics:
             ["team", "model"],
             registry=r,
         )
-        self.tokens: Collector = (
-            p.tokens if p else self._family(_TOKENS, counter, self._collect_tokens)
-        )
+        self.tokens = self._family(_TOKENS, counter, self._collect_tokens)
         self.inflight = Gauge(
             P + "inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
         )
@@ -236,7 +215,7 @@ class Metrics:
 
     def _family(
         self, spec: tuple[str, str, tuple[str, ...]], kind: _Kind, build: Callable[[], Metric]
-    ) -> Collector:
+    ) -> Family:
         """A collector for ``spec`` (name, help, label names) of ``kind``, registered."""
         name, doc, labels = spec
 
@@ -245,6 +224,7 @@ class Metrics:
 
         family = Family(empty, build)
         self.registry.register(family)
+        self._families.append(family)
         return family
 
     # ---- the per-request hot path ------------------------------------------------------
@@ -261,11 +241,6 @@ class Metrics:
         """Count one answered request: ``requests_total``, ``request_duration_seconds``,
         ``time_to_first_byte_seconds`` (when there was a first byte) and ``tokens_total``
         (the kinds that are non-zero)."""
-        if self._plain is not None:
-            self._plain.request_done(
-                team, model, status, duration, ttfb, prompt_tokens, completion_tokens
-            )
-            return
         lock = self._lock
         lock.acquire()  # not ``with``: the same, cheaper by a third on this path
         try:
@@ -302,9 +277,6 @@ class Metrics:
 
     def upstream_attempt(self, provider: str, model: str, category: str) -> None:
         """Count one upstream attempt in ``upstream_attempts_total``."""
-        if self._plain is not None:
-            self._plain.upstream_attempts.labels(provider, model, category).inc()
-            return
         key = (provider, model, category)
         lock = self._lock
         lock.acquire()
@@ -316,14 +288,44 @@ class Metrics:
         finally:
             lock.release()
 
+    # ---- with workers: this process's counts out, the others' in -----------------------
+    def flush(self) -> None:
+        """Multiprocess mode: write this process's counts to its file in the multiprocess
+        directory (whole: a reader sees the last file or the one before); a no-op alone.
+        Called once a second and when the process stops (gateway/web/workers.py)."""
+        if self._dir is None:
+            return
+        with self._lock:
+            data = self._own.dump()
+        path = os.path.join(self._dir, f"counts_{os.getpid()}.json")
+        with contextlib.suppress(FileNotFoundError):  # the supervisor removed the directory
+            with open(path + ".tmp", "wb") as f:
+                f.write(data)
+            os.replace(path + ".tmp", path)
+
+    def _counts(self) -> Counts:
+        """This process's counts, and in multiprocess mode every other process's last file
+        added (a worker that died included: its counts stay, as its counters' do)."""
+        total = Counts()
+        with self._lock:
+            total.add(self._own)
+        if self._dir is not None:
+            mine = os.path.join(self._dir, f"counts_{os.getpid()}.json")
+            for path in glob.glob(os.path.join(glob.escape(self._dir), "counts_*.json")):
+                if path == mine:
+                    continue
+                with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
+                    total.add(Counts.load(f.read()))
+        return total
+
     # ---- the collectors (every scrape) -------------------------------------------------
     def _collect_requests(self) -> Metric:
         name, doc, labels = _REQUESTS
         family = CounterMetricFamily(name, doc, labels=labels)
-        with self._lock:
-            for (team, model), s in self._series.items():
-                for status, c in s.by_status.items():
-                    add_count(family, [team, model, str(status)], c)
+        created = self._with_created
+        for (team, model), s in self._counts().series.items():
+            for status, c in s.by_status.items():
+                add_count(family, [team, model, str(status)], c, created)
         return family
 
     def _collect_duration(self) -> Metric:
@@ -337,38 +339,36 @@ class Metrics:
     ) -> Metric:
         name, doc, labels = spec
         family = HistogramMetricFamily(name, doc, labels=labels)
-        with self._lock:
-            for (team, model), s in self._series.items():
-                h = part(s)
-                if h is None:
-                    continue
-                buckets: list[tuple[str, float]] = []
-                acc = 0.0
-                for le, n in zip(LE, h.counts, strict=False):  # NaN's slot is in no bucket
-                    acc += n
-                    buckets.append((le, acc))
-                family.add_metric([team, model], buckets, h.sum)
-                if CREATED:
-                    family.add_sample(name + "_created", {"team": team, "model": model}, h.created)
+        for (team, model), s in self._counts().series.items():
+            h = part(s)
+            if h is None:
+                continue
+            buckets: list[tuple[str, float]] = []
+            acc = 0.0
+            for le, n in zip(LE, h.counts, strict=False):  # NaN's slot is in no bucket
+                acc += n
+                buckets.append((le, acc))
+            family.add_metric([team, model], buckets, h.sum)
+            if self._with_created:
+                family.add_sample(name + "_created", {"team": team, "model": model}, h.created)
         return family
 
     def _collect_attempts(self) -> Metric:
         name, doc, labels = _ATTEMPTS
         family = CounterMetricFamily(name, doc, labels=labels)
-        with self._lock:
-            for key, c in self._attempts.items():
-                add_count(family, key, c)
+        for key, c in self._counts().attempts.items():
+            add_count(family, key, c, self._with_created)
         return family
 
     def _collect_tokens(self) -> Metric:
         name, doc, labels = _TOKENS
         family = CounterMetricFamily(name, doc, labels=labels)
-        with self._lock:
-            for (team, model), s in self._series.items():
-                if s.prompt is not None:
-                    add_count(family, [team, model, "prompt"], s.prompt)
-                if s.completion is not None:
-                    add_count(family, [team, model, "completion"], s.completion)
+        created = self._with_created
+        for (team, model), s in self._counts().series.items():
+            if s.prompt is not None:
+                add_count(family, [team, model, "prompt"], s.prompt, created)
+            if s.completion is not None:
+                add_count(family, [team, model, "completion"], s.completion, created)
         return family
 
     def _collect_deployment_up(self) -> Metric:
@@ -383,15 +383,13 @@ class Metrics:
         """The Prometheus text exposition and its content type (in multiprocess mode: of
         every process, added up)."""
         registry = self.registry
-        if self.multiprocess:
-            gauge = self.deployment_up
-            if isinstance(gauge, Gauge) and self.deployments_up is not None:
-                for model, deployment, up in self.deployments_up():
-                    gauge.labels(model, deployment).set(1 if up else 0)
+        if self._dir is not None:
             if self._combined is None:
                 self._combined = CollectorRegistry()
-                # its files are in PROMETHEUS_MULTIPROC_DIR
-                multiprocess.MultiProcessCollector(self._combined)  # type: ignore[no-untyped-call]
+                # prometheus_client's files, then the collectors of the counts
+                multiprocess.MultiProcessCollector(self._combined, path=self._dir)  # type: ignore[no-untyped-call]
+                for family in self._families:
+                    self._combined.register(family)
             registry = self._combined
         return generate_latest(registry), CONTENT_TYPE_LATEST
 

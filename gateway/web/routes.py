@@ -96,9 +96,9 @@ def make_handler(
         if guard is not None:
             guard.begin()  # the head is in: the connection's bytes are the body's now
         try:
-            path = request.path
+            path = _route_path(request)
             if api and path.startswith("/v1/"):
-                return await _v1(gw, request)
+                return await _v1(gw, request, path)
             methods = routes.get(path)
             if methods is None:
                 return web.Response(status=404, text="404: Not Found\n")
@@ -118,14 +118,21 @@ def make_handler(
     return handle
 
 
+def _route_path(request: web.BaseRequest) -> str:
+    """The path the tables match, as aiohttp's router matches it: decoded, but an encoded
+    ``/`` or ``%`` kept encoded (yarl's ``path_safe``), so ``/admin%2Freload`` is no route
+    (tests/test_routes_parity.py)."""
+    return request.rel_url.path_safe if "%" in request.raw_path else request.path
+
+
 def _allow(methods: Mapping[str, object]) -> dict[str, str]:
     """The ``allow`` header of a 405: the path's methods (HEAD wherever GET is)."""
     names = [*methods, "HEAD"] if "GET" in methods else list(methods)
     return {"allow": ", ".join(names)}
 
 
-def _v1_handler(request: web.BaseRequest) -> V1Handler:
-    methods = V1.get(request.path)
+def _v1_handler(request: web.BaseRequest, path: str) -> V1Handler:
+    methods = V1.get(path)
     if methods is None:
         raise GatewayError(
             404,
@@ -146,7 +153,7 @@ def _v1_handler(request: web.BaseRequest) -> V1Handler:
     return handler
 
 
-async def _v1(gw: Gateway, request: web.BaseRequest) -> web.StreamResponse:
+async def _v1(gw: Gateway, request: web.BaseRequest, path: str) -> web.StreamResponse:
     rid = request.headers.get("x-request-id", "")
     if not (rid and _REQUEST_ID.match(rid)):
         rid = f"{_ID_PREFIX}{next(_ids):08x}"
@@ -156,7 +163,7 @@ async def _v1(gw: Gateway, request: web.BaseRequest) -> web.StreamResponse:
     gw.request_started()
     answered = False
     try:
-        resp = await _v1_handler(request)(gw, request, log)
+        resp = await _v1_handler(request, path)(gw, request, log)
         if gw.draining:
             resp.force_close()  # keep-alive connections close after their answer
         if isinstance(resp, web.Response) and not resp.prepared:

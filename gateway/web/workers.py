@@ -340,11 +340,12 @@ def _worker(
     gw.worker = app.Worker(i, socks, metrics_socks, ready, admin_reloaded)
 
     async def main() -> int:
-        # The state gauge is set when /metrics is read, by the worker that answers: every
-        # worker sets its own once a second, so the sum of their files is current.
+        # Once a second every worker sets its state gauge and writes its per-request
+        # counts (gateway/observe/metrics.py), so the sum of their files is current.
         async def state_gauge() -> None:
             while True:
                 gw.metrics.state_degraded.set(1 if getattr(gw.state, "degraded", False) else 0)
+                gw.metrics.flush()
                 await asyncio.sleep(1.0)
 
         task = asyncio.create_task(state_gauge())
@@ -352,6 +353,7 @@ def _worker(
             return await run(gw, settings)
         finally:
             task.cancel()
+            gw.metrics.flush()  # what the drain answered last
 
     return asyncio.run(main())
 

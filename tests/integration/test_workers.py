@@ -2,8 +2,8 @@
 
 Each test runs ``python -m gateway serve`` with ``GATEWAY_WORKERS=2`` in front of the fake
 provider served by the test process and reads its JSON log lines (the supervisor's and
-both workers'). Which worker served what is read from prometheus_client's per-process
-files (``counter_<pid>.db`` in the ``metrics_dir`` the supervisor logs at start).
+both workers'). Which worker served what is read from the counts each worker writes once
+a second (``counts_<pid>.json`` in the ``metrics_dir`` the supervisor logs at start).
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,9 +20,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 
+from gateway.observe.counts import Counts
 from gateway.testing import Delay, FakeProvider
 from tests.harness import PROVIDER_KEY, PROVIDER_KEY_ENV, policy_files, write_policies
 from tests.integration.test_operations import (
@@ -87,21 +84,13 @@ def pids(gw: Served) -> dict[int, int]:
 
 
 def requests_of(gw: Served, pid: int) -> float:
-    """``llm_gateway_requests_total`` (all series) counted by the worker with ``pid``."""
+    """``llm_gateway_requests_total`` (all series) the worker with ``pid`` last wrote."""
     where = gw.named("gateway_started")[0]["metrics_dir"]
-    counts = Path(where) / f"counter_{pid}.db"
-    if not counts.exists():
+    path = Path(where) / f"counts_{pid}.json"
+    if not path.exists():
         return 0.0
-    with tempfile.TemporaryDirectory() as d:
-        shutil.copy(counts, d)
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=d)
-        return sum(
-            s.value
-            for m in registry.collect()
-            for s in m.samples
-            if s.name == "llm_gateway_requests_total"
-        )
+    counts = Counts.load(path.read_bytes())
+    return sum(c.value for s in counts.series.values() for c in s.by_status.values())
 
 
 async def scrape(url: str, name: str) -> float:
@@ -123,11 +112,17 @@ async def burst(url: str, n: int = 16, model: str = "gpt-test") -> list[int]:
 
 
 async def until_both_served(gw: Served) -> int:
-    """Bursts until each worker has answered some; the requests sent."""
+    """Bursts until each worker has answered some, and has written what it answered; the
+    requests sent."""
     sent = 0
-    for _ in range(40):
+    for _ in range(20):
         assert set(await burst(gw.url)) == {200}
         sent += 16
+
+        def written(n: int = sent) -> bool:  # within the flush interval, 1 s
+            return sum(requests_of(gw, pid) for pid in pids(gw).values()) >= n
+
+        await eventually(written, within=3, what="the workers' counts written")
         if all(requests_of(gw, pid) > 0 for pid in pids(gw).values()):
             return sent
     raise AssertionError(f"one worker took every connection: {pids(gw)}")
@@ -137,7 +132,8 @@ async def test_two_workers_one_port_one_metrics(
     workers: Callable[..., Any], fake: FakeProvider, tmp_path: Path
 ) -> None:
     """Two workers answer on one port, each counts what it answered, and /metrics (on
-    whichever worker answers it) adds them up; the gauges combine too."""
+    whichever worker answers it) adds them up once the flush interval (1 s) has passed;
+    the gauges combine too."""
     root = write_policies(tmp_path / "policies", policy_files(fake.url))
     gw = await workers(root)
     both = pids(gw)
@@ -280,9 +276,13 @@ async def test_a_killed_worker_is_started_again(
     assert exited["worker"] == 0 and exited["restart_in_s"] == 0.5
     await gw.wait_event("worker_started", count=3, within=10)
     assert pids(gw)[0] != victim
-    assert await scrape(gw.url, "llm_gateway_requests_total") == sent + 8
+
+    async def counted(n: int) -> bool:  # the survivor's last 8 written within 1 s
+        return await scrape(gw.url, "llm_gateway_requests_total") == n
+
+    await eventually(lambda: counted(sent + 8), within=3, what="the dead worker's counts")
     sent += 8 + await until_both_served(gw)  # the new worker answers too
-    assert await scrape(gw.url, "llm_gateway_requests_total") == sent
+    await eventually(lambda: counted(sent), within=3, what="every worker's counts")
 
 
 async def test_metrics_port_adds_up_every_worker(
