@@ -1,10 +1,11 @@
-"""The only loop that acts on recovery decisions.
+"""The loop that carries out the recovery decisions for the attempts of one request.
 
 ``recover`` asks :func:`gateway.resilience.decide.decide` what to do after each
 failed attempt and carries the answer out through an :class:`Attempter` (which
 sends and sleeps). The proxy's attempter talks HTTP and writes keepalives;
 ``llm-gateway simulate`` plugs in a scripted one on a virtual clock, so both
-run exactly this code.
+run this loop. A follow-up request (a continuation, a stream resumed:
+gateway/continuing.py) goes through ``recover`` again.
 """
 
 from __future__ import annotations

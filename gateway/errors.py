@@ -14,7 +14,10 @@ rendered in the format of the endpoint that was called::
     ├── team limit                    429     rate_limit_error
     └── upstream exhausted            502/503/504  upstream_error / api_error ...
 
-No module outside this one decides how an error looks to a client.
+The JSON bodies of those errors are built here. A stream that has already started
+ends with an error event instead (``error_event`` in gateway/streams/sse.py), and a
+provider's error shown to a client of the other format is translated by
+gateway/translate/errors.py.
 """
 
 from __future__ import annotations

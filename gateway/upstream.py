@@ -155,11 +155,13 @@ class _Pool(aiohttp.TCPConnector):
     aio-libs/aiohttp#13656, fixed upstream after 3.14.5). Until a release has the fix,
     this checks the connection aiohttp picked (``Connection.protocol.should_close``, the
     test aiohttp itself applies when a connection is released) and closes it if anything
-    arrived. It overrides the connector's ``_get``. That, ``should_close``, ``Body``'s
-    ``_value`` above, ``web.Server.pre_shutdown`` (gateway/web/listener.py) and
-    ``BaseRequest.writer`` (gateway/web/handlers.py) are the non-public aiohttp names the
-    gateway uses, which is why pyproject.toml holds aiohttp to one minor release;
-    ``tests/test_upstream.py`` shows the hole (under either aiohttp) and this guard.
+    arrived. It overrides the connector's ``_get``. That and ``should_close`` are names
+    outside aiohttp's documented API, like the few others the gateway relies on:
+    ``web.Server.pre_shutdown`` and a ``web.BaseRequest`` built from a
+    ``RawRequestMessage`` (gateway/web/listener.py), ``BaseRequest.writer`` for a
+    ``100 Continue`` (gateway/web/handlers.py), and :class:`Body`, which empties its
+    ``Payload._value`` once sent. That is why pyproject.toml holds aiohttp to one minor
+    release; ``tests/test_upstream.py`` shows the hole (under either aiohttp) and this guard.
     """
 
     async def _get(self, key, traces):  # type: ignore[no-untyped-def]

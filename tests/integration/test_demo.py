@@ -3,6 +3,7 @@ sim provider, driven by the official SDKs."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gateway.observe.metrics import Metrics
+from gateway.providers.sim import SimProvider
 from gateway.settings import GatewaySettings
 from gateway.web.app import Gateway, create_app
 
@@ -69,3 +71,133 @@ async def test_the_readme_demo_models_recover(demo: str) -> None:
     assert down.headers["x-gateway-model"] == "sim-ok"
     assert "continuation" in long.headers["x-gateway-recovery"]
     assert long.parse().choices[0].finish_reason == "stop"
+
+
+# What Claude Code sends (seen from Claude Code 2.1): its context wrapped in
+# <system-reminder> blocks before the prompt, and a `role: system` message after it.
+BASH = {
+    "name": "Bash",
+    "description": "Run a shell command",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string"},
+            "description": {"type": "string"},
+            "timeout": {"type": "number"},
+        },
+        "required": ["command"],
+    },
+}
+REMINDER = {"type": "text", "text": "<system-reminder>Use Read before Edit.</system-reminder>"}
+AGENT_NOTE = {"role": "system", "content": "Available agent types for the Agent tool: ..."}
+
+
+def claude_code_turn(prompt: str) -> list[dict[str, object]]:
+    return [{"role": "user", "content": [REMINDER, {"type": "text", "text": prompt}]}, AGENT_NOTE]
+
+
+async def test_claude_code_shaped_request_gets_a_tool_call_from_its_prompt(demo: str) -> None:
+    """A Claude-Code-shaped request (reminders, a trailing system message) naming Bash gets
+    a tool_use whose command is the one the prompt gave, not a placeholder."""
+    async with anthropic.AsyncAnthropic(base_url=demo, api_key="demo-key", max_retries=0) as c:
+        m = await c.messages.create(
+            model="sim-ok",
+            max_tokens=16000,
+            tools=[BASH],  # type: ignore[list-item]
+            messages=claude_code_turn("Use Bash to run `ls -la`"),  # type: ignore[arg-type]
+        )
+        async with c.messages.stream(
+            model="sim-flaky",  # a 429 first: the call still comes, once
+            max_tokens=16000,
+            tools=[BASH],  # type: ignore[list-item]
+            messages=claude_code_turn("Use Bash to run echo hello."),  # type: ignore[arg-type]
+        ) as s:
+            streamed = await s.get_final_message()
+    assert m.stop_reason == "tool_use", m
+    (call,) = [b for b in m.content if b.type == "tool_use"]
+    assert call.name == "Bash" and call.input == {"command": "ls -la"}
+    assert streamed.stop_reason == "tool_use", streamed
+    (call,) = [b for b in streamed.content if b.type == "tool_use"]
+    assert call.input == {"command": "echo hello"}
+
+
+async def test_claude_code_shaped_tool_result_is_answered(demo: str) -> None:
+    """After the tool ran, the result (followed by Claude Code's system message) is what the
+    answer reports."""
+    messages = [
+        *claude_code_turn("Use Bash to run `echo hi`")[:1],
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "hi"}],
+        },
+        AGENT_NOTE,
+    ]
+    async with anthropic.AsyncAnthropic(base_url=demo, api_key="demo-key", max_retries=0) as c:
+        m = await c.messages.create(
+            model="sim-ok",
+            max_tokens=16000,
+            tools=[BASH],  # type: ignore[list-item]
+            messages=messages,  # type: ignore[arg-type]
+        )
+    assert m.stop_reason == "end_turn"
+    assert m.content[0].type == "text" and m.content[0].text == "The tool returned: hi"
+
+
+async def test_a_prompt_that_names_no_tool_gets_text(demo: str) -> None:
+    """Tools offered but not named in the prompt (only in a reminder): a plain answer."""
+    async with anthropic.AsyncAnthropic(base_url=demo, api_key="demo-key", max_retries=0) as c:
+        m = await c.messages.create(
+            model="sim-ok",
+            max_tokens=16000,
+            tools=[BASH, {**BASH, "name": "Read"}],  # type: ignore[list-item]
+            messages=claude_code_turn("Say hello"),  # type: ignore[arg-type]
+        )
+    assert m.stop_reason == "end_turn" and m.content[0].type == "text"
+
+
+async def test_claude_code_on_sim_long_gets_the_whole_answer(demo: str) -> None:
+    """An Anthropic client always sends max_tokens; on sim-long the demo route continues the
+    cut answer anyway, so the stream carries the whole text, ending at end_turn."""
+    client = anthropic.AsyncAnthropic(base_url=demo, api_key="demo-key", max_retries=0)
+    async with (
+        client as c,
+        c.messages.stream(
+            model="sim-long",
+            max_tokens=16000,
+            messages=claude_code_turn("Tell me a story"),  # type: ignore[arg-type]
+        ) as s,
+    ):
+        text = "".join([t async for t in s.text_stream])
+        final = await s.get_final_message()
+    assert text == SimProvider().reply["sim-long"]
+    assert final.stop_reason == "end_turn"
+
+
+async def test_tool_arguments_come_from_the_prompt_for_openai_clients(demo: str) -> None:
+    """An OpenAI client's function tool gets its argument from the prompt ("for Paris")."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+    async with openai.AsyncOpenAI(base_url=demo + "/v1", api_key="demo-key", max_retries=0) as c:
+        r = await c.chat.completions.create(
+            model="sim-ok",
+            tools=[tool],  # type: ignore[list-item]
+            messages=[{"role": "user", "content": "Use lookup_weather for Paris"}],
+        )
+    (call,) = r.choices[0].message.tool_calls or []
+    assert call.function.name == "lookup_weather"  # type: ignore[union-attr]
+    assert json.loads(call.function.arguments) == {"city": "Paris"}  # type: ignore[union-attr]
