@@ -114,8 +114,7 @@ class HttpAttempter:
         return self.policies.deployments[model], self.policies.models[model].balance
 
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
-        deps = self.policies.deployments[model]
-        d = deps[progress.deployment] if progress.deployment < len(deps) else deps[0]
+        d = self._deployment(model, progress.deployment)
         provider = d.provider
         self.log.provider = provider
         self.log.deployment = d.name
@@ -366,13 +365,16 @@ class HttpAttempter:
         )
 
     # ---- the summarize compaction step's call (gateway/compacting.py summarize) --------
-    def model_info(self, model: str) -> tuple[str, int | None]:
+    def model_info(self, model: str, deployment: int) -> tuple[str, int | None]:
         m = self.policies.models[model]
-        api = self.policies.providers[self.policies.deployments[model][0].provider].api
+        api = self.policies.providers[self._deployment(model, deployment).provider].api
         return ("anthropic" if api == "anthropic" else "openai"), m.context_window
 
-    async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
-        """A JSON request of the gateway's own (the compaction summary) to ``model``.
+    async def ask(
+        self, model: str, wire: str, body: dict[str, Any], within: float, deployment: int
+    ) -> Outcome:
+        """A JSON request of the gateway's own (the compaction summary) to ``model``, on
+        its deployment ``deployment``.
 
         Never streamed, whatever the client asked; ``wire`` picks chat completions or
         Messages, whatever the client's endpoint; none of the client's headers or
@@ -380,7 +382,7 @@ class HttpAttempter:
         ``upstream_attempts_total`` but not in the request's attempts. A streaming
         client gets keepalive comments while it runs longer than ``stream.keepalive``.
         """
-        d = self.policies.deployments[model][0]
+        d = self._deployment(model, deployment)
         wiring = self.wiring(d.provider, d.key_env)
         base = wiring.targets.get(Endpoint.messages if wire == "anthropic" else Endpoint.chat)
         if base is None:
@@ -424,6 +426,10 @@ class HttpAttempter:
             await asyncio.sleep(min(keepalive, left))
             if end - time.monotonic() > 0:
                 await out.write(sse.KEEPALIVE)
+
+    def _deployment(self, model: str, index: int) -> Deployed:
+        deps = self.policies.deployments[model]
+        return deps[index] if index < len(deps) else deps[0]
 
     def _count(self, provider: str, model: str, f: Failure | None) -> None:
         self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)
