@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from gateway.deployment_choice import ONLY, Deployments
 from gateway.observe.events import Events, RequestLog
 from gateway.resilience import compaction, summary_call
@@ -23,7 +21,7 @@ from gateway.resilience.decide import Progress
 from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
-    from gateway.engine import Attempter, Env, Outcome, Request
+    from gateway.engine import Attempter, Env, Request
 
 
 def compact_step(
@@ -120,7 +118,7 @@ async def summarize(
         if out.failure is not None:
             last, failed = out.failure, step.pick.index
             continue
-        text = compaction.summary_text(_decoded(out), wire)
+        text = compaction.summary_text(out.json(), wire)
         if not text:
             error = "empty_summary"
             break
@@ -163,15 +161,6 @@ def _summary_request(
     )  # fmt: skip
     assert ask is not None  # apply_summary found a middle
     return ask
-
-
-def _decoded(out: Outcome) -> Any:
-    if out.data is not None:
-        return out.data
-    try:
-        return orjson.loads(out.body)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:

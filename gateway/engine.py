@@ -50,6 +50,20 @@ class Outcome:
     stream: Any = None  # the attempter's open stream on a streaming success
     data: Any = None  # the decoded JSON body, when the attempter decoded it
 
+    def json(self) -> dict[str, Any] | None:
+        """The answer as a JSON object: ``data`` when the attempter decoded it, else the
+        body decoded; None when it is not a JSON object."""
+        return self.data if self.data is not None else json_object(self.body)
+
+
+def json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` decoded when it is a JSON object, else None (not JSON, or not an object)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
 
 @dataclass(slots=True)
 class Request:

@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from gateway.deadlines import Limit
-from gateway.engine import Outcome, Request
+from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.tracing import StreamTrace, Tracing
@@ -191,7 +191,7 @@ class HttpAttempter:
                 s.trace = tracing.streamed(span, s.resp.status, (e.data for e in s.head))
             else:
                 f = out.failure
-                answer = _decoded(out.body) if f is None and out.stream is None else None
+                answer = out.json() if f is None and out.stream is None else None
                 tracing.attempt_done(span, out.status, f.category.value if f else None, answer)
         return out
 
@@ -285,9 +285,9 @@ class HttpAttempter:
         """A provider's JSON answer in the client's format (an undecodable one: a failure)."""
         from gateway.translate import convert as translate
 
-        data = _decoded(raw)
+        data = json_object(raw)
         try:
-            if not isinstance(data, dict):
+            if data is None:
                 raise translate.Malformed("the provider's answer is not JSON")
             answer = translate.answer(
                 data, crossing.wire, crossing.client, crossing.model, crossing.names
@@ -463,11 +463,3 @@ def with_usage(body: dict[str, Any]) -> dict[str, Any]:
     options = body.get("stream_options")
     kept = options if isinstance(options, dict) else {}
     return {**body, "stream_options": {**kept, "include_usage": True}}
-
-
-def _decoded(body: bytes) -> Any:
-    """A JSON answer decoded (for its usage and model), or None."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
