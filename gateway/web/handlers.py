@@ -309,6 +309,7 @@ async def healthz(gw: Gateway, request: web.BaseRequest) -> web.Response:
 
 async def readyz(gw: Gateway, request: web.BaseRequest) -> web.Response:
     if gw.draining:
+        gw.drain_reported = True  # whoever routes by readiness has been told (drain.py)
         return web.Response(status=503, text="draining\n")
     return web.Response(text="ready\n")
 
