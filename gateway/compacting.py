@@ -13,16 +13,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from gateway.deployment_choice import ONLY, Deployments
 from gateway.observe.events import Events, RequestLog
-from gateway.resilience import compaction
+from gateway.resilience import compaction, summary_call
 from gateway.resilience.conversation import entries
 from gateway.resilience.decide import Progress
 from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
-    from gateway.engine import Attempter, Env, Outcome, Request
+    from gateway.engine import Attempter, Env, Request
+    from gateway.formats import Format
 
 
 def compact_step(
@@ -66,8 +66,6 @@ def _applied(
 
 # ---- summarize: the one strategy that calls a model ------------------------------------
 
-SUMMARY_TRIES = 2  # the summary call and at most one retry
-
 
 async def summarize(
     req: Request,
@@ -81,43 +79,49 @@ async def summarize(
     """The ``summarize`` step: the middle replaced by a summary that a model wrote.
 
     The model is ``compaction.summarize_model``, else the request's current model.
-    Its call goes through ``attempter.ask``: JSON even for a streaming client, its
-    own deadline (``compaction.summarize_timeout`` for both tries, never past the
-    request's), one retry after a failure that a retry can help; it is an upstream
-    attempt in the metrics but not one of the request's attempts. The body comes
-    back unchanged, and the next strategy runs, when the step is skipped (no middle,
-    or the summary would not make the prompt smaller) or failed.
+    Its call goes through ``attempter.ask`` on the deployment that
+    :func:`gateway.resilience.summary_call.next_try` names (one that serves, chosen as
+    for an attempt): JSON even for a streaming client, its own deadline
+    (``compaction.summarize_timeout`` for both tries, never past the request's), one
+    retry after a failure that a retry or another deployment can help; it is an
+    upstream attempt in the metrics but not one of the request's attempts. The body
+    comes back unchanged, and the next strategy runs, when the step is skipped (no
+    middle, or the summary would not make the prompt smaller) or failed.
     """
     comp, events, fmt = req.policy.compaction, env.events, req.fmt
     if compaction.apply_summary(body, fmt, comp, ".") is None:  # nothing a summary can replace
         events.prompt_too_long_recovery(log, p.model, "summarize", "skipped")
         return body
     model = comp.summarize_model or p.model
-    summary_fmt, window = attempter.model_info(model)
-    scale = 1.0
-    if model == p.model:  # the model that just said how much fits
-        window = f.context_limit or window
-        if f.prompt_tokens:
-            scale = compaction.estimate_tokens(body, fmt) / f.prompt_tokens
-    ask = compaction.summary_request(
-        body, fmt, comp, model, summary_fmt=summary_fmt,
-        max_input_chars=compaction.summary_input_chars(window, scale),
-    )  # fmt: skip
-    assert ask is not None  # apply_summary found a middle
+    deps = Deployments.of(model, attempter, env, req.policy)
     deadline = min(env.monotonic() + comp.summarize_timeout, req.deadline)
-    error = "timeout"
-    for _ in range(SUMMARY_TRIES):
-        left = deadline - env.monotonic()
-        if left <= 0:
-            error = "timeout"
+    asks: dict[str, dict[str, Any]] = {}  # the summary request, per format name
+    tried: set[int] = set()
+    last: Failure | None = None
+    tries = failed = 0
+    while True:
+        pick = ONLY if deps is None else deps.choose(tried)
+        step = summary_call.next_try(tries, last, failed, pick, deadline - env.monotonic())
+        if isinstance(step, summary_call.Stop):
+            error = step.error
             break
-        out = await attempter.ask(model, summary_fmt, ask, left)
+        summary_fmt, window = attempter.model_info(model, step.pick.index)
+        ask = asks.get(summary_fmt.name)
+        if ask is None:
+            ask = asks[summary_fmt.name] = _summary_request(
+                body, f, p, req, model, summary_fmt, window
+            )
+        tries += 1
+        call = attempter.ask(model, summary_fmt, ask, step.within, step.pick.index)
+        if deps is None:
+            out = await call
+        else:
+            out, _ = await deps.call(step.pick, call, req.team, log)
+            tried.add(step.pick.index)
         if out.failure is not None:
-            error = out.failure.category.value
-            if out.failure.category.never_retried:
-                break
+            last, failed = out.failure, step.pick.index
             continue
-        text = compaction.summary_text(_decoded(out), summary_fmt)
+        text = compaction.summary_text(out.json(), summary_fmt)
         if not text:
             error = "empty_summary"
             break
@@ -138,13 +142,28 @@ async def summarize(
     return body
 
 
-def _decoded(out: Outcome) -> Any:
-    if out.data is not None:
-        return out.data
-    try:
-        return orjson.loads(out.body)
-    except orjson.JSONDecodeError:
-        return None
+def _summary_request(
+    body: dict[str, Any],
+    f: Failure,
+    p: Progress,
+    req: Request,
+    model: str,
+    summary_fmt: Format,
+    window: int | None,
+) -> dict[str, Any]:
+    """The summary request in ``summary_fmt``, sized to the summary model's window (the limit
+    the failure gave, when the model is the one that refused)."""
+    scale = 1.0
+    if model == p.model:  # the model that just said how much fits
+        window = f.context_limit or window
+        if f.prompt_tokens:
+            scale = compaction.estimate_tokens(body, req.fmt) / f.prompt_tokens
+    ask = compaction.summary_request(
+        body, req.fmt, req.policy.compaction, model, summary_fmt=summary_fmt,
+        max_input_chars=compaction.summary_input_chars(window, scale),
+    )  # fmt: skip
+    assert ask is not None  # apply_summary found a middle
+    return ask
 
 
 def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:

@@ -33,15 +33,6 @@ def same_model(req: Request, model: str, body: dict[str, Any]) -> Request:
     )
 
 
-def decoded(body: bytes) -> dict[str, Any] | None:
-    """A JSON object answer, or None."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 async def continue_answer(
     att: Attempter,
     req: Request,
@@ -73,7 +64,7 @@ async def continue_answer(
             break
         follow = continuation.continuation_request(req.body, parts, req.fmt, prefill=prefill)
         r = await recover(same_model(req, model, follow), log, env, att)
-        part = decoded(r.outcome.body) if r.outcome.failure is None else None
+        part = r.outcome.json() if r.outcome.failure is None else None
         if part is None:
             break  # keep what we have: the answer stays marked as cut
         parts.append(part)

@@ -34,7 +34,8 @@ HTTP client's own errors may not (aiohttp's proxy errors show both): pass their
 text through :meth:`Egress.scrub` before logging it.
 
 This module is the API; the proxy rules are carried out in :mod:`gateway.egress_proxy`,
-the trust rules in :mod:`gateway.egress_tls`.
+the trust rules in :mod:`gateway.egress_tls`; what the policy schema checks is in
+:mod:`gateway.egress_settings` (pure).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from gateway.egress_error import EgressError
-from gateway.egress_proxy import check_proxy_url, host_port, proxy_for, redact_url, scrub_secrets
+from gateway.egress_proxy import host_port, proxy_for, redact_url, scrub_secrets
+from gateway.egress_settings import EGRESS_FIELDS, FILE_FIELDS, check_proxy_url
 from gateway.egress_tls import existing_dirs, pem_reason, refuse_password, ssl_for
 
 if TYPE_CHECKING:
@@ -64,11 +66,6 @@ __all__ = [
     "redact_url",
     "warnings",
 ]
-
-#: The provider settings that shape the connection (none applies to ``api: sim``).
-EGRESS_FIELDS = ("proxy", "ca_file", "client_cert", "client_key", "tls_verify")
-#: The provider settings naming files (the policy loader makes them absolute).
-FILE_FIELDS = ("ca_file", "client_cert", "client_key")
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from gateway.egress_error import EgressError
+from gateway.egress_settings import check_proxy_url
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider
@@ -65,36 +66,6 @@ def host_port(url: str) -> str:
     except ValueError:
         port = None
     return f"{host}:{port or 80}"
-
-
-def check_proxy_url(url: str) -> str:
-    """Return ``url`` if it is a usable ``http://`` proxy URL, else raise ``ValueError``.
-
-    The message says what is wrong without repeating the URL (it may hold a password).
-    """
-    scheme, sep, _ = url.partition("://")
-    if not sep:
-        raise ValueError(
-            "a proxy is a URL like http://proxy.corp:3128 (or http://user:pass@proxy.corp:3128)"
-        )
-    if scheme.lower() != "http":
-        shown = scheme if scheme.isascii() and scheme.isalnum() else "this"
-        raise ValueError(
-            f"only http:// proxies are supported, not {shown}:// (an http:// proxy also"
-            " carries https:// requests, with CONNECT)"
-        )
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise ValueError("the proxy URL has an invalid host or port") from None
-    if not parts.hostname:
-        raise ValueError("the proxy URL has no host")
-    if port == 0:
-        raise ValueError("the proxy URL has an invalid host or port")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ValueError("a proxy URL is scheme, host and port only (no path or query)")
-    return url
 
 
 def _env_proxies(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:

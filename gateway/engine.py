@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.compacting import compact_step, summarize
+from gateway.deployment_choice import ONLY, Deployments
 from gateway.errors import Category
 from gateway.formats import Format
 from gateway.observe.events import Events, RequestLog
@@ -24,14 +25,15 @@ from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.resilience import deployments as dep
 from gateway.resilience import fallback
-from gateway.resilience.backoff import headroom_reset
 from gateway.resilience.decide import (
     GiveUp,
     Progress,
     Reroute,
     Retry,
+    WaitForDeployment,
     apply,
     decide,
+    every_deployment_out,
 )
 from gateway.resilience.failure import Failure, Rng
 from gateway.state.base import StateBackend
@@ -49,6 +51,20 @@ class Outcome:
     headers: Mapping[str, str] = field(default_factory=dict)
     stream: Any = None  # the attempter's open stream on a streaming success
     data: Any = None  # the decoded JSON body, when the attempter decoded it
+
+    def json(self) -> dict[str, Any] | None:
+        """The answer as a JSON object: ``data`` when the attempter decoded it, else the
+        body decoded; None when it is not a JSON object."""
+        return self.data if self.data is not None else json_object(self.body)
+
+
+def json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` decoded when it is a JSON object, else None (not JSON, or not an object)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass(slots=True)
@@ -89,13 +105,17 @@ class Attempter(Protocol):
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...
 
     # The ``summarize`` compaction step's own call (see :func:`gateway.compacting.summarize`).
-    def model_info(self, model: str) -> tuple[Format, int | None]:
-        """The format ``ask`` speaks to ``model``, and the model's context window when known."""
+    def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
+        """The format ``ask`` speaks to ``model`` on its deployment ``deployment``, and the
+        model's context window when known."""
         ...
 
-    async def ask(self, model: str, fmt: Format, body: dict[str, Any], within: float) -> Outcome:
-        """One JSON request the gateway makes itself: never streamed (whatever the client
-        asked), bounded by ``within`` seconds, not one of the request's attempts."""
+    async def ask(
+        self, model: str, fmt: Format, body: dict[str, Any], within: float, deployment: int
+    ) -> Outcome:
+        """One JSON request the gateway makes itself, to the deployment ``deployment`` of
+        ``model``: never streamed (whatever the client asked), bounded by ``within``
+        seconds, not one of the request's attempts."""
         ...
 
 
@@ -138,8 +158,8 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
     body = req.body
     on_chain = True  # False after moving to an on_prompt_too_long model
     while True:
-        deps = _Deployments.of(p.model, attempter, env, policy)
-        pick = _ONLY if deps is None else deps.pick(p)
+        deps = Deployments.of(p.model, attempter, env, policy)
+        pick = ONLY if deps is None else deps.choose(p.deployments_tried)
         if isinstance(pick, dep.Wait):  # every deployment is out: wait, move on or stop
             gone = await _every_deployment_out(p, pick, req, log, env, attempter, on_chain)
             if gone is not None:
@@ -147,17 +167,13 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             continue
         p.attempts += 1
         log.attempts += 1
+        p.deployment = pick.index
         if deps is None:
-            p.deployment = 0
             out = await attempter.send(p.model, body, p)
             sibling = None
         else:
-            deps.begin(p)
-            try:
-                out = await attempter.send(p.model, body, p)
-            finally:
-                deps.end(p)
-            sibling = deps.record(p, pick, out, req, log)
+            out, sibling = await deps.call(pick, attempter.send(p.model, body, p), req.team, log)
+            p.deployments_tried.add(pick.index)
         f = out.failure
         activated: int | None = None
         if fb.chain and on_chain and sibling != 0.0:  # a sibling answers: not the model's
@@ -211,84 +227,6 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
                 break
 
 
-_ONLY = dep.Pick(0)
-
-
-class _Deployments:
-    """The deployments of the model an attempt is about to go to, and their states."""
-
-    __slots__ = ("balance", "env", "model", "names", "rules", "weights")
-
-    @classmethod
-    def of(cls, model: str, attempter: Attempter, env: Env, policy: Policy) -> _Deployments | None:
-        """None for a model with one deployment: nothing to choose or keep (no cost)."""
-        found, balance = attempter.deployments(model)
-        return None if len(found) < 2 else cls(model, found, balance, env, policy)
-
-    def __init__(
-        self, model: str, found: Sequence[Deployed], balance: str, env: Env, policy: Policy
-    ) -> None:
-        self.balance = balance
-        self.model = model
-        self.env = env
-        self.names = [d.name for d in found]
-        self.weights = [d.weight for d in found]
-        self.rules = dep.Rules(
-            retry_after_cap=policy.retry.rate_limit.retry_after_cap,
-            quota_cooldown=policy.deployments.quota_cooldown,
-            eject_after=policy.fallback.after_consecutive_server_errors,
-            eject_for=policy.fallback.cooldown,
-            max_ejected_percent=policy.deployments.max_ejected_percent,
-            # a probe reports within two first-byte timeouts (its headers, its first event)
-            probe_lease=min(policy.fallback.cooldown, 2 * policy.timeouts.first_byte),
-        )
-
-    def pick(self, p: Progress) -> dep.Pick | dep.Wait:
-        board, now = self.env.board, self.env.wall()
-        states = board.states(self.model, self.names)
-        pick = dep.choose(
-            states,
-            self.weights,
-            self.balance,
-            p.deployments_tried,
-            now,
-            self.env.rng,
-            board.inflight(self.model, self.names),
-        )
-        if isinstance(pick, dep.Pick):
-            p.deployment = pick.index
-            if pick.probe:  # this request probes it: the others go to its siblings meanwhile
-                leased = dep.probing(states[pick.index], now, self.rules.probe_lease)
-                board.put(self.model, self.names[pick.index], leased)
-        return pick
-
-    def begin(self, p: Progress) -> None:
-        self.env.board.begin(self.model, self.names[p.deployment])
-
-    def end(self, p: Progress) -> None:
-        self.env.board.end(self.model, self.names[p.deployment])
-
-    def record(
-        self, p: Progress, pick: dep.Pick, out: Outcome, req: Request, log: RequestLog
-    ) -> float | None:
-        """Note the outcome on the deployment; seconds until a sibling can take a retry."""
-        p.deployments_tried.add(p.deployment)
-        now, f = self.env.wall(), out.failure
-        states = self.env.board.states(self.model, self.names)
-        short = headroom_reset(out.headers, now) if f is None and out.headers else None
-        new, t = dep.record(
-            states, p.deployment, f, self.rules, now, probe=pick.probe, short_for=short
-        )
-        name = self.names[p.deployment]
-        self.env.events.deployment_attempt(self.model, name, f)
-        if new != states[p.deployment]:
-            self.env.board.put(self.model, name, new)
-            states[p.deployment] = new
-        if t is not None:
-            self.env.events.deployment_changed(req.team, self.model, name, t, log)
-        return None if f is None else dep.sibling_in(states, p.deployment, f, now)
-
-
 async def _every_deployment_out(
     p: Progress,
     wait: dep.Wait,
@@ -298,31 +236,31 @@ async def _every_deployment_out(
     attempter: Attempter,
     on_chain: bool,
 ) -> Result | None:
-    """Every deployment of ``p.model`` is out: wait for the earliest when the deadline
-    allows (None: pick again), else the next model of the chain, else a 429.
+    """Every deployment of ``p.model`` is out: carry out
+    :func:`gateway.resilience.decide.every_deployment_out` (None: choose again; a give-up:
+    the client's 429).
 
     The wait is an ``api_retry`` event (category ``rate_limit``, ``error`` naming the
     wait), counted in ``retry_wait_seconds_total`` but not in ``retries_total``: it waits
     for a deployment, it retries no failed attempt (one that failed was counted already)."""
     out = f"every deployment of {p.model} is out of service for {wait.seconds:.1f} s"
     f = Failure(Category.rate_limit, 429, out, retry_after=wait.seconds)
-    if env.monotonic() + wait.seconds <= p.deadline:
-        retry = Retry(wait.seconds, p.retries_on_model)
+    d = every_deployment_out(p, wait.seconds, env.monotonic(), on_chain=on_chain)
+    if isinstance(d, WaitForDeployment):
+        retry = Retry(d.seconds, p.retries_on_model)  # how the wait is shown: not applied
         max_retries = req.policy.retry.max_retries
         env.events.api_retry(
-            log, p.model, retry.retry_number, max_retries, wait.seconds, f, reason=out
+            log, p.model, retry.retry_number, max_retries, d.seconds, f, reason=out
         )
-        await attempter.sleep(wait.seconds, retry, f)
+        await attempter.sleep(d.seconds, retry, f)
         return None
-    nxt = p.next_in_chain() if on_chain else None
-    if nxt is not None:
-        d = Reroute(p.chain[nxt], "no_deployment", chain_index=nxt)
+    if isinstance(d, Reroute):
         log.used("fallback")
         env.events.fallback(log, p.model, d.model, d.reason)
         apply(p, d)
         return None
     log.answered_by = p.model
-    return Result(Outcome(f, status=429), p, reason="no_deployment", body=req.body)
+    return Result(Outcome(f, status=429), p, reason=d.reason, body=req.body)
 
 
 def _announce(

@@ -12,7 +12,7 @@ rendered in the format of the endpoint that was called::
     ├── unknown model / path          404     not_found_error
     ├── body too large                413     request_too_large
     ├── team limit                    429     rate_limit_error
-    └── upstream exhausted            502/503/504  upstream_error / api_error ...
+    └── upstream exhausted            by category (:func:`exhausted`)
 
 The JSON bodies of those errors are built here. A stream that has already started
 ends with an error event instead (``error_event`` in gateway/streams/sse.py), and a
@@ -70,6 +70,23 @@ _NEVER_RETRIED = frozenset(
         Category.invalid_request,
     }
 )
+
+#: How a failure that recovery could not get past looks to the client, by its category:
+#: the gateway's status (when it words the error itself, or the provider answered a 5xx)
+#: and the error type, of that JSON error and of the in-stream error event alike.
+EXHAUSTED: dict[Category, tuple[int, str]] = {
+    Category.rate_limit: (429, "rate_limit_error"),
+    Category.server_overload: (503, "overloaded_error"),
+    Category.timeout: (504, "timeout_error"),
+}
+_EXHAUSTED_OTHERWISE = (502, "api_error")
+
+
+def exhausted(category: Category) -> tuple[int, str]:
+    """The status and error type of a failure of ``category`` that recovery could not get
+    past (:data:`EXHAUSTED`; any other category: 502 ``api_error``)."""
+    return EXHAUSTED.get(category, _EXHAUSTED_OTHERWISE)
+
 
 #: Anthropic's error.type for a given HTTP status (their documented table).
 ANTHROPIC_TYPE_OF_STATUS = {

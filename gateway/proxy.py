@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from gateway.deadlines import Limit
-from gateway.engine import Outcome, Request
+from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
 from gateway.formats import Format
 from gateway.observe.events import Events, RequestLog
@@ -108,8 +108,7 @@ class HttpAttempter:
         return self.policies.deployments[model], self.policies.models[model].balance
 
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
-        deps = self.policies.deployments[model]
-        d = deps[progress.deployment] if progress.deployment < len(deps) else deps[0]
+        d = self._deployment(model, progress.deployment)
         provider = d.provider
         self.log.provider = provider
         self.log.deployment = d.name
@@ -186,7 +185,7 @@ class HttpAttempter:
                 s.trace = tracing.streamed(span, s.resp.status, (e.data for e in s.head))
             else:
                 f = out.failure
-                answer = _decoded(out.body) if f is None and out.stream is None else None
+                answer = out.json() if f is None and out.stream is None else None
                 tracing.attempt_done(span, out.status, f.category.value if f else None, answer)
         return out
 
@@ -282,9 +281,9 @@ class HttpAttempter:
         """A provider's JSON answer in the client's format (an undecodable one: a failure)."""
         from gateway.translate import convert as translate
 
-        data = _decoded(raw)
+        data = json_object(raw)
         try:
-            if not isinstance(data, dict):
+            if data is None:
                 raise translate.Malformed("the provider's answer is not JSON")
             answer = translate.answer(
                 data, crossing.upstream_fmt, crossing.client_fmt, crossing.model, crossing.names
@@ -362,12 +361,15 @@ class HttpAttempter:
         )
 
     # ---- the summarize compaction step's call (gateway/compacting.py summarize) --------
-    def model_info(self, model: str) -> tuple[Format, int | None]:
-        fmt = self.policies.deployments[model][0].fmts[0]
+    def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
+        fmt = self._deployment(model, deployment).fmts[0]
         return fmt, self.policies.models[model].context_window
 
-    async def ask(self, model: str, fmt: Format, body: dict[str, Any], within: float) -> Outcome:
-        """A JSON request of the gateway's own (the compaction summary) to ``model``.
+    async def ask(
+        self, model: str, fmt: Format, body: dict[str, Any], within: float, deployment: int
+    ) -> Outcome:
+        """A JSON request of the gateway's own (the compaction summary) to ``model``, on
+        its deployment ``deployment``.
 
         Never streamed, whatever the client asked; in ``fmt``, sent to that format's
         endpoint whatever the client's; none of the client's headers or
@@ -375,7 +377,7 @@ class HttpAttempter:
         ``upstream_attempts_total`` but not in the request's attempts. A streaming
         client gets keepalive comments while it runs longer than ``stream.keepalive``.
         """
-        d = self.policies.deployments[model][0]
+        d = self._deployment(model, deployment)
         wiring = self.wiring(d.provider, d.key_env)
         base = wiring.targets.get(endpoint_of(fmt))
         if base is None:
@@ -420,6 +422,10 @@ class HttpAttempter:
             if end - time.monotonic() > 0:
                 await out.write(sse.KEEPALIVE)
 
+    def _deployment(self, model: str, index: int) -> Deployed:
+        deps = self.policies.deployments[model]
+        return deps[index] if index < len(deps) else deps[0]
+
     def _count(self, provider: str, model: str, f: Failure | None) -> None:
         self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)
 
@@ -452,11 +458,3 @@ def with_usage(body: dict[str, Any]) -> dict[str, Any]:
     options = body.get("stream_options")
     kept = options if isinstance(options, dict) else {}
     return {**body, "stream_options": {**kept, "include_usage": True}}
-
-
-def _decoded(body: bytes) -> Any:
-    """A JSON answer decoded (for its usage and model), or None."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None

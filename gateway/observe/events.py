@@ -389,9 +389,12 @@ class Events:
         """``count`` undecodable upstream events dropped (one line, however many)."""
         self.metrics.stream_events_dropped.labels(model).inc(count)
         if count == 1:
-            log.warning("stream_event_dropped", request_id=r.request_id, model=model)
+            log.warning("stream_event_dropped", request_id=r.request_id, team=r.team, model=model)
         else:
-            log.warning("stream_event_dropped", request_id=r.request_id, model=model, count=count)
+            log.warning(
+                "stream_event_dropped", request_id=r.request_id, team=r.team, model=model,
+                count=count,
+            )  # fmt: skip
 
     def client_disconnected(self, r: RequestLog) -> None:
         self.metrics.client_disconnects.inc()

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from gateway.egress import EGRESS_FIELDS, check_proxy_url
+from gateway.egress_settings import EGRESS_FIELDS, check_proxy_url
 from gateway.errors import Category
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")

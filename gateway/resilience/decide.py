@@ -12,6 +12,11 @@ Decisions::
     Compact(strategy)     shrink the prompt with the next compaction strategy, then retry
     GiveUp(reason)        stop: the client gets the failure
 
+Before an attempt, when every deployment of the model is out,
+:func:`every_deployment_out` answers ``WaitForDeployment(seconds)`` (then choose
+again; not a retry), a ``Reroute`` to the next model of the chain, or
+``GiveUp("no_deployment")``.
+
 The request's history is :class:`Progress`, mutated only through :func:`apply`.
 """
 
@@ -53,7 +58,16 @@ class GiveUp:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class WaitForDeployment:
+    """Every deployment of the model is out: wait ``seconds`` for the earliest to be back,
+    then choose again. It retries no failed attempt: not counted as a retry."""
+
+    seconds: float
+
+
 Decision = Retry | Reroute | Compact | GiveUp
+NO_DEPLOYMENT = "no_deployment"  # GiveUp / Reroute reason: every deployment was out
 
 FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # Failure.stage of a model that stayed silent
 DEADLINE_PASSED = "deadline_passed"  # Failure.stage of an attempt not made: no time was left
@@ -135,6 +149,20 @@ def decide(
             return _reroute(p, nxt, "wait_past_deadline")
         return GiveUp("deadline")
     return Retry(wait, p.retries_on_model + 1)
+
+
+def every_deployment_out(
+    p: Progress, seconds: float, now: float, *, on_chain: bool = True
+) -> WaitForDeployment | Reroute | GiveUp:
+    """Every deployment of ``p.model`` is out, the earliest back in ``seconds``: wait for
+    it when the deadline allows, else the next model of the chain (``on_chain``: the
+    request still follows it), else give up."""
+    if now + seconds <= p.deadline:
+        return WaitForDeployment(seconds)
+    nxt = p.next_in_chain() if on_chain else None
+    if nxt is not None:
+        return _reroute(p, nxt, NO_DEPLOYMENT)
+    return GiveUp(NO_DEPLOYMENT)
 
 
 def _reroute(p: Progress, index: int, reason: str) -> Reroute:

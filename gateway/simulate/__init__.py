@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from gateway.continuing import continue_answer, decoded, follow_stream
+from gateway.continuing import continue_answer, follow_stream
 from gateway.engine import Env, Request, recover
 from gateway.formats import CHAT, Format
 from gateway.observe.events import RequestLog
@@ -161,7 +161,7 @@ async def simulate(
         side = ScriptedStream(attempter, req, log, env, out.stream, prefill_of)
         await follow_stream(side, req, log, env)
     elif out.failure is None:
-        first = decoded(out.body)
+        first = out.json()
         if first is not None:
             prefill = prefill_of(result.progress.model)
             await continue_answer(attempter, req, result, first, log, env, prefill=prefill)

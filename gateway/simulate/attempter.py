@@ -170,10 +170,12 @@ class ScriptedAttempter:
                 self.last.action = f"{kind} in {seconds:.2f}s"
         self.clock.now += seconds
 
-    def model_info(self, model: str) -> tuple[Format, int | None]:
+    def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
         return CHAT, None
 
-    async def ask(self, model: str, fmt: Format, body: dict[str, Any], within: float) -> Outcome:
+    async def ask(
+        self, model: str, fmt: Format, body: dict[str, Any], within: float, deployment: int
+    ) -> Outcome:
         step = self.steps.pop(0) if self.steps else Step(200, {}, b"{}", label="200")
         row = Row(None, self.clock.now, model, f"summary {step.label}")
         self.rows.append(row)

@@ -20,7 +20,7 @@ from aiohttp import web
 from gateway.continuing import Segment, follow_stream, same_model
 from gateway.deadlines import Limit
 from gateway.engine import Env, Request, recover
-from gateway.errors import Category
+from gateway.errors import Category, exhausted
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
@@ -37,11 +37,6 @@ DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
 READ, WRITE = "read", "write"  # the waits of a stream
 DEADLINE = "deadline"  # the request's own: timeouts.total, or the client's shorter timeout
 DEADLINE_MESSAGE = "the request's deadline passed mid-stream"
-STREAM_ERROR_TYPE = {
-    Category.rate_limit: "rate_limit_error",
-    Category.server_overload: "overloaded_error",
-    Category.timeout: "timeout_error",
-}
 
 
 class ClientStalled(ConnectionError):
@@ -170,7 +165,7 @@ class LiveStream:
 
     async def fail(self, original: Failure) -> None:
         ep, tx = self.att.endpoint, self.tx
-        etype = STREAM_ERROR_TYPE.get(original.category, "api_error")
+        _, etype = exhausted(original.category)
         message = f"upstream stream interrupted ({original.category.value}): {original.message}"
         rid = (tx.id if tx is not None else None) or f"resp_{self.log.request_id}"
         event = sse.error_event(ep, etype, message[:500], original.code, rid)

@@ -13,7 +13,6 @@ constant time).
 
 from __future__ import annotations
 
-import hmac
 import time
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,7 @@ from aiohttp import web
 
 from gateway import formats
 from gateway.errors import GatewayError
+from gateway.web.bearer import bears
 
 if TYPE_CHECKING:
     from gateway.web.app import Gateway
@@ -34,9 +34,7 @@ def _refused(gw: Gateway, request: web.BaseRequest) -> web.Response | None:
         return web.Response(
             status=404, text="admin endpoints are disabled: set GATEWAY_ADMIN_KEY\n"
         )
-    auth = request.headers.get("authorization", "")
-    given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-    if not hmac.compare_digest(given.encode("utf-8", "backslashreplace"), expected.encode("utf-8")):
+    if not bears(request.headers, expected):
         err = GatewayError(401, "admin endpoints need 'Authorization: Bearer $GATEWAY_ADMIN_KEY'")
         return web.Response(
             body=err.body_bytes(formats.DEFAULT),

@@ -14,9 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.continuing import continue_answer, decoded
+from gateway.continuing import continue_answer
 from gateway.engine import Env, Request, Result, recover
-from gateway.errors import Category, GatewayError
+from gateway.errors import Category, GatewayError, exhausted
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
@@ -25,13 +25,8 @@ from gateway.resilience.continuation import cut_at_length
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
-from gateway.streams.relay import STREAM_ERROR_TYPE, end, relay
+from gateway.streams.relay import end, relay
 
-_EXHAUSTED = {
-    Category.server_error: 502,
-    Category.server_overload: 503,
-    Category.timeout: 504,
-}
 _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d{1,19})(?![\d.eE])')
 
 
@@ -45,7 +40,7 @@ async def answer(
     if isinstance(out.stream, OpenStream):
         return await relay(attempter, out.stream, req, log, env)
     body = out.body
-    data = decoded(body) if attempter.endpoint is not Endpoint.embeddings else None
+    data = out.json() if attempter.endpoint is not Endpoint.embeddings else None
     # the usual answer is complete: decided here, without entering the continuation loop
     if attempter.endpoint.continuable and data is not None and cut_at_length(data, req.fmt):
         prefill = attempter.policies.models[result.progress.model].prefill
@@ -85,7 +80,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
     log.error = f"{f.category.value}: {result.reason}"
     err = _gateway_error(f, result)
     if att.response is not None:  # already committed (keepalives): only an in-band event is left
-        etype = STREAM_ERROR_TYPE.get(f.category, "api_error")
+        _, etype = exhausted(f.category)
         await att.response.write(
             sse.error_event(
                 att.endpoint,
@@ -108,7 +103,8 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
     # recovery could not get past is the gateway's 502/503/504 (docs/recovery.md, "What the
     # client sees"), whatever 5xx (or 529) the provider used; everything else keeps the
     # provider's status.
-    status = _EXHAUSTED.get(f.category, out.status) if out.status >= 500 else out.status
+    server_side = out.status >= 500 and f.category.counts_toward_fallback
+    status = exhausted(f.category)[0] if server_side else out.status
     log.status = status
     if out.status == 429 and f.category is Category.rate_limit:
         # What the client should honour: the server's hint, else our own rate-limit floor.
@@ -142,17 +138,16 @@ def _gateway_error(f: Failure, result: Result) -> GatewayError | None:
         )
     if f.status is None or f.status == 0:
         if result.reason == "deadline" or f.stage == DEADLINE_PASSED:
+            status, etype = exhausted(Category.timeout)
             return GatewayError(
-                504,
+                status,
                 f"no answer from upstream before the request's deadline "
                 f"after {attempts} attempt(s): {f.message}",
-                type="timeout_error",
+                type=etype,
             )
-        status = 504 if f.category is Category.timeout else 502
+        status, etype = exhausted(f.category)
         return GatewayError(
-            status,
-            f"upstream failed after {attempts} attempt(s): {f.message}",
-            type="timeout_error" if status == 504 else "upstream_error",
+            status, f"upstream failed after {attempts} attempt(s): {f.message}", type=etype
         )
     if not result.outcome.body:  # nothing to pass on: word it ourselves
         return GatewayError(f.status, f.message or f"upstream answered HTTP {f.status}")

@@ -83,6 +83,7 @@ class Gateway:
         self.sim_url: str | None = None
         self._sim: Any = None  # the SimProvider, once started
         self.draining = False
+        self.drain_reported = False  # /readyz has answered 503 since the drain began
         # Streams being relayed: (response, endpoint). A drain that runs out of time ends
         # each with its error event, so no client sees a stream cut silently.
         self.streams: set[tuple[web.StreamResponse, Endpoint]] = set()

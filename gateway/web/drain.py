@@ -1,7 +1,8 @@
 """Running a started gateway until SIGTERM/SIGINT, then its graceful drain.
 
 On SIGTERM/SIGINT ``/readyz`` turns 503 at once, new requests are still served for
-``min(5, grace/3)`` s (so load balancers can notice), then the listener closes and
+``min(5, grace/3)`` s (so load balancers can notice; less once ``/readyz`` has answered
+503 and nothing is in flight: the readiness grace has passed), then the listener closes and
 in-flight requests and streams get up to ``GATEWAY_SHUTDOWN_GRACE_S`` to finish;
 streams still running then end with an error event; the process exits 0. SIGINT
 (Ctrl-C) with no request in flight skips the accept window and exits at once.
@@ -23,6 +24,7 @@ import structlog
 
 from gateway.settings import GatewaySettings
 from gateway.streams import sse
+from gateway.web.listener import requests_arriving
 from gateway.web.policy_env import warn_egress
 
 if TYPE_CHECKING:
@@ -105,8 +107,7 @@ async def run(gw: Gateway, settings: GatewaySettings) -> int:
             grace_s=settings.shutdown_grace_s,
             accept_s=window,
         )
-        if window:
-            await asyncio.sleep(window)  # keep serving while load balancers notice /readyz
+        await accept_window(gw, window)  # keep serving while load balancers notice /readyz
         await _drain(gw, inflight_s, who)
         drain_s = round(loop.time() - started, 3)
         log.info("gateway_stopped" if w is None else "worker_stopped", **who, drain_s=drain_s)
@@ -114,6 +115,23 @@ async def run(gw: Gateway, settings: GatewaySettings) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
     return 0
+
+
+#: How often the accept window looks whether it can end early.
+_LOOK_S = 0.02
+
+
+async def accept_window(gw: Gateway, window: float) -> None:
+    """Keep serving new requests for ``window`` seconds, or less: as soon as ``/readyz`` has
+    answered 503 since the signal (whoever routes by readiness has been told: the readiness
+    grace has passed) and nothing is in flight, nor on its way on an open connection (a
+    new one, or a request head not handled yet)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + window
+    while (left := end - loop.time()) > 0:
+        if gw.drain_reported and not gw.inflight and not requests_arriving():
+            return
+        await asyncio.sleep(min(_LOOK_S, left))
 
 
 async def _drain(gw: Gateway, inflight_s: float, who: dict[str, Any]) -> None:

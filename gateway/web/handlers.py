@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import hmac
 import math
 import time
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint, serves
 from gateway.proxy import HttpAttempter
 from gateway.settings import Limits
 from gateway.web.answer import answer
+from gateway.web.bearer import bearer, bears
 from gateway.web.shapes import check_raw, check_shape
 
 if TYPE_CHECKING:
@@ -31,12 +31,11 @@ _CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainl
 
 
 def client_key(request: web.BaseRequest) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        key: str | None = auth[7:].strip() or None
-    else:
-        key = request.headers.get("x-api-key") or None
-    if key is not None and not _encodable(key):
+    key = bearer(request.headers)
+    if key is None:
+        key = request.headers.get("x-api-key")
+    key = key or None
+    if key is not None and not key.isascii() and not _encodable(key):
         # Header bytes that are not UTF-8 arrive as surrogate escapes: no team owns such a
         # key, and hashing it would raise. Answer 401 like any other unknown key.
         return "\ufffd"
@@ -310,6 +309,7 @@ async def healthz(gw: Gateway, request: web.BaseRequest) -> web.Response:
 
 async def readyz(gw: Gateway, request: web.BaseRequest) -> web.Response:
     if gw.draining:
+        gw.drain_reported = True  # whoever routes by readiness has been told (drain.py)
         return web.Response(status=503, text="draining\n")
     return web.Response(text="ready\n")
 
@@ -317,15 +317,12 @@ async def readyz(gw: Gateway, request: web.BaseRequest) -> web.Response:
 async def metrics(gw: Gateway, request: web.BaseRequest) -> web.Response:
     """Prometheus text; with ``GATEWAY_METRICS_TOKEN`` set, only for its bearer."""
     token = gw.settings.metrics_token
-    if token:
-        auth = request.headers.get("authorization", "")
-        given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode()):
-            return web.Response(
-                status=401,
-                text="401: /metrics needs 'Authorization: Bearer $GATEWAY_METRICS_TOKEN'\n",
-                headers={"www-authenticate": 'Bearer realm="llm-gateway metrics"'},
-            )
+    if token and not bears(request.headers, token):
+        return web.Response(
+            status=401,
+            text="401: /metrics needs 'Authorization: Bearer $GATEWAY_METRICS_TOKEN'\n",
+            headers={"www-authenticate": 'Bearer realm="llm-gateway metrics"'},
+        )
     gw.metrics.state_degraded.set(1 if getattr(gw.state, "degraded", False) else 0)
     body, content_type = gw.metrics.render()
     return web.Response(body=body, headers={"content-type": content_type})

@@ -43,7 +43,7 @@ _END = b"\r\n\r\n"
 class Guard(asyncio.Protocol):
     """One client connection: aiohttp's protocol, with the bytes of its heads counted."""
 
-    __slots__ = ("_busy", "_counting", "_inner", "_limit", "_seen", "_tail", "transport")
+    __slots__ = ("_busy", "_counting", "_inner", "_limit", "_new", "_seen", "_tail", "transport")
 
     def __init__(self, inner: Any, limit: int) -> None:
         self._inner = inner
@@ -52,12 +52,14 @@ class Guard(asyncio.Protocol):
         self._counting = True
         self._busy = 0  # requests of this connection being handled
         self._tail = b""  # the last 3 bytes read, for a blank line split across reads
+        self._new = True  # no request of this connection handled yet
         self.transport: asyncio.Transport | None = None
 
     # ---- the gateway's handler says when a request starts and ends ------------------
     def begin(self) -> None:
         self._busy += 1
         self._counting = False
+        self._new = False
 
     def end(self) -> None:
         self._busy -= 1
@@ -92,6 +94,11 @@ class Guard(asyncio.Protocol):
                 self._tail = joined[-3:]
         self._inner.data_received(data)
 
+    def arriving(self) -> bool:
+        """Whether a request is on its way: a new connection that has not had one handled
+        yet, or a head read (in part or whole) that no handler took yet."""
+        return not self._busy and (self._new or not self._counting or self._seen > 0)
+
     def eof_received(self) -> bool | None:
         return self._inner.eof_received()  # type: ignore[no-any-return]
 
@@ -104,6 +111,12 @@ class Guard(asyncio.Protocol):
 
 #: The guard of each open client connection, by its transport (``request.transport``).
 GUARDS: dict[Any, Guard] = {}
+
+
+def requests_arriving() -> bool:
+    """Whether a request is on its way on some open client connection (what a drain that
+    closes the port early must not cut: :func:`gateway.web.drain.accept_window`)."""
+    return any(g.arriving() for g in GUARDS.values())
 
 
 def request_factory(loop: asyncio.AbstractEventLoop) -> Callable[..., web.BaseRequest]:

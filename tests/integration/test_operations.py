@@ -193,8 +193,9 @@ async def test_ctrl_c_when_idle_exits_at_once(
     serve: Callable[..., Any], fake: FakeProvider, tmp_path: Path
 ) -> None:
     """SIGINT (Ctrl-C) with nothing in flight, an idle keep-alive connection open: exit 0
-    within a second, no accept window. SIGTERM on an idle gateway keeps its accept window
-    (load balancers still need it): /readyz 503 and requests served until it ends."""
+    within a second, no accept window. SIGTERM on an idle gateway that no one asked
+    /readyz since keeps its accept window (a load balancer may not know yet): requests
+    are served until it ends."""
     root = write_policies(tmp_path / "policies", policy_files(fake.url))
     gw = await serve(root)  # grace 3 s: a SIGTERM would keep accepting for 1 s
     async with aiohttp.ClientSession() as s:
@@ -214,13 +215,34 @@ async def test_ctrl_c_when_idle_exits_at_once(
         term.proc.send_signal(signal.SIGTERM)
         assert (await term.wait_event("gateway_draining", within=2))["accept_s"] == 0.5
         async with aiohttp.ClientSession() as fresh:  # a new connection, as a load balancer's
-            async with fresh.get(term.url + "/readyz") as r:
-                assert r.status == 503
             assert await chat(fresh, term.url) == 200  # still accepting
         rc = await term.wait_exit(within=5)
     assert rc == 0
     assert time.monotonic() - t0 >= 0.5
     assert 0.5 <= term.named("gateway_stopped")[0]["drain_s"] < 1.0
+
+
+async def test_sigterm_when_idle_exits_once_readiness_said_draining(
+    serve: Callable[..., Any], fake: FakeProvider, tmp_path: Path
+) -> None:
+    """SIGTERM with nothing in flight: new requests are served until /readyz has answered
+    503 (the readiness grace), then the gateway exits 0 at once, well within its 5 s
+    accept window."""
+    root = write_policies(tmp_path / "policies", policy_files(fake.url))
+    gw = await serve(root, shutdown_grace_s="30")  # accept window 5 s
+    async with aiohttp.ClientSession() as s:
+        assert await chat(s, gw.url) == 200  # its connection stays open, idle
+        t0 = time.monotonic()
+        gw.proc.send_signal(signal.SIGTERM)
+        assert (await gw.wait_event("gateway_draining", within=2))["accept_s"] == 5
+        async with aiohttp.ClientSession() as fresh:  # a new connection, as a load balancer's
+            assert await chat(fresh, gw.url) == 200  # still accepting
+            async with fresh.get(gw.url + "/readyz") as r:
+                assert r.status == 503
+        rc = await gw.wait_exit(within=6)
+    assert rc == 0
+    assert time.monotonic() - t0 < 2.0
+    assert gw.named("gateway_stopped")[0]["drain_s"] < 1.0
 
 
 async def test_drain_ends_what_outlives_the_grace(

@@ -24,7 +24,7 @@ import gateway
 from gateway.policy.load import load_policy_texts
 from gateway.policy.policyset import HELD_KEY
 from gateway.testing import FakeProvider
-from gateway.web import admin
+from gateway.web import bearer
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness
 from tests.waiting import eventually
 
@@ -387,7 +387,7 @@ async def test_admin_endpoints_need_the_admin_key(
         calls.append(1)
         return real(a, b)
 
-    monkeypatch.setattr(admin.hmac, "compare_digest", spy)
+    monkeypatch.setattr(bearer.hmac, "compare_digest", spy)
     async with aiohttp.ClientSession() as s:
         for hdrs in ({}, {"authorization": "Bearer nope"}, AUTH, {"x-api-key": ADMIN_KEY},
                      {"authorization": f"Bearer {ADMIN_KEY}x"}):  # fmt: skip
