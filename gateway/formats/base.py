@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from gateway.formats.parts import role
+
 
 class ErrorLike(Protocol):
     """What a format renders as its error body (:class:`gateway.errors.GatewayError`)."""
@@ -110,8 +112,9 @@ class Format:
 
     def may_cut(self, before: Any, after: Any) -> bool:
         """The format allows splitting the conversation between these two entries (calls
-        aside: :func:`gateway.resilience.conversation.allowed_cuts` checks those)."""
-        return True
+        aside: :func:`gateway.resilience.conversation.allowed_cuts` checks those). Where
+        roles alternate, only between a user message and the assistant one after it."""
+        return not self.alternating or (role(before) == "user" and role(after) == "assistant")
 
     def problems(self, items: Sequence[Any]) -> list[str]:
         """What makes these entries a conversation the provider would reject."""

@@ -62,9 +62,6 @@ class Messages(Format):
         ids = [b.get("tool_use_id") for b in blocks(entry) if is_type(b, "tool_result")]
         return [i for i in ids if isinstance(i, str)]
 
-    def may_cut(self, before: Any, after: Any) -> bool:
-        return role(before) == "user" and role(after) == "assistant"
-
     def problems(self, items: Sequence[Any]) -> list[str]:
         problems: list[str] = []
         if not items:
