@@ -38,11 +38,13 @@ from typing import Any
 
 import structlog
 
+from gateway.admission import prepare, request_for, resolve
 from gateway.continuing import continue_answer, decoded, follow_stream
-from gateway.engine import Env, Request, recover
+from gateway.engine import Env, recover
+from gateway.errors import GatewayError
 from gateway.observe.events import RequestLog
 from gateway.policy.load import PolicyError, load_policy_dir
-from gateway.policy.policyset import Deployed
+from gateway.policy.policyset import Deployed, ResolvedRoute
 from gateway.policy.schema import Policy
 from gateway.providers import ENDPOINT_OF
 from gateway.simulate.attempter import (
@@ -93,6 +95,8 @@ async def run(
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
     client: str = "openai",
+    context_window: int | None = None,
+    client_timeout: float | None = None,
 ) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
     sim = await simulate(
@@ -108,6 +112,8 @@ async def run(
         deployments=deployments,
         deployments_of=deployments_of,
         client=client,
+        context_window=context_window,
+        client_timeout=client_timeout,
     )
     return sim.timeline
 
@@ -126,6 +132,8 @@ async def simulate(
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
     client: str = "openai",
+    context_window: int | None = None,
+    client_timeout: float | None = None,
 ) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
     ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
@@ -133,7 +141,10 @@ async def simulate(
     ``deployments`` gives a script per deployment name (the others take the shared
     ``script``); ``deployments_of`` says which deployments a model has (default one);
     ``client`` is the body format of the endpoint called (``openai``, ``anthropic`` or
-    ``responses``): an attempt on a model of another format shows as translated."""
+    ``responses``): an attempt on a model of another format shows as translated;
+    ``context_window`` is the model's (proactive compaction), ``client_timeout`` the
+    client's own timeout header (the deadline). Before the first attempt the request
+    goes through :mod:`gateway.admission` as a live one does."""
     steps = parse_script(script)
     own = {name: parse_script(text) for name, text in (deployments or {}).items()}
     clock = VirtualClock()
@@ -152,8 +163,12 @@ async def simulate(
         body["model"] = model
     if attempter.stream:
         body["stream"] = True
-    req = Request(client, body, model, route_id, team, policy, policy.timeouts.total)
     log = RequestLog("simulated", 0.0)
+    log.team, log.route, log.model = team, route_id, model
+    headers = {} if client_timeout is None else {"x-gateway-timeout": str(client_timeout)}
+    route = ResolvedRoute(route_id, team, policy)
+    req = request_for(client, body, route, context_window, clock.now, headers)
+    req = await prepare(req, log, env)
     result = await recover(req, log, env, attempter)
     out = result.outcome
     if out.failure is None and attempter.stream:
@@ -205,21 +220,21 @@ def main(args: argparse.Namespace) -> int:
     if args.team not in policies.teams:
         print(f"unknown team {args.team!r}; teams: {', '.join(policies.teams)}", file=sys.stderr)
         return 1
-    if args.model not in policies.models or not policies.model_allowed(args.team, args.model):
-        print(
-            f"team {args.team!r} may not use model {args.model!r}; its models: "
-            f"{', '.join(policies.team_models(args.team))}",
-            file=sys.stderr,
-        )
-        return 1
-    route = policies.route(args.team, args.model, args.path)
-    if route is None:
-        print(
-            f"no route of team {args.team!r} matches {args.model!r} on {args.path}", file=sys.stderr
-        )
-        return 1
     endpoint = ENDPOINT_OF.get(args.path)
-    client = endpoint.shape if endpoint is not None and endpoint.continuable else "openai"
+    if endpoint is None:
+        print(
+            f"unknown endpoint {args.path!r}; endpoints: {', '.join(ENDPOINT_OF)}", file=sys.stderr
+        )
+        return 1
+    try:  # the live handler's checks, with its messages
+        spec, route = resolve(
+            policies, args.team, args.model, endpoint, args.path, RequestLog("simulated", 0.0)
+        )
+    except GatewayError as e:
+        hint = f"; team {args.team!r} may use: {', '.join(policies.team_models(args.team))}"
+        print(f"{e.status}: {e.message}{hint}", file=sys.stderr)
+        return 1
+    client = endpoint.shape if endpoint.continuable else "openai"
     own: dict[str, str] = {}
     for given in args.deployment or ():
         name, sep, text = given.partition("=")
@@ -249,6 +264,8 @@ def main(args: argparse.Namespace) -> int:
                 deployments=own,
                 deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
                 client=client,
+                context_window=spec.context_window,
+                client_timeout=args.timeout,
             )
         )
     except ValueError as e:

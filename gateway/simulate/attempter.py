@@ -82,6 +82,13 @@ class ScriptedAttempter:
 
     def note(self, strategy: str, outcome: str, sizes: dict[str, Any]) -> None:
         """A compaction step, on the row of the attempt that asked for it."""
+        if outcome == "proactive":  # before the first attempt: a row of its own
+            what = (
+                f"{strategy} ahead ({sizes['messages_before']}->{sizes['messages_after']}"
+                f" messages, {sizes['tokens_before']}->{sizes['tokens_after']} tokens)"
+            )
+            self.rows.append(Row(None, self.clock.now, "-", "over the window", what))
+            return
         if self.last is None or outcome not in ("applied", "failed"):
             return  # a skipped step changes nothing and is not shown
         if outcome == "failed":

@@ -101,3 +101,42 @@ async def test_simulate_short_conversation_skips_summarize() -> None:
     """One short message has no middle: no summary call, nothing shown."""
     timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},200", 0)
     assert "summary" not in timeline and "give up (prompt_too_long)" in timeline
+
+
+async def test_simulate_counts_the_request_in_the_retry_budget(
+    make_gateway, fake: FakeProvider
+) -> None:  # type: ignore[no-untyped-def]
+    """With a budget of one retry per request, 500 then 200 is answered, simulated and live."""
+    policy = {
+        **NO_JITTER,
+        "retry": {**NO_JITTER["retry"], "budget": {"ratio": 1.0, "min_per_second": 0}},
+    }
+    gw: Harness = await make_gateway(policy=policy)
+    route = gw.gateway.policies.route("team-a", "gpt-test", "/v1/chat/completions")
+    timeline = await run(route.policy, route.id, "team-a", "gpt-test", "500,200", 0)
+    fake.script("fake-model", [Error.openai_server(500)])
+    answer = await gw.async_openai().chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert answer.choices[0].message.content and len(fake.requests) == 2
+    assert "retry_budget_exhausted" not in timeline
+    assert "answered after 2 attempt(s)" in timeline
+
+
+async def test_simulate_client_timeout_shortens_the_deadline() -> None:
+    """A client timeout of 1 s stops the retries that would pass it, as the live deadline does."""
+    script = "500,500,500,500,500"
+    timeline = await run(Policy(), "r", "t", "big", script, 0, client_timeout=1.0)
+    assert "give up (deadline)" in timeline
+    assert "give up (deadline)" not in await run(Policy(), "r", "t", "big", script, 0)
+
+
+async def test_simulate_compacts_ahead_as_the_handler_does() -> None:
+    """A prompt over the model's window is compacted before attempt 1 with proactive: true."""
+    policy = Policy.model_validate(
+        {"compaction": {"proactive": True, "strategies": ["snip_tool_results"]}}
+    )
+    timeline = await run(policy, "r", "t", "big", "200", 0, "agent", context_window=8000)
+    first = timeline.splitlines()[1]
+    assert first.split()[:2] == ["-", "0.00"] and "snip_tool_results ahead (19->19" in first
+    assert "ahead" not in await run(policy, "r", "t", "big", "200", 0, "agent")
