@@ -24,9 +24,15 @@ from gateway.continuing import Segment, same_model
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
 from gateway.observe.events import RequestLog
+from gateway.providers import Endpoint
 from gateway.resilience import followup
-from gateway.resilience.classify import transport_failure
 from gateway.resilience.failure import Failure
+from gateway.streams import sse
+from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
+from gateway.testing.answer import Answer
+from gateway.testing.anthropic_shapes import messages_events
+from gateway.testing.openai_shapes import chat_events
+from gateway.testing.responses_shapes import responses_events
 
 if TYPE_CHECKING:
     from gateway.simulate.attempter import Row, ScriptedAttempter
@@ -55,7 +61,11 @@ class ScriptedStream:
         self.sent = 0  # characters of the answer the client has
         self.base = 0  # where the current stream starts in the answer
         self.prefill_of = prefill_of
-        self._cut = False
+        self.endpoint = next(e for e in Endpoint if e.continuable and e.shape == req.api)
+        policy = req.policy  # the relay keeps the text only when a decision may need it
+        self.tracked = followup.tracks_answer(
+            req.body, req.api, policy.output_recovery, policy.stream
+        )
 
     def _model(self) -> str:
         return self.log.answered_by or self.req.model
@@ -70,31 +80,44 @@ class ScriptedStream:
             end = min(ANSWER_CHARS, self.base + at)
         new = max(0, end - self.sent)
         self.sent = max(self.sent, end)
-        self._cut = fault == "length" and end < ANSWER_CHARS
+        seg = Segment(complete=fault not in ("cut", "stall"))
+        broken: tuple[Category, str] | None = None
+        deadline_passed = False
         if fault == "cut":
             what = f"stream: {new} chars, then reset"
-            seg = Segment(failure=transport_failure(Category.connection, "reset mid-stream"))
+            broken = (Category.connection, "reset mid-stream")
         elif fault == "stall":
-            self.att.clock.now += self.req.policy.timeouts.stream_idle
+            idle = self.req.policy.timeouts.stream_idle
+            clock = self.att.clock
+            deadline_passed = clock.now + idle >= self.req.deadline
+            clock.now = min(clock.now + idle, max(clock.now, self.req.deadline))
             what = f"stream: {new} chars, then silence"
-            seg = Segment(failure=transport_failure(Category.timeout, "stream_idle timeout"))
-        else:
-            what = f"stream: {new} chars" + (", cut at the limit" if self._cut else ", complete")
+            if deadline_passed:
+                what += " to the deadline"
+                broken = (Category.timeout, DEADLINE_MESSAGE)
+            else:
+                broken = (Category.timeout, f"upstream went quiet for {idle:g} s mid-stream")
+        else:  # the stream's real closing events, in the client's format
+            seg.held = closing_events(self.endpoint, "length" if end < ANSWER_CHARS else "stop")
+            cut = self.cut(seg)
+            what = f"stream: {new} chars" + (", cut at the limit" if cut else ", complete")
             if fault == "badchunk":
                 what += f" (bad event at chunk {at} dropped)"
-            seg = Segment(complete=True)
+        seg.failure = verdict(seg.complete, None, False, broken, deadline_passed)
+        if seg.failure is not None:
+            seg.complete = False
         if row is not None:
             row.outcome = what
         return seg
 
     def cut(self, seg: Segment) -> bool:
-        return self._cut
+        return self.tracked and cut_at_length(seg.held, self.endpoint)
 
     def text(self) -> str:
         return "x" * self.sent
 
     def continuable(self) -> bool:
-        return True
+        return self.tracked
 
     def prefill(self) -> bool:
         return self.prefill_of(self._model())
@@ -128,6 +151,19 @@ class ScriptedStream:
     async def fail(self, original: Failure) -> None:
         if self.row is not None:
             self.row.action = _join(self.row.action, f"error event ({original.category.value})")
+
+
+def closing_events(ep: Endpoint, finish: str) -> list[sse.Event]:
+    """The events that end a stream of ``ep`` (as the scripted fake provider sends them),
+    classified as the relay classifies them."""
+    a = Answer("sim", "sim", "x", finish, 1, 1, 0, chunks=1)
+    if ep is Endpoint.messages:
+        shaped = messages_events(a)
+    elif ep is Endpoint.responses:
+        shaped = responses_events(a, {})
+    else:
+        shaped = chat_events(a, include_usage=False)
+    return [sse.classify_event(e.encode(), ep) for e in shaped[-3:]]
 
 
 def _join(a: str, b: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
 from aiohttp import web
 
@@ -24,21 +23,19 @@ from gateway.engine import Env, Request, recover
 from gateway.errors import Category
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
-from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
-from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
+from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 from gateway.upstream import MAPPED, UpstreamFailure, failure
 
 DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
 MESSAGES, RESPONSES = sse.MESSAGES, sse.RESPONSES
 READ, WRITE = "read", "write"  # the waits of a stream
 DEADLINE = "deadline"  # the request's own: timeouts.total, or the client's shorter timeout
-DEADLINE_MESSAGE = "the request's deadline passed mid-stream"
 STREAM_ERROR_TYPE = {
     Category.rate_limit: "rate_limit_error",
     Category.server_overload: "overloaded_error",
@@ -122,7 +119,7 @@ class LiveStream:
         return seg
 
     def cut(self, seg: Segment) -> bool:
-        return self.tx is not None and _cut_at_length(seg.held, self.att.endpoint)
+        return self.tx is not None and cut_at_length(seg.held, self.att.endpoint)
 
     def text(self) -> str:
         return self.tx.text if self.tx is not None else ""
@@ -327,16 +324,13 @@ async def _pump(
         s.resp.close()
         if splitter.malformed:  # a translated stream's undecodable events, counted at once
             env.events.stream_event_dropped(log, log.answered_by, splitter.malformed)
-    if broken is not None and not seg.complete:
-        seg.failure = transport_failure(broken.category, broken.message)
-        if total.expired is not None:
-            seg.failure = replace(seg.failure, stage=DEADLINE_PASSED)  # final: no resume
-    if seg.diverged:
-        seg.failure = seg.failure or transport_failure(Category.connection, "resume diverged")
-    elif seg.failure is None and not seg.complete:
-        seg.failure = transport_failure(
-            Category.connection, "upstream stream ended before its final event"
-        )
+    seg.failure = verdict(
+        seg.complete,
+        seg.failure,
+        seg.diverged,
+        None if broken is None else (broken.category, broken.message),
+        total.expired is not None,
+    )
     if seg.failure is not None:
         seg.complete = False
     return seg
@@ -362,30 +356,6 @@ async def _flush(
     sent = [d for d in fed if isinstance(d, bytes)]
     await out.write(b"".join(sent))
     return len(sent) == len(fed)
-
-
-def _cut_at_length(held: list[sse.Event], ep: Endpoint) -> bool:
-    for ev in held:
-        d: Any = ev.data
-        if not isinstance(d, dict):
-            continue
-        if ep is Endpoint.chat:
-            if any(
-                isinstance(c, dict) and c.get("finish_reason") == "length"
-                for c in d.get("choices") or ()
-            ):
-                return True
-        elif ep is Endpoint.messages:
-            if (
-                d.get("type") == "message_delta"
-                and (d.get("delta") or {}).get("stop_reason") == "max_tokens"
-            ):
-                return True
-        elif d.get("type") == "response.incomplete":
-            details = (d.get("response") or {}).get("incomplete_details") or {}
-            if details.get("reason") == "max_output_tokens":
-                return True
-    return False
 
 
 async def _open(att: HttpAttempter, sub: Request, log: RequestLog, env: Env) -> OpenStream | None:

@@ -9,7 +9,7 @@ import sys
 from structlog.testing import capture_logs
 
 from gateway.policy.schema import Policy
-from gateway.simulate import run
+from gateway.simulate import run, simulate
 from gateway.testing import Error, FakeProvider
 from tests.harness import Harness
 
@@ -140,3 +140,22 @@ async def test_simulate_compacts_ahead_as_the_handler_does() -> None:
     first = timeline.splitlines()[1]
     assert first.split()[:2] == ["-", "0.00"] and "snip_tool_results ahead (19->19" in first
     assert "ahead" not in await run(policy, "r", "t", "big", "200", 0, "agent")
+
+
+async def test_simulate_stream_silent_past_the_deadline_is_not_resumed() -> None:
+    """A stream quiet until the request's deadline ends there, final (as the relay's
+    deadline does); quiet for stream_idle before it, it is resumed."""
+    policy = Policy.model_validate(
+        {"stream": {"on_midstream_failure": "continue"},
+         "timeouts": {"total": "5s", "stream_idle": "10s"}}
+    )  # fmt: skip
+    sim = await simulate(policy, "r", "t", "big", "200:stall@40,200", 0)
+    assert sim.decisions == [("error_event", "deadline")]
+    assert "silence to the deadline" in sim.timeline and "in 5.00s" in sim.timeline
+    sim = await simulate(policy, "r", "t", "big", "200:stall@40,200", 0, client_timeout=60)
+    assert sim.decisions == [("error_event", "deadline")]  # the policy's total still holds
+    longer = policy.model_copy(
+        update={"timeouts": policy.timeouts.model_copy(update={"total": 60.0})}
+    )
+    sim = await simulate(longer, "r", "t", "big", "200:stall@40,200", 0)
+    assert sim.decisions == [("resume", "")]
