@@ -185,9 +185,7 @@ class HttpAttempter:
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
-            elif isinstance(
-                out.stream, OpenStream
-            ):  # ends with its stream (gateway/streams/relay.py)
+            elif isinstance(out.stream, OpenStream):  # ends with its stream (gateway/relay.py)
                 s = out.stream
                 s.trace = tracing.streamed(span, s.resp.status, (e.data for e in s.head))
             else:

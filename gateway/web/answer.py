@@ -21,11 +21,11 @@ from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
+from gateway.relay import STREAM_ERROR_TYPE, end, relay
 from gateway.resilience.continuation import cut_at_length
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
-from gateway.streams.relay import STREAM_ERROR_TYPE, end, relay
 
 _EXHAUSTED = {
     Category.server_error: 502,
