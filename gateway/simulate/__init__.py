@@ -179,13 +179,6 @@ async def simulate(
         if first is not None:
             prefill = prefill_of(result.progress.model)
             await continue_answer(attempter, req, result, first, log, env, prefill=prefill)
-    elif attempter.last is not None:
-        last = attempter.last
-        last.action = (
-            f"{last.action}; give up ({result.reason})"
-            if last.action
-            else (f"give up ({result.reason})")
-        )
     ok = out.failure is None and log.error is None
     timeline = render(attempter.rows, clock.now, ok)
     return Simulation(timeline, events.decisions, log.attempts, list(log.recovery))

@@ -213,7 +213,8 @@ class TimelineEvents(Events):
         super().__init__(Metrics())
         self.attempter = attempter
         #: What was decided after the first byte, in order: (continue, n), (resume, ""),
-        #: (error_event, reason); a test compares it with the live path's events.
+        #: (error_event, reason), (not_continued, reason); a test compares it with the
+        #: live path's events.
         self.decisions: list[tuple[str, str]] = []
 
     def prompt_too_long_recovery(
@@ -230,6 +231,21 @@ class TimelineEvents(Events):
         if len(rows) >= 2:
             rows[-2].action = f"continue (#{n})"
 
+    def gave_up(self, r: RequestLog, model: str, reason: str, f: Failure) -> None:
+        """Noted on the attempt it ends."""
+        super().gave_up(r, model, reason, f)
+        row = self.attempter.last
+        if row is not None:
+            row.action = join_action(row.action, f"give up ({reason})")
+
+    def not_continued(self, r: RequestLog, model: str, reason: str, n: int) -> None:
+        """Noted on the part that ends the answer, as the live path logs it."""
+        super().not_continued(r, model, reason, n)
+        self.decisions.append(("not_continued", reason))
+        rows = self.attempter.answered
+        if rows:
+            rows[-1].action = join_action(rows[-1].action, f"not continued ({reason})")
+
     def stream_interrupted(
         self, r: RequestLog, model: str, f: Failure, action: str, *, reason: str = ""
     ) -> None:
@@ -238,6 +254,10 @@ class TimelineEvents(Events):
         row = self.attempter.last
         if row is not None:
             row.action = "resume" if action == "resume" else f"stop ({reason})"
+
+
+def join_action(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
 
 
 def agent_conversation(model: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint
 from gateway.resilience import followup
 from gateway.resilience.failure import Failure
+from gateway.simulate.attempter import join_action
 from gateway.streams import sse
 from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 from gateway.testing.answer import Answer
@@ -146,11 +147,13 @@ class ScriptedStream:
 
     async def finish(self, seg: Segment) -> None:
         if self.row is not None:
-            self.row.action = _join(self.row.action, f"answered ({self.sent} chars sent)")
+            self.row.action = join_action(self.row.action, f"answered ({self.sent} chars sent)")
 
     async def fail(self, original: Failure) -> None:
         if self.row is not None:
-            self.row.action = _join(self.row.action, f"error event ({original.category.value})")
+            self.row.action = join_action(
+                self.row.action, f"error event ({original.category.value})"
+            )
 
 
 def closing_events(ep: Endpoint, finish: str) -> list[sse.Event]:
@@ -164,7 +167,3 @@ def closing_events(ep: Endpoint, finish: str) -> list[sse.Event]:
     else:
         shaped = chat_events(a, include_usage=False)
     return [sse.classify_event(e.encode(), ep) for e in shaped[-3:]]
-
-
-def _join(a: str, b: str) -> str:
-    return f"{a}; {b}" if a else b
