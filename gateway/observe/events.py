@@ -261,28 +261,18 @@ class Events:
 
     def gave_up(self, r: RequestLog, model: str, reason: str, f: Failure) -> None:
         """The engine stopped trying before the first byte: ``reason`` is the GiveUp's."""
-        self.metrics.recovery_stopped("give_up", reason)
-        log.info(
-            "give_up",
-            request_id=r.request_id,
-            team=r.team,
-            model=model,
-            reason=reason,
-            category=f.category.value,
-        )
+        self._stopped("give_up", "give_up", r, model, reason, category=f.category.value)
 
     def not_continued(self, r: RequestLog, model: str, reason: str, n: int) -> None:
         """An answer cut at the token limit that is not continued (``n`` continuations
         so far): ``reason`` is the decision's, or ``continuation_failed``."""
-        self.metrics.recovery_stopped("continuation", reason)
-        log.info(
-            "output_not_continued",
-            request_id=r.request_id,
-            team=r.team,
-            model=model,
-            reason=reason,
-            n=n,
-        )
+        self._stopped("output_not_continued", "continuation", r, model, reason, n=n)
+
+    def _stopped(
+        self, event: str, decision: str, r: RequestLog, model: str, reason: str, **fields: Any
+    ) -> None:
+        self.metrics.recovery_stopped(decision, reason)
+        log.info(event, request_id=r.request_id, team=r.team, model=model, reason=reason, **fields)
 
     def fallback(self, r: RequestLog, from_model: str, to_model: str, reason: str) -> None:
         self.metrics.fallbacks.labels(r.team, from_model, to_model).inc()
