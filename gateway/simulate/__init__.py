@@ -79,6 +79,7 @@ class Simulation:
     decisions: list[tuple[str, str]]  # after the first byte (see TimelineEvents)
     attempts: int
     recovery: list[str]
+    models: list[str]  # the public model each attempt went to, in order
 
 
 async def run(
@@ -181,7 +182,8 @@ async def simulate(
             await continue_answer(attempter, req, result, first, log, env, prefill=prefill)
     ok = out.failure is None and log.error is None
     timeline = render(attempter.rows, clock.now, ok)
-    return Simulation(timeline, events.decisions, log.attempts, list(log.recovery))
+    models = [r.asked for r in attempter.rows if r.attempt is not None]
+    return Simulation(timeline, events.decisions, log.attempts, list(log.recovery), models)
 
 
 def render(rows: Sequence[Row], total: float, ok: bool) -> str:
