@@ -9,10 +9,12 @@ The script is a comma list of outcomes, one per upstream attempt, in order::
     429:code=insufficient_quota   ... with that error code in the body
     timeout | reset      no response: a first-byte timeout, a reset connection
     200:length           an answer cut at the output token limit (continued by policy)
-    200:cut@N, 200:stall@N, 200:badchunk@N
-                         a stream that resets or goes quiet after N characters, or
-                         carries an undecodable event at chunk N (``--stream``; any of
-                         these implies it): see :mod:`gateway.simulate.stream`
+    200:cut@N, 200:stall@N, 200:badchunk@N, 200:error@N
+                         a stream that resets or goes quiet after N characters,
+                         carries an undecodable event at chunk N, or the provider's
+                         error event after N characters (``error@0``: as its first
+                         event, a failed attempt) (``--stream``; any of these implies
+                         it): see :mod:`gateway.simulate.stream`
 
 Each upstream call takes the next item, the summary call of the ``summarize``
 compaction strategy included (it is shown as a ``-`` row under the attempt it

@@ -15,10 +15,12 @@ from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
+from gateway.providers import Endpoint
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.simulate.script import Step, json_answer
+from gateway.simulate.shaped import error_event
 from gateway.translate import convert
 
 
@@ -147,6 +149,12 @@ class ScriptedAttempter:
             return Outcome(f, status=0)
         if step.status < 300:
             self.answered.append(row)
+            if self.stream and step.fault == "error" and step.at == 0:  # its first event
+                ep = next(e for e in Endpoint if e.continuable and e.shape == self.client)
+                raw, f = error_event(ep, self.policy, self.clock.wall())
+                row.outcome = f"error event {f.category.value}"
+                self.answered.pop()
+                return Outcome(f, status=0, body=raw)
             if self.stream:
                 row.outcome = "stream opened"
                 return Outcome(stream=step)

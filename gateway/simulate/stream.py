@@ -8,6 +8,8 @@ its fault, the decisions of the real loop then say what follows:
     200:cut@N        N characters, then the connection resets
     200:stall@N      N characters, then silence for ``timeouts.stream_idle``
     200:badchunk@N   the whole answer, with one undecodable event at chunk N (dropped)
+    200:error@N      N characters, then the provider's error event in the client's
+                     format (at 0 it is the first event: the attempt failed)
 
 Positions count from the start of that stream: a continuation or a prefill resume
 starts where the client's text stands, a regeneration starts again at 0 and the
@@ -28,12 +30,8 @@ from gateway.providers import Endpoint
 from gateway.resilience import followup
 from gateway.resilience.failure import Failure
 from gateway.simulate.attempter import join_action
-from gateway.streams import sse
+from gateway.simulate.shaped import closing_events, error_event
 from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
-from gateway.testing.answer import Answer
-from gateway.testing.anthropic_shapes import messages_events
-from gateway.testing.openai_shapes import chat_events
-from gateway.testing.responses_shapes import responses_events
 
 if TYPE_CHECKING:
     from gateway.simulate.attempter import Row, ScriptedAttempter
@@ -77,14 +75,18 @@ class ScriptedStream:
         end = ANSWER_CHARS
         if fault == "length":
             end = min(ANSWER_CHARS, self.base + LENGTH_CHARS)
-        elif fault in ("cut", "stall"):
+        elif fault in ("cut", "stall", "error"):
             end = min(ANSWER_CHARS, self.base + at)
         new = max(0, end - self.sent)
         self.sent = max(self.sent, end)
-        seg = Segment(complete=fault not in ("cut", "stall"))
+        seg = Segment(complete=fault not in ("cut", "stall", "error"))
+        failure: Failure | None = None
         broken: tuple[Category, str] | None = None
         deadline_passed = False
-        if fault == "cut":
+        if fault == "error":
+            failure = error_event(self.endpoint, self.req.policy, self.att.clock.wall())[1]
+            what = f"stream: {new} chars, then error event"
+        elif fault == "cut":
             what = f"stream: {new} chars, then reset"
             broken = (Category.connection, "reset mid-stream")
         elif fault == "stall":
@@ -104,7 +106,7 @@ class ScriptedStream:
             what = f"stream: {new} chars" + (", cut at the limit" if cut else ", complete")
             if fault == "badchunk":
                 what += f" (bad event at chunk {at} dropped)"
-        seg.failure = verdict(seg.complete, None, False, broken, deadline_passed)
+        seg.failure = verdict(seg.complete, failure, False, broken, deadline_passed)
         if seg.failure is not None:
             seg.complete = False
         if row is not None:
@@ -154,16 +156,3 @@ class ScriptedStream:
             self.row.action = join_action(
                 self.row.action, f"error event ({original.category.value})"
             )
-
-
-def closing_events(ep: Endpoint, finish: str) -> list[sse.Event]:
-    """The events that end a stream of ``ep`` (as the scripted fake provider sends them),
-    classified as the relay classifies them."""
-    a = Answer("sim", "sim", "x", finish, 1, 1, 0, chunks=1)
-    if ep is Endpoint.messages:
-        shaped = messages_events(a)
-    elif ep is Endpoint.responses:
-        shaped = responses_events(a, {})
-    else:
-        shaped = chat_events(a, include_usage=False)
-    return [sse.classify_event(e.encode(), ep) for e in shaped[-3:]]
