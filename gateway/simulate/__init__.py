@@ -46,7 +46,7 @@ from gateway.engine import Env, recover
 from gateway.errors import GatewayError
 from gateway.observe.events import RequestLog
 from gateway.policy.load import PolicyError, load_policy_dir
-from gateway.policy.policyset import Deployed, ResolvedRoute
+from gateway.policy.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.policy.schema import Policy
 from gateway.providers import ENDPOINT_OF
 from gateway.simulate.attempter import (
@@ -62,6 +62,7 @@ from gateway.state.memory import MemoryState
 from gateway.translate import convert
 
 DeploymentsOf = Callable[[str], tuple[Sequence[Deployed], str]]
+SummaryInfo = Callable[[str], tuple[str, int | None]]
 
 __all__ = [
     "Row",
@@ -100,6 +101,7 @@ async def run(
     client: str = "openai",
     context_window: int | None = None,
     client_timeout: float | None = None,
+    summary_info: SummaryInfo | None = None,
 ) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
     sim = await simulate(
@@ -117,6 +119,7 @@ async def run(
         client=client,
         context_window=context_window,
         client_timeout=client_timeout,
+        summary_info=summary_info,
     )
     return sim.timeline
 
@@ -137,6 +140,7 @@ async def simulate(
     client: str = "openai",
     context_window: int | None = None,
     client_timeout: float | None = None,
+    summary_info: SummaryInfo | None = None,
 ) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
     ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
@@ -146,13 +150,21 @@ async def simulate(
     ``client`` is the body format of the endpoint called (``openai``, ``anthropic`` or
     ``responses``): an attempt on a model of another format shows as translated;
     ``context_window`` is the model's (proactive compaction), ``client_timeout`` the
-    client's own timeout header (the deadline). Before the first attempt the request
-    goes through :mod:`gateway.admission` as a live one does."""
+    client's own timeout header (the deadline), ``summary_info`` the format and window
+    of a model the ``summarize`` step asks (default: chat completions, no window).
+    Before the first attempt the request goes through :mod:`gateway.admission` as a
+    live one does."""
     steps = parse_script(script)
     own = {name: parse_script(text) for name, text in (deployments or {}).items()}
     clock = VirtualClock()
     attempter = ScriptedAttempter(
-        steps, policy, clock, per_deployment=own, deployments_of=deployments_of, client=client
+        steps,
+        policy,
+        clock,
+        per_deployment=own,
+        deployments_of=deployments_of,
+        client=client,
+        summary_info=summary_info,
     )
     every = [*steps, *(s for script in own.values() for s in script)]
     attempter.stream = stream or any(s.fault in STREAM_FAULTS for s in every)
@@ -203,6 +215,13 @@ def render(rows: Sequence[Row], total: float, ok: bool) -> str:
 
 def _drop(_: Any, __: str, ___: Any) -> Any:
     raise structlog.DropEvent  # the timeline is the output; events would repeat it
+
+
+def _summary_info(policies: PolicySet, model: str) -> tuple[str, int | None]:
+    """What the live summary call of ``model`` speaks (Messages to an Anthropic
+    provider, else chat completions), and the model's context window."""
+    api = policies.providers[policies.deployments[model][0].provider].api
+    return ("anthropic" if api == "anthropic" else "openai"), policies.models[model].context_window
 
 
 def main(args: argparse.Namespace) -> int:
@@ -263,6 +282,7 @@ def main(args: argparse.Namespace) -> int:
                 client=client,
                 context_window=spec.context_window,
                 client_timeout=args.timeout,
+                summary_info=lambda m: _summary_info(policies, m),
             )
         )
     except ValueError as e:

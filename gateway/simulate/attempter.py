@@ -66,8 +66,11 @@ class ScriptedAttempter:
         per_deployment: Mapping[str, list[Step]] | None = None,
         deployments_of: Callable[[str], tuple[Sequence[Deployed], str]] | None = None,
         client: str = "openai",
+        summary_info: Callable[[str], tuple[str, int | None]] | None = None,
     ) -> None:
         self.steps = list(steps)
+        #: The format and context window of a summary model (``model_info``).
+        self.summary_info = summary_info
         #: The client's body format (``openai`` chat, ``anthropic``, ``responses``): an
         #: attempt on a deployment speaking another is translated, and shown so.
         self.client = client
@@ -185,7 +188,8 @@ class ScriptedAttempter:
         self.clock.now += seconds
 
     def model_info(self, model: str) -> tuple[str, int | None]:
-        return "openai", None
+        """The summary model's format and window, from the policy set when given."""
+        return self.summary_info(model) if self.summary_info is not None else ("openai", None)
 
     async def ask(self, model: str, wire: str, body: dict[str, Any], within: float) -> Outcome:
         step = self.steps.pop(0) if self.steps else Step(200, {}, b"{}", label="200")
@@ -199,9 +203,11 @@ class ScriptedAttempter:
             return Outcome(f, status=0)
         if step.status < 300:
             row.outcome, row.action = "summary ok", f"summary of {len(SUMMARY)} characters"
-            answer = {
+            answer: dict[str, Any] = {
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": SUMMARY}}]
             }
+            if wire != "openai":  # the summary model's own format, as the live call gets it
+                answer = convert.answer(answer, "openai", wire, model)
             return Outcome(body=orjson.dumps(answer))
         f = classify_response(
             step.status, step.headers, step.body, rules=self.policy.classify, now=self.clock.wall()

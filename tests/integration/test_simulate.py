@@ -159,3 +159,12 @@ async def test_simulate_stream_silent_past_the_deadline_is_not_resumed() -> None
     )
     sim = await simulate(longer, "r", "t", "big", "200:stall@40,200", 0)
     assert sim.decisions == [("resume", "")]
+
+
+async def test_simulate_asks_the_summary_model_in_its_own_format() -> None:
+    """A summary model behind an Anthropic provider is asked, and answers, in Messages."""
+    info = {"small": ("anthropic", 200_000)}
+    timeline = await run(
+        SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent", summary_info=info.__getitem__
+    )
+    assert "summarize (19->10 messages" in timeline and "summarize failed" not in timeline
