@@ -12,6 +12,9 @@ through these steps, so a simulated request starts where a live one does:
 4. :func:`prepare`: proactive compaction of a prompt already over the model's window,
    then the request counted in the route's retry budget (a retry may add ``ratio`` of
    the requests: this one is one of them).
+
+And before each attempt, the failures of an attempt that is not made, for the live
+attempter and simulate's alike: :func:`past_deadline` and :func:`untranslatable`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.compacting import compact_ahead
 from gateway.engine import Request
-from gateway.errors import GatewayError, bad_request
+from gateway.errors import Category, GatewayError, bad_request
 from gateway.providers import Endpoint, serves
+from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE
+from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
     from gateway.engine import Env
@@ -136,3 +141,16 @@ async def prepare(req: Request, log: RequestLog, env: Env) -> Request:
         req = compact_ahead(req, req.context_window, log, env.events)
     await env.state.note_request(req.route_id, env.wall())
     return req
+
+
+def past_deadline() -> Failure:
+    """An attempt not made: the request's deadline passed before it."""
+    passed = "the request's deadline passed"
+    return Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
+
+
+def untranslatable(e: GatewayError) -> Failure:
+    """An attempt not made: the translators refuse the body for the model's format (a
+    field with no equivalent, or of the wrong type). The client's 400, unless another
+    model of the chain takes the request as it is."""
+    return Failure(Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE)

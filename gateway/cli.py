@@ -105,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--path", default="/v1/chat/completions", help="endpoint path (default %(default)s)"
     )
     simulate.add_argument(
+        "--field",
+        metavar="NAME=JSON",
+        action="append",
+        help=(
+            "a field of the simulated request body (repeatable), e.g. temperature=1.5:"
+            " an attempt on a model whose format cannot carry it is refused and moves on"
+        ),
+    )
+    simulate.add_argument(
         "--timeout",
         metavar="SECONDS",
         type=float,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
+from gateway.admission import past_deadline, untranslatable
 from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request
 from gateway.errors import Category, GatewayError
@@ -25,9 +26,7 @@ from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import (
-    DEADLINE_PASSED,
     FIRST_BYTE_TIMEOUT,
-    UNTRANSLATABLE,
     Progress,
     Retry,
 )
@@ -122,10 +121,7 @@ class HttpAttempter:
         wiring = self.wiring(provider, d.key_env)
         remaining = self.req.deadline - time.monotonic()
         if remaining <= 0:
-            passed = "the request's deadline passed"
-            return Outcome(
-                Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
-            )
+            return Outcome(past_deadline())
         try:
             crossing = self._crossing(d.wires, model, body)
         except GatewayError as e:  # a field the translators read, of the wrong type
@@ -211,10 +207,7 @@ class HttpAttempter:
 
     def _refused(self, e: GatewayError) -> Outcome:
         """A request this attempt cannot translate: the client's 400, in its format."""
-        failure = Failure(
-            Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE
-        )
-        return Outcome(failure, status=400, body=e.body_bytes(self.endpoint.dialect))
+        return Outcome(untranslatable(e), status=400, body=e.body_bytes(self.endpoint.dialect))
 
     async def _exchange(
         self,

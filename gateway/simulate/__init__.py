@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import structlog
 
 from gateway.admission import prepare, request_for, resolve
@@ -102,6 +103,7 @@ async def run(
     context_window: int | None = None,
     client_timeout: float | None = None,
     summary_info: SummaryInfo | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
     sim = await simulate(
@@ -120,6 +122,7 @@ async def run(
         context_window=context_window,
         client_timeout=client_timeout,
         summary_info=summary_info,
+        fields=fields,
     )
     return sim.timeline
 
@@ -141,6 +144,7 @@ async def simulate(
     context_window: int | None = None,
     client_timeout: float | None = None,
     summary_info: SummaryInfo | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
     ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
@@ -151,7 +155,8 @@ async def simulate(
     ``responses``): an attempt on a model of another format shows as translated;
     ``context_window`` is the model's (proactive compaction), ``client_timeout`` the
     client's own timeout header (the deadline), ``summary_info`` the format and window
-    of a model the ``summarize`` step asks (default: chat completions, no window).
+    of a model the ``summarize`` step asks (default: chat completions, no window),
+    ``fields`` more fields of the request body (in the client's format).
     Before the first attempt the request goes through :mod:`gateway.admission` as a
     live one does."""
     steps = parse_script(script)
@@ -176,6 +181,7 @@ async def simulate(
     if client != "openai":  # the same conversation as the client's endpoint would carry it
         body, _ = convert.request(body, "openai", client, max_output_tokens=None)
         body["model"] = model
+    body.update(fields or {})
     if attempter.stream:
         body["stream"] = True
     log = RequestLog("simulated", 0.0)
@@ -258,6 +264,16 @@ def main(args: argparse.Namespace) -> int:
             print(f"--deployment {given!r}: write NAME=SCRIPT", file=sys.stderr)
             return 2
         own[name] = text
+    fields: dict[str, Any] = {}
+    for given in args.field or ():
+        name, sep, text = given.partition("=")
+        try:
+            fields[name] = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            sep = ""
+        if not sep or not name:
+            print(f"--field {given!r}: write NAME=JSON, e.g. temperature=1.5", file=sys.stderr)
+            return 2
     known = {d.name for deps in policies.deployments.values() for d in deps}
     if unknown := sorted(set(own) - known):
         print(
@@ -283,6 +299,7 @@ def main(args: argparse.Namespace) -> int:
                 context_window=spec.context_window,
                 client_timeout=args.timeout,
                 summary_info=lambda m: _summary_info(policies, m),
+                fields=fields,
             )
         )
     except ValueError as e:

@@ -9,8 +9,9 @@ from typing import Any
 
 import orjson
 
+from gateway.admission import past_deadline, untranslatable
 from gateway.engine import Outcome
-from gateway.errors import Category
+from gateway.errors import Category, GatewayError
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import Deployed
@@ -111,16 +112,29 @@ class ScriptedAttempter:
             return self.deployments_of(model)
         return (Deployed(model, "script", None, model),), "ordered"
 
-    def _step(self, model: str, progress: Progress) -> tuple[Step, str]:
+    def _step(
+        self, model: str, body: dict[str, Any], progress: Progress
+    ) -> tuple[Step | Failure, str]:
         """The next step for the deployment the attempt goes to (its own script when it
-        has one, else the shared one), and how the timeline names where it went."""
+        has one, else the shared one), and how the timeline names where it went; or the
+        failure of an attempt that is not made (the deadline passed, a body the
+        translators refuse), as the live attempter has it (:mod:`gateway.admission`)."""
         where = model
         found, _ = self.deployments(model)
         d = found[progress.deployment] if progress.deployment < len(found) else found[0]
+        if len(found) > 1:
+            where = f"{model}@{d.name}"
         if self.client not in d.wires:  # translated (docs/translation.md)
             where += f" ({API_NAME[self.client]}->{API_NAME[d.wires[0]]})"
+        if self.clock.now >= progress.deadline:
+            return past_deadline(), where
+        if self.client not in d.wires:
+            try:
+                convert.check(body, self.client)
+                convert.request(body, self.client, d.wires[0], max_output_tokens=None)
+            except GatewayError as e:
+                return untranslatable(e), where
         if len(found) > 1:
-            where = where.replace(model, f"{model}@{d.name}", 1)
             own = self.per_deployment.get(d.name)
             if own is not None:
                 return (own.pop(0) if own else _OK), where
@@ -132,11 +146,14 @@ class ScriptedAttempter:
             last.action = f"fallback -> {model}"
         elif last is not None and last.asked != model:  # after a compaction step
             last.action += f"; fallback -> {model}"
-        step, where = self._step(model, progress)
+        step, where = self._step(model, body, progress)
         self.attempts += 1  # across the request: follow-ups too (progress counts per recover)
-        row = Row(self.attempts, self.clock.now, where, step.label, asked=model)
+        label = step.label if isinstance(step, Step) else f"not sent: {step.stage}"
+        row = Row(self.attempts, self.clock.now, where, label, asked=model)
         self.rows.append(row)
         self.last = row
+        if isinstance(step, Failure):
+            return Outcome(step, status=step.status or 0)
         if step.transport is not None:
             f = transport_failure(step.transport, step.label)
             if step.label == "timeout":

@@ -168,3 +168,37 @@ async def test_simulate_asks_the_summary_model_in_its_own_format() -> None:
         SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent", summary_info=info.__getitem__
     )
     assert "summarize (19->10 messages" in timeline and "summarize failed" not in timeline
+
+
+async def test_simulate_refused_translation_moves_along_the_chain(
+    make_gateway, fake: FakeProvider
+) -> None:  # type: ignore[no-untyped-def]
+    """A body the Anthropic model's format cannot carry (temperature 1.5) is not sent
+    there: both the live gateway and simulate move on to the chain's next model."""
+    gw: Harness = await make_gateway(policy={"fallback": {"chain": ["gpt-backup"]}})
+    policies = gw.gateway.policies
+    route = policies.route("team-a", "claude-test", "/v1/chat/completions")
+    with capture_logs() as events:
+        await gw.async_openai().chat.completions.create(
+            model="claude-test", messages=[{"role": "user", "content": "hi"}], temperature=1.5
+        )
+    live = [
+        (e["model"], e["fallback_model"], e["reason"])
+        for e in events
+        if e["event"] == "fallback_used"
+    ]
+    assert live == [("claude-test", "gpt-backup", "untranslatable")]
+    assert [r.model for r in fake.requests] == ["gpt-backup"]
+    with capture_logs() as events:
+        timeline = await run(
+            route.policy, route.id, "team-a", "claude-test", "200", 0,
+            deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
+            fields={"temperature": 1.5},
+        )  # fmt: skip
+    simulated = [
+        (e["model"], e["fallback_model"], e["reason"])
+        for e in events
+        if e["event"] == "fallback_used"
+    ]
+    assert simulated == live
+    assert "not sent: untranslatable" in timeline and "answered after 2 attempt(s)" in timeline
