@@ -15,6 +15,7 @@ The script is a comma list of outcomes, one per upstream attempt, in order::
                          error event after N characters (``error@0``: as its first
                          event, a failed attempt) (``--stream``; any of these implies
                          it): see :mod:`gateway.simulate.stream`
+    200:diverge          a regenerated stream that does not repeat what was sent
 
 Each upstream call takes the next item, the summary call of the ``summarize``
 compaction strategy included (it is shown as a ``-`` row under the attempt it

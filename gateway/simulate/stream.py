@@ -10,6 +10,8 @@ its fault, the decisions of the real loop then say what follows:
     200:badchunk@N   the whole answer, with one undecodable event at chunk N (dropped)
     200:error@N      N characters, then the provider's error event in the client's
                      format (at 0 it is the first event: the attempt failed)
+    200:diverge      as a regeneration (a resume without prefill), a text that does not
+                     start with what the client has: the resume diverged; else 200
 
 Positions count from the start of that stream: a continuation or a prefill resume
 starts where the client's text stands, a regeneration starts again at 0 and the
@@ -77,13 +79,20 @@ class ScriptedStream:
             end = min(ANSWER_CHARS, self.base + LENGTH_CHARS)
         elif fault in ("cut", "stall", "error"):
             end = min(ANSWER_CHARS, self.base + at)
+        # a regeneration whose text is not the one the client has: nothing more is sent
+        diverged = fault == "diverge" and self.base == 0 and self.sent > 0
+        if diverged:
+            end = self.sent
         new = max(0, end - self.sent)
         self.sent = max(self.sent, end)
-        seg = Segment(complete=fault not in ("cut", "stall", "error"))
+        seg = Segment(complete=fault not in ("cut", "stall", "error") and not diverged)
+        seg.diverged = diverged
         failure: Failure | None = None
         broken: tuple[Category, str] | None = None
         deadline_passed = False
-        if fault == "error":
+        if diverged:
+            what = "stream: regenerated another text"
+        elif fault == "error":
             failure = error_event(self.endpoint, self.req.policy, self.att.clock.wall())[1]
             what = f"stream: {new} chars, then error event"
         elif fault == "cut":
@@ -106,7 +115,7 @@ class ScriptedStream:
             what = f"stream: {new} chars" + (", cut at the limit" if cut else ", complete")
             if fault == "badchunk":
                 what += f" (bad event at chunk {at} dropped)"
-        seg.failure = verdict(seg.complete, failure, False, broken, deadline_passed)
+        seg.failure = verdict(seg.complete, failure, diverged, broken, deadline_passed)
         if seg.failure is not None:
             seg.complete = False
         if row is not None:

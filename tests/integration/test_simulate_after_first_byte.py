@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from gateway.simulate import simulate
-from gateway.testing import CutAfter, Error, FakeProvider
+from gateway.testing import CutAfter, Error, FakeProvider, Success
 from tests.harness import Harness
 
 MESSAGES = [{"role": "user", "content": "Write on."}]
@@ -76,6 +76,17 @@ async def simulated(gw: Harness, script: str, stream: bool) -> tuple[list[tuple[
             True,
             [("resume", ""), ("error_event", "max_resumes")],
             id="resumes-run-out",
+        ),
+        pytest.param(
+            {"stream": {"on_midstream_failure": "continue", "max_resumes": 2}},
+            lambda fp: [
+                fp.push(CutAfter(3), model="fake-model"),
+                fp.push(Success(text="Another answer altogether."), model="fake-model"),
+            ],
+            "200:cut@40,200:diverge",
+            True,
+            [("resume", ""), ("error_event", "resume_diverged")],
+            id="regeneration-diverged",
         ),
         pytest.param(
             {},

@@ -1,8 +1,9 @@
 """``simulate`` equals the live path: random scripts and small policies, both ways.
 
 Each example draws a script of upstream outcomes (429 with and without
-``retry-after-ms``, 500, 529, 200, and for a stream a reset mid-stream or the
-provider's error event, first or after some text) and a small
+``retry-after-ms``, 500, 529, 200, and for a stream a reset mid-stream, the
+provider's error event (first or after some text), or another text where a
+regeneration must repeat the one sent) and a small
 policy (retries, turn retry, retry budget, a fallback model, what a broken stream
 does), runs it through ``simulate`` and through one live gateway in front of the
 scripted fake provider, and compares what both did: the attempts and the models
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from gateway.simulate import simulate
-from gateway.testing import CutAfter, Error, ErrorEventAfter, FakeProvider
+from gateway.testing import CutAfter, Error, ErrorEventAfter, FakeProvider, Success
 from tests.harness import Harness, policy_files, write_policies
 
 #: The decision events compared, and the fields of each that must agree.
@@ -42,6 +43,7 @@ MESSAGES = [{"role": "user", "content": "Tell me about retries."}]
 CUT = "200:cut@12"  # simulate's reset mid-stream; live: the fake's CutAfter(2)
 #: The provider's error event as the stream's first event, and after some text.
 FIRST_ERROR, LATER_ERROR = "200:error@0", "200:error@12"
+DIVERGE = "200:diverge"  # another text: a regeneration that does not repeat what was sent
 
 outcome = st.sampled_from(["500", "529", "200", "429"]) | st.integers(5, 60).map(
     lambda ms: f"429:ms={ms}"
@@ -73,7 +75,9 @@ def small_policy(
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[dict[str, Any], list[str], bool]:
     stream = draw(st.booleans())
-    items = outcome | st.sampled_from([CUT, FIRST_ERROR, LATER_ERROR]) if stream else outcome
+    items = (
+        outcome | st.sampled_from([CUT, FIRST_ERROR, LATER_ERROR, DIVERGE]) if stream else outcome
+    )
     script = draw(st.lists(items, min_size=2, max_size=6))
     policy = small_policy(
         max_retries=draw(st.integers(0, 3)),
@@ -101,6 +105,8 @@ def _live_steps(script: list[str]) -> list[Any]:
             steps.append(ErrorEventAfter(0))
         elif item == LATER_ERROR:
             steps.append(ErrorEventAfter(2))
+        elif item == DIVERGE:
+            steps.append(Success(text="Another answer altogether."))
         elif item.startswith("429:ms="):
             steps.append(Error.openai_rate_limit(retry_after_ms=int(item[7:])))
         elif item == "429":
@@ -151,6 +157,7 @@ async def _live(gw: Harness, stream: bool) -> tuple[list[tuple[Any, ...]], int, 
 @given(scenario=scenarios())
 @example(scenario=(small_policy(on_midstream_failure="continue"), [CUT, "500", "200"], True))
 @example(scenario=(small_policy(), [FIRST_ERROR, LATER_ERROR], True))
+@example(scenario=(small_policy(on_midstream_failure="continue"), [CUT, DIVERGE], True))
 @example(scenario=(small_policy(budget={"ratio": 1.0, "min_per_second": 0}), ["500", "200"], False))
 async def test_simulate_and_the_live_gateway_agree(
     make_gateway: Callable[..., Awaitable[Harness]],
