@@ -46,7 +46,8 @@ def resolve(
 ) -> tuple[Model, ResolvedRoute]:
     """The model's spec and the team's route for it on ``endpoint`` (at ``path``, its
     value); a GatewayError (404 unknown model, 403 not allowed, 404 no route, 400 wrong
-    endpoint) otherwise. A known model is named in the request's log at once."""
+    endpoint) otherwise. A known model and its route are named in the request's log
+    as soon as they are found."""
     if not isinstance(model, str) or not model:
         raise bad_request("the request has no 'model': name one of GET /v1/models", "model")
     spec = policies.models.get(model)
@@ -69,6 +70,7 @@ def resolve(
             f"no route of team {team!r} serves model {model!r} on {endpoint.value}",
             code="no_route",
         )
+    log.route = route.id
     for name in () if endpoint.continuable else spec.providers:  # every provider serves those
         provider = policies.providers[name]
         if not serves(provider, endpoint):

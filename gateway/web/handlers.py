@@ -179,7 +179,6 @@ async def _completion(
         settings.request_limits,
     )
     spec, route = resolve(policies, team, body.get("model"), endpoint, path, log)
-    log.route = route.id
     if gw.sim_url is None and policies.uses_sim:
         await gw.ensure_sim()  # a reload added the built-in sim provider
     limits = policies.teams[team].limits
