@@ -105,6 +105,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--path", default="/v1/chat/completions", help="endpoint path (default %(default)s)"
     )
     simulate.add_argument(
+        "--field",
+        metavar="NAME=JSON",
+        action="append",
+        help=(
+            "a field of the simulated request body (repeatable), e.g. temperature=1.5:"
+            " an attempt on a model whose format cannot carry it is refused and moves on"
+        ),
+    )
+    simulate.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        help="the client's own timeout (as x-gateway-timeout): shortens the deadline",
+    )
+    simulate.add_argument(
         "--seed", metavar="N", type=int, default=0, help="random seed for jitter (default 0)"
     )
     simulate.add_argument(

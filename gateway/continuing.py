@@ -3,7 +3,7 @@
 Like :func:`gateway.engine.recover` before the first byte, these loops only ask and
 act: :func:`continue_answer` asks for the rest of a JSON answer cut at the token limit,
 part after part; :func:`follow_stream` relays a stream segment after segment, continuing
-a cut answer or resuming a broken one in place. The live relay (``gateway/streams/relay.py``)
+a cut answer or resuming a broken one in place. The live relay (``gateway/relay.py``)
 and ``llm-gateway simulate`` plug their own side into the same loops, so both make the
 same decisions.
 """
@@ -24,6 +24,11 @@ from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams.transcript import UNREADABLE
+
+#: Why an answer was not continued, or a stream not resumed, when the decision said to but
+#: the follow-up request found no answer (its own recovery gave up).
+CONTINUATION_FAILED = "continuation_failed"
+RESUME_FAILED = "resume_failed"
 
 
 def same_model(req: Request, model: str, body: dict[str, Any]) -> Request:
@@ -61,12 +66,14 @@ async def continue_answer(
             text=continuation.answer_text(last, req.fmt),
         )
         if isinstance(d, followup.Stop):
+            env.events.not_continued(log, model, d.reason, len(parts) - 1)
             break
         follow = continuation.continuation_request(req.body, parts, req.fmt, prefill=prefill)
         r = await recover(same_model(req, model, follow), log, env, att)
         part = r.outcome.json() if r.outcome.failure is None else None
-        if part is None:
-            break  # keep what we have: the answer stays marked as cut
+        if part is None:  # keep what we have: the answer stays marked as cut
+            env.events.not_continued(log, model, CONTINUATION_FAILED, len(parts) - 1)
+            break
         parts.append(part)
         log.used("continuation")
         env.events.output_continuation(log, model, d.n)
@@ -170,11 +177,15 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
                 text=side.text(),
                 continuable=side.continuable(),
             )
-            if isinstance(d, followup.Continue) and await side.open_continuation():
-                continuations = d.n
-                log.used("continuation")
-                env.events.output_continuation(log, log.answered_by, d.n)
-                continue
+            if isinstance(d, followup.Continue):
+                if await side.open_continuation():
+                    continuations = d.n
+                    log.used("continuation")
+                    env.events.output_continuation(log, log.answered_by, d.n)
+                    continue
+                env.events.not_continued(log, log.answered_by, CONTINUATION_FAILED, continuations)
+            elif d.reason != "complete":  # the usual end is no "no"
+                env.events.not_continued(log, log.answered_by, d.reason, continuations)
             await side.finish(seg)
             return
         original = original or seg.failure
@@ -192,10 +203,14 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
         env.events.stream_interrupted(
             log, log.answered_by, seg.failure or original, action, reason=reason
         )
-        if isinstance(r, followup.Resume) and await side.open_resume(r.modes):
-            resumes = r.n
-            log.used("retry")
-            continue
+        if isinstance(r, followup.Resume):
+            if await side.open_resume(r.modes):
+                resumes = r.n
+                log.used("retry")
+                continue
+            env.events.stream_interrupted(
+                log, log.answered_by, original, "error_event", reason=RESUME_FAILED
+            )
         log.error = f"stream interrupted: {original.category.value}"
         await side.fail(original)
         return

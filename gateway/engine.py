@@ -201,6 +201,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             apply(p, d)
             if isinstance(d, GiveUp):
                 log.answered_by = p.model
+                env.events.gave_up(log, p.model, d.reason, f)
                 return Result(out, p, reason=d.reason, body=body)
             if isinstance(d, Retry):
                 log.used("retry")
@@ -260,6 +261,7 @@ async def _every_deployment_out(
         apply(p, d)
         return None
     log.answered_by = p.model
+    env.events.gave_up(log, p.model, d.reason, f)
     return Result(Outcome(f, status=429), p, reason=d.reason, body=req.body)
 
 

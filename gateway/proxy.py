@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
+from gateway.admission import past_deadline, untranslatable
 from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
@@ -26,9 +27,7 @@ from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import (
-    DEADLINE_PASSED,
     FIRST_BYTE_TIMEOUT,
-    UNTRANSLATABLE,
     Progress,
     Retry,
 )
@@ -115,10 +114,7 @@ class HttpAttempter:
         wiring = self.wiring(provider, d.key_env)
         remaining = self.req.deadline - time.monotonic()
         if remaining <= 0:
-            passed = "the request's deadline passed"
-            return Outcome(
-                Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
-            )
+            return Outcome(past_deadline())
         try:
             crossing = self._crossing(d.fmts, model, body)
         except GatewayError as e:  # a field the translators read, of the wrong type
@@ -178,9 +174,7 @@ class HttpAttempter:
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
-            elif isinstance(
-                out.stream, OpenStream
-            ):  # ends with its stream (gateway/streams/relay.py)
+            elif isinstance(out.stream, OpenStream):  # ends with its stream (gateway/relay.py)
                 s = out.stream
                 s.trace = tracing.streamed(span, s.resp.status, (e.data for e in s.head))
             else:
@@ -206,10 +200,7 @@ class HttpAttempter:
 
     def _refused(self, e: GatewayError) -> Outcome:
         """A request this attempt cannot translate: the client's 400, in its format."""
-        failure = Failure(
-            Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE
-        )
-        return Outcome(failure, status=400, body=e.body_bytes(self.endpoint.fmt))
+        return Outcome(untranslatable(e), status=400, body=e.body_bytes(self.endpoint.fmt))
 
     async def _exchange(
         self,

@@ -272,3 +272,16 @@ def test_serving_loads_no_translation_or_tracing_sdk() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lazy = ("gateway.translate", "opentelemetry", "redis")
     assert [m for m in out.stdout.split() if m.startswith(lazy)] == []
+
+
+def test_streams_is_framing_only() -> None:
+    """gateway/streams/ loads no I/O: not aiohttp, nor the proxy, upstream or relay
+    (the live relay is gateway/relay.py)."""
+    code = (
+        "import sys, gateway.streams.sse, gateway.streams.splice, gateway.streams.verdict;"
+        " print(' '.join(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    io = {"aiohttp", "gateway.proxy", "gateway.upstream", "gateway.relay", "gateway.deadlines"}
+    assert not loaded & io

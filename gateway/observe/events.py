@@ -259,6 +259,23 @@ class Events:
             category=f.category.value,
         )
 
+    def gave_up(self, r: RequestLog, model: str, reason: str, f: Failure) -> None:
+        """The engine stopped trying before the first byte: ``reason`` is the GiveUp's."""
+        self.metrics.recovery_stopped("give_up", reason)
+        log.info(
+            "give_up", request_id=r.request_id, team=r.team, model=model, reason=reason,
+            category=f.category.value,
+        )  # fmt: skip
+
+    def not_continued(self, r: RequestLog, model: str, reason: str, n: int) -> None:
+        """An answer cut at the token limit that is not continued (``n`` continuations
+        so far): ``reason`` is the decision's, or ``continuation_failed``."""
+        self.metrics.recovery_stopped("continuation", reason)
+        log.info(
+            "output_not_continued", request_id=r.request_id, team=r.team, model=model,
+            reason=reason, n=n,
+        )  # fmt: skip
+
     def fallback(self, r: RequestLog, from_model: str, to_model: str, reason: str) -> None:
         self.metrics.fallbacks.labels(r.team, from_model, to_model).inc()
         log.info(
@@ -368,6 +385,8 @@ class Events:
         self, r: RequestLog, model: str, f: Failure, action: str, *, reason: str = ""
     ) -> None:
         """``action``: ``resume`` or ``error_event``; ``reason``: why not resumed."""
+        if reason:
+            self.metrics.recovery_stopped("resume", reason)
         log.warning(
             "stream_interrupted",
             request_id=r.request_id,

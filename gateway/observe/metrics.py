@@ -206,6 +206,12 @@ class Metrics:
             ["model"],
             registry=r,
         )
+        self.recovery_stops = Counter(
+            P + "recovery_stops_total",
+            "Recovery that stopped, by decision (give_up, continuation, resume) and reason",
+            ["decision", "reason"],
+            registry=r,
+        )
         self.state_degraded = Gauge(
             P + "state_backend_degraded",
             "1 while the shared state backend is unreachable",
@@ -317,6 +323,10 @@ class Metrics:
                 with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
                     total.add(Counts.load(f.read()))
         return total
+
+    def recovery_stopped(self, decision: str, reason: str) -> None:
+        """Count one "no" of the recovery decisions in ``recovery_stops_total``."""
+        self.recovery_stops.labels(decision, reason).inc()
 
     # ---- the collectors (every scrape) -------------------------------------------------
     def _collect_requests(self) -> Metric:

@@ -9,10 +9,13 @@ The script is a comma list of outcomes, one per upstream attempt, in order::
     429:code=insufficient_quota   ... with that error code in the body
     timeout | reset      no response: a first-byte timeout, a reset connection
     200:length           an answer cut at the output token limit (continued by policy)
-    200:cut@N, 200:stall@N, 200:badchunk@N
-                         a stream that resets or goes quiet after N characters, or
-                         carries an undecodable event at chunk N (``--stream``; any of
-                         these implies it): see :mod:`gateway.simulate.stream`
+    200:cut@N, 200:stall@N, 200:badchunk@N, 200:error@N
+                         a stream that resets or goes quiet after N characters,
+                         carries an undecodable event at chunk N, or the provider's
+                         error event after N characters (``error@0``: as its first
+                         event, a failed attempt) (``--stream``; any of these implies
+                         it): see :mod:`gateway.simulate.stream`
+    200:diverge          a regenerated stream that does not repeat what was sent
 
 Each upstream call takes the next item, the summary call of the ``summarize``
 compaction strategy included (it is shown as a ``-`` row under the attempt it
@@ -36,14 +39,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import structlog
 
+from gateway.admission import prepare, request_for, resolve
 from gateway.continuing import continue_answer, follow_stream
-from gateway.engine import Env, Request, recover
+from gateway.engine import Env, recover
+from gateway.errors import GatewayError
 from gateway.formats import CHAT, Format
 from gateway.observe.events import RequestLog
 from gateway.policy.load import PolicyError, load_policy_dir
-from gateway.policy.policyset import Deployed
+from gateway.policy.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.policy.schema import Policy
 from gateway.providers import ENDPOINT_OF
 from gateway.simulate.attempter import (
@@ -59,6 +65,7 @@ from gateway.state.memory import MemoryState
 from gateway.translate import convert
 
 DeploymentsOf = Callable[[str], tuple[Sequence[Deployed], str]]
+SummaryInfo = Callable[[str], tuple[Format, int | None]]
 
 __all__ = [
     "Row",
@@ -78,6 +85,7 @@ class Simulation:
     decisions: list[tuple[str, str]]  # after the first byte (see TimelineEvents)
     attempts: int
     recovery: list[str]
+    models: list[str]  # the public model each attempt went to, in order
 
 
 async def run(
@@ -94,6 +102,10 @@ async def run(
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
     client: Format = CHAT,
+    context_window: int | None = None,
+    client_timeout: float | None = None,
+    summary_info: SummaryInfo | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
     sim = await simulate(
@@ -109,6 +121,10 @@ async def run(
         deployments=deployments,
         deployments_of=deployments_of,
         client=client,
+        context_window=context_window,
+        client_timeout=client_timeout,
+        summary_info=summary_info,
+        fields=fields,
     )
     return sim.timeline
 
@@ -127,6 +143,10 @@ async def simulate(
     deployments: Mapping[str, str] | None = None,
     deployments_of: DeploymentsOf | None = None,
     client: Format = CHAT,
+    context_window: int | None = None,
+    client_timeout: float | None = None,
+    summary_info: SummaryInfo | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
     ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
@@ -134,12 +154,24 @@ async def simulate(
     ``deployments`` gives a script per deployment name (the others take the shared
     ``script``); ``deployments_of`` says which deployments a model has (default one);
     ``client`` is the format of the endpoint called (:mod:`gateway.formats`): an attempt
-    on a model of another format shows as translated."""
+    on a model of another format shows as translated;
+    ``context_window`` is the model's (proactive compaction), ``client_timeout`` the
+    client's own timeout header (the deadline), ``summary_info`` the format and window
+    of a model the ``summarize`` step asks (default: chat completions, no window),
+    ``fields`` more fields of the request body (in the client's format).
+    Before the first attempt the request goes through :mod:`gateway.admission` as a
+    live one does."""
     steps = parse_script(script)
     own = {name: parse_script(text) for name, text in (deployments or {}).items()}
     clock = VirtualClock()
     attempter = ScriptedAttempter(
-        steps, policy, clock, per_deployment=own, deployments_of=deployments_of, client=client
+        steps,
+        policy,
+        clock,
+        per_deployment=own,
+        deployments_of=deployments_of,
+        client=client,
+        summary_info=summary_info,
     )
     every = [*steps, *(s for script in own.values() for s in script)]
     attempter.stream = stream or any(s.fault in STREAM_FAULTS for s in every)
@@ -151,10 +183,15 @@ async def simulate(
     if client is not CHAT:  # the same conversation as the client's endpoint would carry it
         body, _ = convert.request(body, CHAT, client, max_output_tokens=None)
         body["model"] = model
+    body.update(fields or {})
     if attempter.stream:
         body["stream"] = True
-    req = Request(client, body, model, route_id, team, policy, policy.timeouts.total)
     log = RequestLog("simulated", 0.0)
+    log.team, log.route, log.model = team, route_id, model
+    headers = {} if client_timeout is None else {"x-gateway-timeout": str(client_timeout)}
+    route = ResolvedRoute(route_id, team, policy)
+    req = request_for(client, body, route, context_window, clock.now, headers)
+    req = await prepare(req, log, env)
     result = await recover(req, log, env, attempter)
     out = result.outcome
     if out.failure is None and attempter.stream:
@@ -165,16 +202,10 @@ async def simulate(
         if first is not None:
             prefill = prefill_of(result.progress.model)
             await continue_answer(attempter, req, result, first, log, env, prefill=prefill)
-    elif attempter.last is not None:
-        last = attempter.last
-        last.action = (
-            f"{last.action}; give up ({result.reason})"
-            if last.action
-            else (f"give up ({result.reason})")
-        )
     ok = out.failure is None and log.error is None
     timeline = render(attempter.rows, clock.now, ok)
-    return Simulation(timeline, events.decisions, log.attempts, list(log.recovery))
+    models = [r.asked for r in attempter.rows if r.attempt is not None]
+    return Simulation(timeline, events.decisions, log.attempts, list(log.recovery), models)
 
 
 def render(rows: Sequence[Row], total: float, ok: bool) -> str:
@@ -194,6 +225,14 @@ def _drop(_: Any, __: str, ___: Any) -> Any:
     raise structlog.DropEvent  # the timeline is the output; events would repeat it
 
 
+def _summary_info(policies: PolicySet, model: str) -> tuple[Format, int | None]:
+    """What the live summary call of ``model`` speaks (the first format of its first
+    deployment, as :meth:`gateway.proxy.HttpAttempter.model_info` answers), and the
+    model's context window."""
+    fmt = policies.deployments[model][0].fmts[0]
+    return fmt, policies.models[model].context_window
+
+
 def main(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -206,21 +245,21 @@ def main(args: argparse.Namespace) -> int:
     if args.team not in policies.teams:
         print(f"unknown team {args.team!r}; teams: {', '.join(policies.teams)}", file=sys.stderr)
         return 1
-    if args.model not in policies.models or not policies.model_allowed(args.team, args.model):
-        print(
-            f"team {args.team!r} may not use model {args.model!r}; its models: "
-            f"{', '.join(policies.team_models(args.team))}",
-            file=sys.stderr,
-        )
-        return 1
-    route = policies.route(args.team, args.model, args.path)
-    if route is None:
-        print(
-            f"no route of team {args.team!r} matches {args.model!r} on {args.path}", file=sys.stderr
-        )
-        return 1
     endpoint = ENDPOINT_OF.get(args.path)
-    client = endpoint.fmt if endpoint is not None and endpoint.continuable else CHAT
+    if endpoint is None:
+        print(
+            f"unknown endpoint {args.path!r}; endpoints: {', '.join(ENDPOINT_OF)}", file=sys.stderr
+        )
+        return 1
+    try:  # the live handler's checks, with its messages
+        spec, route = resolve(
+            policies, args.team, args.model, endpoint, args.path, RequestLog("simulated", 0.0)
+        )
+    except GatewayError as e:
+        hint = f"; team {args.team!r} may use: {', '.join(policies.team_models(args.team))}"
+        print(f"{e.status}: {e.message}{hint}", file=sys.stderr)
+        return 1
+    client = endpoint.fmt if endpoint.continuable else CHAT
     own: dict[str, str] = {}
     for given in args.deployment or ():
         name, sep, text = given.partition("=")
@@ -228,6 +267,16 @@ def main(args: argparse.Namespace) -> int:
             print(f"--deployment {given!r}: write NAME=SCRIPT", file=sys.stderr)
             return 2
         own[name] = text
+    fields: dict[str, Any] = {}
+    for given in args.field or ():
+        name, sep, text = given.partition("=")
+        try:
+            fields[name] = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            sep = ""
+        if not sep or not name:
+            print(f"--field {given!r}: write NAME=JSON, e.g. temperature=1.5", file=sys.stderr)
+            return 2
     known = {d.name for deps in policies.deployments.values() for d in deps}
     if unknown := sorted(set(own) - known):
         print(
@@ -250,6 +299,10 @@ def main(args: argparse.Namespace) -> int:
                 deployments=own,
                 deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
                 client=client,
+                context_window=spec.context_window,
+                client_timeout=args.timeout,
+                summary_info=lambda m: _summary_info(policies, m),
+                fields=fields,
             )
         )
     except ValueError as e:

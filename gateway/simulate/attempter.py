@@ -9,17 +9,20 @@ from typing import Any
 
 import orjson
 
+from gateway.admission import past_deadline, untranslatable
 from gateway.engine import Outcome
-from gateway.errors import Category
+from gateway.errors import Category, GatewayError
 from gateway.formats import CHAT, Format
 from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
+from gateway.providers import endpoint_of
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.simulate.script import Step, json_answer
+from gateway.simulate.shaped import error_event
 from gateway.translate import convert
 
 
@@ -65,8 +68,11 @@ class ScriptedAttempter:
         per_deployment: Mapping[str, list[Step]] | None = None,
         deployments_of: Callable[[str], tuple[Sequence[Deployed], str]] | None = None,
         client: Format = CHAT,
+        summary_info: Callable[[str], tuple[Format, int | None]] | None = None,
     ) -> None:
         self.steps = list(steps)
+        #: The format and context window of a summary model (``model_info``).
+        self.summary_info = summary_info
         #: The client's format (:mod:`gateway.formats`): an
         #: attempt on a deployment speaking another is translated, and shown so.
         self.client = client
@@ -83,6 +89,13 @@ class ScriptedAttempter:
 
     def note(self, strategy: str, outcome: str, sizes: dict[str, Any]) -> None:
         """A compaction step, on the row of the attempt that asked for it."""
+        if outcome == "proactive":  # before the first attempt: a row of its own
+            what = (
+                f"{strategy} ahead ({sizes['messages_before']}->{sizes['messages_after']}"
+                f" messages, {sizes['tokens_before']}->{sizes['tokens_after']} tokens)"
+            )
+            self.rows.append(Row(None, self.clock.now, "-", "over the window", what))
+            return
         if self.last is None or outcome not in ("applied", "failed"):
             return  # a skipped step changes nothing and is not shown
         if outcome == "failed":
@@ -100,16 +113,29 @@ class ScriptedAttempter:
             return self.deployments_of(model)
         return (Deployed(model, "script", None, model),), "ordered"
 
-    def _step(self, model: str, progress: Progress) -> tuple[Step, str]:
+    def _step(
+        self, model: str, body: dict[str, Any], progress: Progress
+    ) -> tuple[Step | Failure, str]:
         """The next step for the deployment the attempt goes to (its own script when it
-        has one, else the shared one), and how the timeline names where it went."""
+        has one, else the shared one), and how the timeline names where it went; or the
+        failure of an attempt that is not made (the deadline passed, a body the
+        translators refuse), as the live attempter has it (:mod:`gateway.admission`)."""
         where = model
         found, _ = self.deployments(model)
         d = found[progress.deployment] if progress.deployment < len(found) else found[0]
+        if len(found) > 1:
+            where = f"{model}@{d.name}"
         if self.client not in d.fmts:  # translated (docs/translation.md)
             where += f" ({self.client.label}->{d.fmts[0].label})"
+        if self.clock.now >= progress.deadline:
+            return past_deadline(), where
+        if self.client not in d.fmts:
+            try:
+                convert.check(body, self.client)
+                convert.request(body, self.client, d.fmts[0], max_output_tokens=None)
+            except GatewayError as e:
+                return untranslatable(e), where
         if len(found) > 1:
-            where = where.replace(model, f"{model}@{d.name}", 1)
             own = self.per_deployment.get(d.name)
             if own is not None:
                 return (own.pop(0) if own else _OK), where
@@ -121,11 +147,14 @@ class ScriptedAttempter:
             last.action = f"fallback -> {model}"
         elif last is not None and last.asked != model:  # after a compaction step
             last.action += f"; fallback -> {model}"
-        step, where = self._step(model, progress)
+        step, where = self._step(model, body, progress)
         self.attempts += 1  # across the request: follow-ups too (progress counts per recover)
-        row = Row(self.attempts, self.clock.now, where, step.label, asked=model)
+        label = step.label if isinstance(step, Step) else f"not sent: {step.stage}"
+        row = Row(self.attempts, self.clock.now, where, label, asked=model)
         self.rows.append(row)
         self.last = row
+        if isinstance(step, Failure):
+            return Outcome(step, status=step.status or 0)
         if step.transport is not None:
             f = transport_failure(step.transport, step.label)
             if step.label == "timeout":
@@ -141,6 +170,12 @@ class ScriptedAttempter:
             return Outcome(f, status=0)
         if step.status < 300:
             self.answered.append(row)
+            if self.stream and step.fault == "error" and step.at == 0:  # its first event
+                ep = endpoint_of(self.client)
+                raw, f = error_event(ep, self.policy, self.clock.wall())
+                row.outcome = f"error event {f.category.value}"
+                self.answered.pop()
+                return Outcome(f, status=0, body=raw)
             if self.stream:
                 row.outcome = "stream opened"
                 return Outcome(stream=step)
@@ -171,7 +206,8 @@ class ScriptedAttempter:
         self.clock.now += seconds
 
     def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
-        return CHAT, None
+        """The summary model's format and window, from the policy set when given."""
+        return self.summary_info(model) if self.summary_info is not None else (CHAT, None)
 
     async def ask(
         self, model: str, fmt: Format, body: dict[str, Any], within: float, deployment: int
@@ -187,9 +223,11 @@ class ScriptedAttempter:
             return Outcome(f, status=0)
         if step.status < 300:
             row.outcome, row.action = "summary ok", f"summary of {len(SUMMARY)} characters"
-            answer = {
+            answer: dict[str, Any] = {
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": SUMMARY}}]
             }
+            if fmt is not CHAT:  # the summary model's own format, as the live call gets it
+                answer = convert.answer(answer, CHAT, fmt, model)
             return Outcome(body=orjson.dumps(answer))
         f = classify_response(
             step.status, step.headers, step.body, rules=self.policy.classify, now=self.clock.wall()
@@ -208,7 +246,8 @@ class TimelineEvents(Events):
         super().__init__(Metrics())
         self.attempter = attempter
         #: What was decided after the first byte, in order: (continue, n), (resume, ""),
-        #: (error_event, reason); a test compares it with the live path's events.
+        #: (error_event, reason), (not_continued, reason); a test compares it with the
+        #: live path's events.
         self.decisions: list[tuple[str, str]] = []
 
     def prompt_too_long_recovery(
@@ -225,6 +264,21 @@ class TimelineEvents(Events):
         if len(rows) >= 2:
             rows[-2].action = f"continue (#{n})"
 
+    def gave_up(self, r: RequestLog, model: str, reason: str, f: Failure) -> None:
+        """Noted on the attempt it ends."""
+        super().gave_up(r, model, reason, f)
+        row = self.attempter.last
+        if row is not None:
+            row.action = join_action(row.action, f"give up ({reason})")
+
+    def not_continued(self, r: RequestLog, model: str, reason: str, n: int) -> None:
+        """Noted on the part that ends the answer, as the live path logs it."""
+        super().not_continued(r, model, reason, n)
+        self.decisions.append(("not_continued", reason))
+        rows = self.attempter.answered
+        if rows:
+            rows[-1].action = join_action(rows[-1].action, f"not continued ({reason})")
+
     def stream_interrupted(
         self, r: RequestLog, model: str, f: Failure, action: str, *, reason: str = ""
     ) -> None:
@@ -233,6 +287,10 @@ class TimelineEvents(Events):
         row = self.attempter.last
         if row is not None:
             row.action = "resume" if action == "resume" else f"stop ({reason})"
+
+
+def join_action(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
 
 
 def agent_conversation(model: str) -> dict[str, Any]:

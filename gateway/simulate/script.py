@@ -26,11 +26,11 @@ class Step:
     body: bytes
     transport: Category | None = None
     label: str = ""
-    fault: str | None = None  # 2xx: length, cut, stall, badchunk
+    fault: str | None = None  # 2xx: length, cut, stall, badchunk, error, diverge
     at: int = 0  # where a stream fault happens (characters, or the chunk)
 
 
-STREAM_FAULTS = ("cut", "stall", "badchunk")
+STREAM_FAULTS = ("cut", "stall", "badchunk", "error", "diverge")
 
 
 def parse_script(script: str) -> list[Step]:
@@ -67,15 +67,18 @@ def parse_script(script: str) -> list[Step]:
 
 
 def _success(item: str, opts: str) -> Step:
-    """A 2xx item: plain, ``length`` or a stream fault ``cut@N`` / ``stall@N`` / ``badchunk@N``."""
+    """A 2xx item: plain, ``length``, or a stream's ``diverge``, ``cut@N``,
+    ``stall@N``, ``badchunk@N`` or ``error@N``."""
     if not opts:
         return Step(int(item.partition(":")[0]), {}, b"", label=item)
     fault, sep, at = opts.partition("@")
-    if opts == "length":
-        return Step(200, {}, b"", label=item, fault="length")
+    if opts in ("length", "diverge"):
+        return Step(200, {}, b"", label=item, fault=opts)
     if fault in STREAM_FAULTS and sep and at.isdigit():
         return Step(200, {}, b"", label=item, fault=fault, at=int(at))
-    raise ValueError(f"script item {item!r}: a 2xx takes length, cut@N, stall@N or badchunk@N")
+    raise ValueError(
+        f"script item {item!r}: a 2xx takes length, cut@N, stall@N, badchunk@N or error@N"
+    )
 
 
 def json_answer(step: Step, n: int) -> bytes:

@@ -8,6 +8,10 @@ its fault, the decisions of the real loop then say what follows:
     200:cut@N        N characters, then the connection resets
     200:stall@N      N characters, then silence for ``timeouts.stream_idle``
     200:badchunk@N   the whole answer, with one undecodable event at chunk N (dropped)
+    200:error@N      N characters, then the provider's error event in the client's
+                     format (at 0 it is the first event: the attempt failed)
+    200:diverge      as a regeneration (a resume without prefill), a text that does not
+                     start with what the client has: the resume diverged; else 200
 
 Positions count from the start of that stream: a continuation or a prefill resume
 starts where the client's text stands, a regeneration starts again at 0 and the
@@ -24,9 +28,12 @@ from gateway.continuing import Segment, same_model
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
 from gateway.observe.events import RequestLog
+from gateway.providers import endpoint_of
 from gateway.resilience import followup
-from gateway.resilience.classify import transport_failure
 from gateway.resilience.failure import Failure
+from gateway.simulate.attempter import join_action
+from gateway.simulate.shaped import closing_events, error_event
+from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 
 if TYPE_CHECKING:
     from gateway.simulate.attempter import Row, ScriptedAttempter
@@ -55,7 +62,11 @@ class ScriptedStream:
         self.sent = 0  # characters of the answer the client has
         self.base = 0  # where the current stream starts in the answer
         self.prefill_of = prefill_of
-        self._cut = False
+        self.endpoint = endpoint_of(req.fmt)
+        policy = req.policy  # the relay keeps the text only when a decision may need it
+        self.tracked = followup.tracks_answer(
+            req.body, req.fmt, policy.output_recovery, policy.stream
+        )
 
     def _model(self) -> str:
         return self.log.answered_by or self.req.model
@@ -66,35 +77,59 @@ class ScriptedStream:
         end = ANSWER_CHARS
         if fault == "length":
             end = min(ANSWER_CHARS, self.base + LENGTH_CHARS)
-        elif fault in ("cut", "stall"):
+        elif fault in ("cut", "stall", "error"):
             end = min(ANSWER_CHARS, self.base + at)
+        # a regeneration whose text is not the one the client has: nothing more is sent
+        diverged = fault == "diverge" and self.base == 0 and self.sent > 0
+        if diverged:
+            end = self.sent
         new = max(0, end - self.sent)
         self.sent = max(self.sent, end)
-        self._cut = fault == "length" and end < ANSWER_CHARS
-        if fault == "cut":
+        seg = Segment(complete=fault not in ("cut", "stall", "error") and not diverged)
+        seg.diverged = diverged
+        failure: Failure | None = None
+        broken: tuple[Category, str] | None = None
+        deadline_passed = False
+        if diverged:
+            what = "stream: regenerated another text"
+        elif fault == "error":
+            failure = error_event(self.endpoint, self.req.policy, self.att.clock.wall())[1]
+            what = f"stream: {new} chars, then error event"
+        elif fault == "cut":
             what = f"stream: {new} chars, then reset"
-            seg = Segment(failure=transport_failure(Category.connection, "reset mid-stream"))
+            broken = (Category.connection, "reset mid-stream")
         elif fault == "stall":
-            self.att.clock.now += self.req.policy.timeouts.stream_idle
+            idle = self.req.policy.timeouts.stream_idle
+            clock = self.att.clock
+            deadline_passed = clock.now + idle >= self.req.deadline
+            clock.now = min(clock.now + idle, max(clock.now, self.req.deadline))
             what = f"stream: {new} chars, then silence"
-            seg = Segment(failure=transport_failure(Category.timeout, "stream_idle timeout"))
-        else:
-            what = f"stream: {new} chars" + (", cut at the limit" if self._cut else ", complete")
+            if deadline_passed:
+                what += " to the deadline"
+                broken = (Category.timeout, DEADLINE_MESSAGE)
+            else:
+                broken = (Category.timeout, f"upstream went quiet for {idle:g} s mid-stream")
+        else:  # the stream's real closing events, in the client's format
+            seg.held = closing_events(self.endpoint, "length" if end < ANSWER_CHARS else "stop")
+            cut = self.cut(seg)
+            what = f"stream: {new} chars" + (", cut at the limit" if cut else ", complete")
             if fault == "badchunk":
                 what += f" (bad event at chunk {at} dropped)"
-            seg = Segment(complete=True)
+        seg.failure = verdict(seg.complete, failure, diverged, broken, deadline_passed)
+        if seg.failure is not None:
+            seg.complete = False
         if row is not None:
             row.outcome = what
         return seg
 
     def cut(self, seg: Segment) -> bool:
-        return self._cut
+        return self.tracked and cut_at_length(seg.held, self.endpoint)
 
     def text(self) -> str:
         return "x" * self.sent
 
     def continuable(self) -> bool:
-        return True
+        return self.tracked
 
     def prefill(self) -> bool:
         return self.prefill_of(self._model())
@@ -123,12 +158,10 @@ class ScriptedStream:
 
     async def finish(self, seg: Segment) -> None:
         if self.row is not None:
-            self.row.action = _join(self.row.action, f"answered ({self.sent} chars sent)")
+            self.row.action = join_action(self.row.action, f"answered ({self.sent} chars sent)")
 
     async def fail(self, original: Failure) -> None:
         if self.row is not None:
-            self.row.action = _join(self.row.action, f"error event ({original.category.value})")
-
-
-def _join(a: str, b: str) -> str:
-    return f"{a}; {b}" if a else b
+            self.row.action = join_action(
+                self.row.action, f"error event ({original.category.value})"
+            )

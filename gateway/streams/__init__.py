@@ -1,3 +1,4 @@
-"""The stream machinery: SSE framing and what an event means (sse), the relay, what the
-client was sent (transcript), the resumed text against it (overlap) and splicing a
-resumed or continued stream into it (splice)."""
+"""Pure stream framing: SSE events and what they mean (sse), what the client was sent
+(transcript), the resumed text against it (overlap), splicing a resumed or continued
+stream into it (splice) and how a segment ended (verdict). The live relay that reads
+and writes streams is ``gateway/relay.py``, beside the proxy."""

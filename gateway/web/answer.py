@@ -21,11 +21,11 @@ from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
+from gateway.relay import end, relay
 from gateway.resilience.continuation import cut_at_length
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
-from gateway.streams.relay import end, relay
 
 _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d{1,19})(?![\d.eE])')
 

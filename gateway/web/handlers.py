@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import gc
-import math
 import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from gateway.compacting import compact_ahead
+from gateway.admission import admit, has_limits, prepare, request_for, resolve
 from gateway.deadlines import Limit
-from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
-from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint, serves
+from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint
 from gateway.proxy import HttpAttempter
 from gateway.settings import Limits
 from gateway.web.answer import answer
@@ -27,7 +25,6 @@ if TYPE_CHECKING:
 
 #: Bodies larger than this are parsed with the cyclic GC paused (see parse_body).
 _BIG_BODY = 64 * 1024
-_CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
 
 
 def client_key(request: web.BaseRequest) -> str | None:
@@ -66,21 +63,6 @@ def authenticate(gw: Gateway, request: web.BaseRequest) -> str:
             code="invalid_api_key",
         )
     return team
-
-
-def client_deadline(request: web.BaseRequest, total: float) -> float:
-    """Seconds the request may take: the policy's total, shortened by the client's own timeout."""
-    limit = total
-    for name in _CLIENT_TIMEOUT_HEADERS:
-        value = request.headers.get(name)
-        if value:
-            try:
-                seconds = float(value)
-            except ValueError:
-                continue
-            if math.isfinite(seconds) and seconds > 0:
-                limit = min(limit, seconds)
-    return limit
 
 
 def check_passed_headers(request: web.BaseRequest) -> None:
@@ -195,62 +177,15 @@ async def _completion(
         endpoint,
         settings.request_limits,
     )
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_request("the request has no 'model': name one of GET /v1/models", "model")
-    spec = policies.models.get(model)
-    if spec is None:
-        raise GatewayError(
-            404,
-            f"unknown model {model!r}: GET /v1/models lists the models you may use",
-            code="model_not_found",
-            param="model",
-        )
-    log.model = model
-    if not policies.model_allowed(team, model):
-        raise GatewayError(
-            403, f"team {team!r} may not use model {model!r}", code="model_not_allowed"
-        )
-    route = policies.route(team, model, path)
-    if route is None:
-        raise GatewayError(
-            404,
-            f"no route of team {team!r} serves model {model!r} on {endpoint.value}",
-            code="no_route",
-        )
-    log.route = route.id
-    for name in () if endpoint.continuable else spec.providers:  # every provider serves those
-        provider = policies.providers[name]
-        if not serves(provider, endpoint):
-            raise bad_request(
-                f"model {model!r} is served by an {provider.api}-format "
-                f"provider and cannot be called on {endpoint.value}"
-            )
+    spec, route = resolve(policies, team, body.get("model"), endpoint, path, log)
     if gw.sim_url is None and policies.uses_sim:
         await gw.ensure_sim()  # a reload added the built-in sim provider
     limits = policies.teams[team].limits
-    has_limits = limits.requests_per_minute is not None or limits.tokens_per_minute is not None
-    if has_limits and (wait := await gw.state.admit(team, limits, time.time())) is not None:
-        raise GatewayError(
-            429,
-            f"team {team!r} is over its limits; retry in {math.ceil(wait)} s",
-            code="team_rate_limited",
-            headers={"retry-after": str(max(1, math.ceil(wait))), "x-should-retry": "true"},
-        )
-    policy = route.policy
-    req = Request(
-        fmt=endpoint.fmt,
-        body=body,
-        model=model,
-        route_id=route.id,
-        team=team,
-        policy=policy,
-        deadline=log.started + client_deadline(request, policy.timeouts.total),
-        context_window=spec.context_window,
-    )
-    if policy.compaction.enabled and policy.compaction.proactive and spec.context_window:
-        req = compact_ahead(req, spec.context_window, log, gw.events)
-    await gw.state.note_request(route.id, time.time())
+    limited = has_limits(limits)
+    if limited:
+        await admit(gw.state, team, limits, time.time())
+    req = request_for(endpoint.fmt, body, route, spec.context_window, log.started, request.headers)
+    req = await prepare(req, log, gw.env)
     attempter = HttpAttempter(
         policies=policies,
         upstream=gw.upstream,
@@ -266,7 +201,7 @@ async def _completion(
         streams=gw.streams,
     )
     resp = await answer(attempter, req, log, gw.env)
-    if has_limits and (tokens := log.prompt_tokens + log.completion_tokens):
+    if limited and (tokens := log.prompt_tokens + log.completion_tokens):
         await gw.state.add_tokens(team, limits, tokens, time.time())
     return resp
 

@@ -24,7 +24,7 @@ from gateway.deadlines import Limit
 from gateway.errors import GatewayError
 from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint
-from gateway.streams.relay import ClientStalled
+from gateway.relay import ClientStalled
 from gateway.web import admin, handlers
 from gateway.web.listener import GUARDS
 

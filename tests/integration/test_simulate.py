@@ -9,7 +9,7 @@ import sys
 from structlog.testing import capture_logs
 
 from gateway.policy.schema import Policy
-from gateway.simulate import run
+from gateway.simulate import run, simulate
 from gateway.testing import Error, FakeProvider
 from tests.harness import Harness
 
@@ -101,3 +101,104 @@ async def test_simulate_short_conversation_skips_summarize() -> None:
     """One short message has no middle: no summary call, nothing shown."""
     timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},200", 0)
     assert "summary" not in timeline and "give up (prompt_too_long)" in timeline
+
+
+async def test_simulate_counts_the_request_in_the_retry_budget(
+    make_gateway, fake: FakeProvider
+) -> None:  # type: ignore[no-untyped-def]
+    """With a budget of one retry per request, 500 then 200 is answered, simulated and live."""
+    policy = {
+        **NO_JITTER,
+        "retry": {**NO_JITTER["retry"], "budget": {"ratio": 1.0, "min_per_second": 0}},
+    }
+    gw: Harness = await make_gateway(policy=policy)
+    route = gw.gateway.policies.route("team-a", "gpt-test", "/v1/chat/completions")
+    timeline = await run(route.policy, route.id, "team-a", "gpt-test", "500,200", 0)
+    fake.script("fake-model", [Error.openai_server(500)])
+    answer = await gw.async_openai().chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert answer.choices[0].message.content and len(fake.requests) == 2
+    assert "retry_budget_exhausted" not in timeline
+    assert "answered after 2 attempt(s)" in timeline
+
+
+async def test_simulate_client_timeout_shortens_the_deadline() -> None:
+    """A client timeout of 1 s stops the retries that would pass it, as the live deadline does."""
+    script = "500,500,500,500,500"
+    timeline = await run(Policy(), "r", "t", "big", script, 0, client_timeout=1.0)
+    assert "give up (deadline)" in timeline
+    assert "give up (deadline)" not in await run(Policy(), "r", "t", "big", script, 0)
+
+
+async def test_simulate_compacts_ahead_as_the_handler_does() -> None:
+    """A prompt over the model's window is compacted before attempt 1 with proactive: true."""
+    policy = Policy.model_validate(
+        {"compaction": {"proactive": True, "strategies": ["snip_tool_results"]}}
+    )
+    timeline = await run(policy, "r", "t", "big", "200", 0, "agent", context_window=8000)
+    first = timeline.splitlines()[1]
+    assert first.split()[:2] == ["-", "0.00"] and "snip_tool_results ahead (19->19" in first
+    assert "ahead" not in await run(policy, "r", "t", "big", "200", 0, "agent")
+
+
+async def test_simulate_stream_silent_past_the_deadline_is_not_resumed() -> None:
+    """A stream quiet until the request's deadline ends there, final (as the relay's
+    deadline does); quiet for stream_idle before it, it is resumed."""
+    policy = Policy.model_validate(
+        {"stream": {"on_midstream_failure": "continue"},
+         "timeouts": {"total": "5s", "stream_idle": "10s"}}
+    )  # fmt: skip
+    sim = await simulate(policy, "r", "t", "big", "200:stall@40,200", 0)
+    assert sim.decisions == [("error_event", "deadline")]
+    assert "silence to the deadline" in sim.timeline and "in 5.00s" in sim.timeline
+    sim = await simulate(policy, "r", "t", "big", "200:stall@40,200", 0, client_timeout=60)
+    assert sim.decisions == [("error_event", "deadline")]  # the policy's total still holds
+    longer = policy.model_copy(
+        update={"timeouts": policy.timeouts.model_copy(update={"total": 60.0})}
+    )
+    sim = await simulate(longer, "r", "t", "big", "200:stall@40,200", 0)
+    assert sim.decisions == [("resume", "")]
+
+
+async def test_simulate_asks_the_summary_model_in_its_own_format() -> None:
+    """A summary model behind an Anthropic provider is asked, and answers, in Messages."""
+    info = {"small": ("anthropic", 200_000)}
+    timeline = await run(
+        SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent", summary_info=info.__getitem__
+    )
+    assert "summarize (19->10 messages" in timeline and "summarize failed" not in timeline
+
+
+async def test_simulate_refused_translation_moves_along_the_chain(
+    make_gateway, fake: FakeProvider
+) -> None:  # type: ignore[no-untyped-def]
+    """A body the Anthropic model's format cannot carry (temperature 1.5) is not sent
+    there: both the live gateway and simulate move on to the chain's next model."""
+    gw: Harness = await make_gateway(policy={"fallback": {"chain": ["gpt-backup"]}})
+    policies = gw.gateway.policies
+    route = policies.route("team-a", "claude-test", "/v1/chat/completions")
+    with capture_logs() as events:
+        await gw.async_openai().chat.completions.create(
+            model="claude-test", messages=[{"role": "user", "content": "hi"}], temperature=1.5
+        )
+    live = [
+        (e["model"], e["fallback_model"], e["reason"])
+        for e in events
+        if e["event"] == "fallback_used"
+    ]
+    assert live == [("claude-test", "gpt-backup", "untranslatable")]
+    assert [r.model for r in fake.requests] == ["gpt-backup"]
+    with capture_logs() as events:
+        timeline = await run(
+            route.policy, route.id, "team-a", "claude-test", "200", 0,
+            deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
+            fields={"temperature": 1.5},
+        )  # fmt: skip
+    simulated = [
+        (e["model"], e["fallback_model"], e["reason"])
+        for e in events
+        if e["event"] == "fallback_used"
+    ]
+    assert simulated == live
+    assert "not sent: untranslatable" in timeline and "answered after 2 attempt(s)" in timeline

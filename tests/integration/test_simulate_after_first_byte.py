@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from gateway.simulate import simulate
-from gateway.testing import CutAfter, FakeProvider
+from gateway.testing import CutAfter, Error, FakeProvider, Success
 from tests.harness import Harness
 
 MESSAGES = [{"role": "user", "content": "Write on."}]
@@ -28,6 +28,8 @@ def live_decisions(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
             out.append((e["action"], e["reason"] or ""))
         elif e["event"] == "output_continuation":
             out.append(("continue", str(e["n"])))
+        elif e["event"] == "output_not_continued":
+            out.append(("not_continued", e["reason"]))
     return out
 
 
@@ -76,6 +78,17 @@ async def simulated(gw: Harness, script: str, stream: bool) -> tuple[list[tuple[
             id="resumes-run-out",
         ),
         pytest.param(
+            {"stream": {"on_midstream_failure": "continue", "max_resumes": 2}},
+            lambda fp: [
+                fp.push(CutAfter(3), model="fake-model"),
+                fp.push(Success(text="Another answer altogether."), model="fake-model"),
+            ],
+            "200:cut@40,200:diverge",
+            True,
+            [("resume", ""), ("error_event", "resume_diverged")],
+            id="regeneration-diverged",
+        ),
+        pytest.param(
             {},
             lambda fp: fp.push(CutAfter(3), model="fake-model"),
             "200:cut@40",
@@ -84,11 +97,11 @@ async def simulated(gw: Harness, script: str, stream: bool) -> tuple[list[tuple[
             id="policy-error-event",
         ),
         pytest.param(
-            {"output_recovery": {"max_continuations": 2}},
+            {"output_recovery": {"max_continuations": 1}},
             lambda fp: fp.cut_at.__setitem__("fake-model", 8),
-            "200:length,200:length,200:length",
+            "200:length,200:length",
             True,
-            [("continue", "1"), ("continue", "2")],
+            [("continue", "1"), ("not_continued", "max_continuations")],
             id="stream-continued",
         ),
         pytest.param(
@@ -96,7 +109,7 @@ async def simulated(gw: Harness, script: str, stream: bool) -> tuple[list[tuple[
             lambda fp: fp.cut_at.__setitem__("fake-model", 8),
             "200:length,200:length,200:length",
             False,
-            [("continue", "1"), ("continue", "2")],
+            [("continue", "1"), ("continue", "2"), ("not_continued", "max_continuations")],
             id="json-continued",
         ),
     ],
@@ -118,3 +131,30 @@ async def test_simulate_decides_after_the_first_byte_as_the_live_path(
     sim_result = await simulated(gw, script, stream)
     assert live_result[0] == expected
     assert sim_result == live_result
+
+
+async def test_every_stop_is_an_event_and_a_counted_reason(
+    make_gateway: Callable[..., Awaitable[Harness]], fake: FakeProvider
+) -> None:
+    """A cut answer the client capped is not continued, and a 400 is given up on: each
+    is a log event with its reason and a sample of recovery_stops_total, and simulate
+    shows the give-up the same way."""
+    gw = await make_gateway()
+    fake.reply["fake-model"] = "word " * 200
+    client = gw.async_openai()
+    stops = "llm_gateway_recovery_stops_total"
+    with capture_logs() as events:
+        await client.chat.completions.create(model="gpt-test", messages=MESSAGES, max_tokens=8)  # type: ignore[arg-type]
+    stop = next(e for e in events if e["event"] == "output_not_continued")
+    assert (stop["reason"], stop["n"]) == ("client_max_tokens", 0)
+    assert gw.metric(stops, decision="continuation", reason="client_max_tokens") == 1
+    fake.script("fake-model", [Error.bad_request()])
+    with capture_logs() as events, contextlib.suppress(openai.BadRequestError):
+        await client.chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+    gave_up = next(e for e in events if e["event"] == "give_up")
+    assert (gave_up["reason"], gave_up["category"]) == ("not_retryable", "invalid_request")
+    assert gw.metric(stops, decision="give_up", reason="not_retryable") == 1
+    route = gw.gateway.policies.route("team-a", "gpt-test", "/v1/chat/completions")
+    assert route is not None
+    sim = await simulate(route.policy, route.id, "team-a", "gpt-test", "400", 0)
+    assert sim.timeline.splitlines()[1].endswith("give up (not_retryable)")

@@ -23,20 +23,18 @@ from gateway.engine import Env, Request, recover
 from gateway.errors import Category, exhausted
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
-from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
-from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
+from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 from gateway.upstream import MAPPED, UpstreamFailure, failure
 
 DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
 READ, WRITE = "read", "write"  # the waits of a stream
 DEADLINE = "deadline"  # the request's own: timeouts.total, or the client's shorter timeout
-DEADLINE_MESSAGE = "the request's deadline passed mid-stream"
 
 
 class ClientStalled(ConnectionError):
@@ -115,7 +113,7 @@ class LiveStream:
         return seg
 
     def cut(self, seg: Segment) -> bool:
-        return self.tx is not None and _cut_at_length(seg.held, self.att.endpoint)
+        return self.tx is not None and cut_at_length(seg.held, self.att.endpoint)
 
     def text(self) -> str:
         return self.tx.text if self.tx is not None else ""
@@ -320,16 +318,13 @@ async def _pump(
         s.resp.close()
         if splitter.malformed:  # a translated stream's undecodable events, counted at once
             env.events.stream_event_dropped(log, log.answered_by, splitter.malformed)
-    if broken is not None and not seg.complete:
-        seg.failure = transport_failure(broken.category, broken.message)
-        if total.expired is not None:
-            seg.failure = replace(seg.failure, stage=DEADLINE_PASSED)  # final: no resume
-    if seg.diverged:
-        seg.failure = seg.failure or transport_failure(Category.connection, "resume diverged")
-    elif seg.failure is None and not seg.complete:
-        seg.failure = transport_failure(
-            Category.connection, "upstream stream ended before its final event"
-        )
+    seg.failure = verdict(
+        seg.complete,
+        seg.failure,
+        seg.diverged,
+        None if broken is None else (broken.category, broken.message),
+        total.expired is not None,
+    )
     if seg.failure is not None:
         seg.complete = False
     return seg
@@ -355,11 +350,6 @@ async def _flush(
     sent = [d for d in fed if isinstance(d, bytes)]
     await out.write(b"".join(sent))
     return len(sent) == len(fed)
-
-
-def _cut_at_length(held: list[sse.Event], ep: Endpoint) -> bool:
-    cut = ep.fmt.event_cut
-    return any(type(ev.data) is dict and cut(ev.data) for ev in held)
 
 
 async def _open(att: HttpAttempter, sub: Request, log: RequestLog, env: Env) -> OpenStream | None:

@@ -1,0 +1,159 @@
+"""What the gateway decides about a request before the engine's first attempt.
+
+The live handler (``gateway/web/handlers.py``) and ``llm-gateway simulate`` both go
+through these steps, so a simulated request starts where a live one does:
+
+1. :func:`resolve`: the model exists, the team may use it, a route serves it on the
+   endpoint, and its providers serve that endpoint (404 / 403 / 404 / 400 otherwise);
+2. :func:`admit`: the team is within ``limits.requests_per_minute`` and
+   ``tokens_per_minute`` (429 otherwise); ``max_concurrent`` is held by the handler;
+3. :func:`request_for`: the :class:`~gateway.engine.Request` with its deadline, the
+   route's ``timeouts.total`` shortened by the client's own timeout header;
+4. :func:`prepare`: proactive compaction of a prompt already over the model's window,
+   then the request counted in the route's retry budget (a retry may add ``ratio`` of
+   the requests: this one is one of them).
+
+And before each attempt, the failures of an attempt that is not made, for the live
+attempter and simulate's alike: :func:`past_deadline` and :func:`untranslatable`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gateway.compacting import compact_ahead
+from gateway.engine import Request
+from gateway.errors import Category, GatewayError, bad_request
+from gateway.providers import Endpoint, serves
+from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE
+from gateway.resilience.failure import Failure
+
+if TYPE_CHECKING:
+    from gateway.engine import Env
+    from gateway.formats import Format
+    from gateway.observe.events import RequestLog
+    from gateway.policy.policyset import PolicySet, ResolvedRoute
+    from gateway.policy.schema import Limits, Model
+    from gateway.state.base import StateBackend
+
+#: The client's own timeout, in seconds (the first SDK header that is set and valid).
+CLIENT_TIMEOUT_HEADERS = ("x-gateway-timeout", "x-stainless-timeout", "x-stainless-read-timeout")
+
+
+def resolve(
+    policies: PolicySet, team: str, model: Any, endpoint: Endpoint, path: str, log: RequestLog
+) -> tuple[Model, ResolvedRoute]:
+    """The model's spec and the team's route for it on ``endpoint`` (at ``path``, its
+    value); a GatewayError (404 unknown model, 403 not allowed, 404 no route, 400 wrong
+    endpoint) otherwise. A known model and its route are named in the request's log
+    as soon as they are found."""
+    if not isinstance(model, str) or not model:
+        raise bad_request("the request has no 'model': name one of GET /v1/models", "model")
+    spec = policies.models.get(model)
+    if spec is None:
+        raise GatewayError(
+            404,
+            f"unknown model {model!r}: GET /v1/models lists the models you may use",
+            code="model_not_found",
+            param="model",
+        )
+    log.model = model
+    if not policies.model_allowed(team, model):
+        raise GatewayError(
+            403, f"team {team!r} may not use model {model!r}", code="model_not_allowed"
+        )
+    route = policies.route(team, model, path)
+    if route is None:
+        raise GatewayError(
+            404,
+            f"no route of team {team!r} serves model {model!r} on {endpoint.value}",
+            code="no_route",
+        )
+    log.route = route.id
+    for name in () if endpoint.continuable else spec.providers:  # every provider serves those
+        provider = policies.providers[name]
+        if not serves(provider, endpoint):
+            raise bad_request(
+                f"model {model!r} is served by an {provider.api}-format "
+                f"provider and cannot be called on {endpoint.value}"
+            )
+    return spec, route
+
+
+def has_limits(limits: Limits) -> bool:
+    """The team has a request or token rate to keep (``max_concurrent`` aside)."""
+    return limits.requests_per_minute is not None or limits.tokens_per_minute is not None
+
+
+async def admit(state: StateBackend, team: str, limits: Limits, now: float) -> None:
+    """Count the request in the team's rates; a 429 when it is over them."""
+    wait = await state.admit(team, limits, now)
+    if wait is not None:
+        raise GatewayError(
+            429,
+            f"team {team!r} is over its limits; retry in {math.ceil(wait)} s",
+            code="team_rate_limited",
+            headers={"retry-after": str(max(1, math.ceil(wait))), "x-should-retry": "true"},
+        )
+
+
+def client_deadline(headers: Mapping[str, str], total: float) -> float:
+    """Seconds the request may take: the policy's total, shortened by the client's own timeout."""
+    limit = total
+    for name in CLIENT_TIMEOUT_HEADERS:
+        value = headers.get(name)
+        if value:
+            try:
+                seconds = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(seconds) and seconds > 0:
+                limit = min(limit, seconds)
+    return limit
+
+
+def request_for(
+    fmt: Format,
+    body: dict[str, Any],
+    route: ResolvedRoute,
+    context_window: int | None,
+    started: float,
+    headers: Mapping[str, str],
+) -> Request:
+    """The engine's request: ``body`` in format ``fmt``, due by the deadline (monotonic)."""
+    policy = route.policy
+    return Request(
+        fmt=fmt,
+        body=body,
+        model=body["model"],
+        route_id=route.id,
+        team=route.team,
+        policy=policy,
+        deadline=started + client_deadline(headers, policy.timeouts.total),
+        context_window=context_window,
+    )
+
+
+async def prepare(req: Request, log: RequestLog, env: Env) -> Request:
+    """Just before the first attempt: proactive compaction when the policy asks for it,
+    then the request counted in its route's retry budget."""
+    comp = req.policy.compaction
+    if comp.enabled and comp.proactive and req.context_window:
+        req = compact_ahead(req, req.context_window, log, env.events)
+    await env.state.note_request(req.route_id, env.wall())
+    return req
+
+
+def past_deadline() -> Failure:
+    """An attempt not made: the request's deadline passed before it."""
+    passed = "the request's deadline passed"
+    return Failure(Category.timeout, None, passed, code=DEADLINE_PASSED, stage=DEADLINE_PASSED)
+
+
+def untranslatable(e: GatewayError) -> Failure:
+    """An attempt not made: the translators refuse the body for the model's format (a
+    field with no equivalent, or of the wrong type). The client's 400, unless another
+    model of the chain takes the request as it is."""
+    return Failure(Category.invalid_request, 400, e.message, code=e.code, stage=UNTRANSLATABLE)
