@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
 from gateway.errors import Category
 from gateway.providers import Endpoint
@@ -47,25 +46,7 @@ def verdict(
 
 
 def cut_at_length(events: Iterable[Event], ep: Endpoint) -> bool:
-    """One of the (closing) events says the answer stopped at the output token limit."""
-    for ev in events:
-        d: Any = ev.data
-        if not isinstance(d, dict):
-            continue
-        if ep is Endpoint.chat:
-            if any(
-                isinstance(c, dict) and c.get("finish_reason") == "length"
-                for c in d.get("choices") or ()
-            ):
-                return True
-        elif ep is Endpoint.messages:
-            if (
-                d.get("type") == "message_delta"
-                and (d.get("delta") or {}).get("stop_reason") == "max_tokens"
-            ):
-                return True
-        elif d.get("type") == "response.incomplete":
-            details = (d.get("response") or {}).get("incomplete_details") or {}
-            if details.get("reason") == "max_output_tokens":
-                return True
-    return False
+    """One of the (closing) events says the answer stopped at the output token limit
+    (the endpoint's format decides: :meth:`gateway.formats.Format.event_cut`)."""
+    cut = ep.fmt.event_cut
+    return any(type(ev.data) is dict and cut(ev.data) for ev in events)
