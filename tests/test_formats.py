@@ -170,8 +170,8 @@ def test_recovery_works_on_a_new_format_as_it_is(toy: Format) -> None:
     assert summary is not None and "grep" in summary["messages"][0]["content"]
 
     part = {"text": "Once upon", "stop": "cap"}
-    assert continuation.cut_at_length(part, toy)
-    assert continuation.client_capped_output(body, toy)
+    assert toy.cut_at_length(part)
+    assert toy.capped(body)
     decision = followup.continuation(
         body, toy, OutputRecovery(respect_client_max_tokens=False), 0, cut=True, text="Once"
     )
@@ -180,3 +180,21 @@ def test_recovery_works_on_a_new_format_as_it_is(toy: Format) -> None:
     assert follow["turns"][-1] == {"role": "assistant", "content": "Once upon"}
     merged = continuation.merge_parts([part, {"text": " a time", "stop": "end"}], toy)
     assert merged == {"text": "Once upon a time", "stop": "end"}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "body", "requested"),
+    [
+        (CHAT, {"max_completion_tokens": 300, "max_tokens": 100}, 300),
+        (CHAT, {"max_tokens": 100}, 100),
+        (CHAT, {"max_output_tokens": 100}, None),
+        (MESSAGES, {"max_tokens": 200}, 200),
+        (RESPONSES, {"max_output_tokens": 50, "max_tokens": 7}, 50),
+        (RESPONSES, {"max_output_tokens": "50"}, None),
+    ],
+)
+def test_the_requested_output_is_read_from_the_formats_own_cap_fields(
+    fmt: Format, body: dict[str, Any], requested: int | None
+) -> None:
+    """A request's output cap is read from its format's cap fields only, first one first."""
+    assert fmt.requested_output(body) == requested

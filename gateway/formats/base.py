@@ -77,6 +77,15 @@ class Format:
         """The request sets its own output limit."""
         return any(request.get(name) is not None for name in self.output_caps)
 
+    def requested_output(self, request: Mapping[str, Any]) -> int | None:
+        """The output tokens the request caps its answer at (its first cap field holding
+        a number), or None."""
+        for name in self.output_caps:
+            value = request.get(name)
+            if isinstance(value, int):
+                return value
+        return None
+
     def several_choices(self, request: Mapping[str, Any]) -> bool:
         """The request asks for more than one answer."""
         return False

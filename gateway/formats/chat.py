@@ -17,7 +17,7 @@ class Chat(Format):
     provider_api = "openai"
     paths = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
     base_path = "/v1"
-    output_caps = ("max_tokens", "max_completion_tokens")
+    output_caps = ("max_completion_tokens", "max_tokens")
     usage_if_asked = True
     usage_key = "usage"
 
