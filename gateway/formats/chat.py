@@ -8,10 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gateway.formats.base import Format
+from gateway.formats.chat_stream import ChatStream
 from gateway.formats.parts import as_dict, plain_text, role, token_count
 
 
-class Chat(Format):
+class Chat(ChatStream, Format):
     name = "openai"
     label = "chat"
     provider_api = "openai"
