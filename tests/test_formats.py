@@ -47,6 +47,53 @@ def _format_names_compared(tree: ast.AST) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"case {v.value!r}"
 
 
+#: Where an endpoint of a conversation format may be named (``Endpoint.messages``,
+#: ``Endpoint.responses``): besides :data:`ALLOWED`, the providers (which define them), and
+#: the two shape checks at the edge, a per-endpoint check by nature (the request shapes
+#: the client edge bounds, and those the simulator answers with).
+ENDPOINT_ALLOWED = (*ALLOWED, "providers", "simulate/shaped.py", "web/shapes.py")
+ENDPOINTS_OF_A_FORMAT = frozenset({"messages", "responses"})
+
+
+def _format_endpoints_named(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """``Endpoint.messages`` / ``Endpoint.responses`` anywhere (compared, in a set, a
+    dict's key): what stands in for asking the endpoint's format."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Endpoint"
+            and node.attr in ENDPOINTS_OF_A_FORMAT
+        ):
+            yield node.lineno, ast.unparse(node)
+
+
+def _allowed(path: Path, allowed: tuple[str, ...]) -> bool:
+    rel = path.relative_to(GATEWAY)
+    return rel.parts[0] in allowed or rel.as_posix() in allowed
+
+
+def test_no_module_outside_formats_branches_on_an_endpoints_format() -> None:
+    """Only gateway/formats, the translators, the providers and the edge's shape checks
+    name the Messages or Responses endpoint: everything else asks ``endpoint.fmt``."""
+    found = [
+        f"{p.relative_to(GATEWAY)}:{line}: {what}"
+        for p in sorted(GATEWAY.rglob("*.py"))
+        if not _allowed(p, ENDPOINT_ALLOWED)
+        for line, what in _format_endpoints_named(ast.parse(p.read_text()))
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_guard_finds_an_endpoint_of_a_format_named() -> None:
+    """The check above sees the ways the streams branched on an endpoint before."""
+    code = (
+        "a = ep is Endpoint.messages\nb = ep in (Endpoint.chat, Endpoint.responses)\n"
+        "c = {Endpoint.messages: 1}\nd = ep is Endpoint.chat\n"
+    )
+    assert len(list(_format_endpoints_named(ast.parse(code)))) == 3
+
+
 def test_no_module_outside_formats_branches_on_a_format_name() -> None:
     """Only gateway/formats (and the translators) compare a format's name: everything
     else asks the Format object."""
