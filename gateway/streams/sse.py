@@ -296,11 +296,3 @@ def retry_comment(attempt: int, wait: float, category: Category) -> bytes:
         f": gateway api_retry attempt={attempt} wait_seconds={wait:.1f} "
         f"category={category.value}\n\n"
     ).encode()
-
-
-def error_event(
-    endpoint: Endpoint, etype: str, message: str, code: str | None = None, response_id: str = ""
-) -> bytes:
-    """The in-band error event of the endpoint's format, so that the client's SDK raises
-    (:meth:`~gateway.formats.Format.stream_error`)."""
-    return endpoint.fmt.stream_error(etype, message, code, response_id)

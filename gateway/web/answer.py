@@ -81,8 +81,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
     if att.response is not None:  # already committed (keepalives): only an in-band event is left
         _, etype = exhausted(f.category)
         await att.response.write(
-            sse.error_event(
-                att.endpoint,
+            att.endpoint.fmt.stream_error(
                 etype,
                 err.message if err else f"upstream failed ({f.category.value}): {f.message}"[:500],
                 f.code,

@@ -8,6 +8,7 @@ import sys
 
 from structlog.testing import capture_logs
 
+from gateway.formats import MESSAGES
 from gateway.policy.schema import Policy
 from gateway.simulate import run, simulate
 from gateway.testing import Error, FakeProvider
@@ -163,7 +164,7 @@ async def test_simulate_stream_silent_past_the_deadline_is_not_resumed() -> None
 
 async def test_simulate_asks_the_summary_model_in_its_own_format() -> None:
     """A summary model behind an Anthropic provider is asked, and answers, in Messages."""
-    info = {"small": ("anthropic", 200_000)}
+    info = {"small": (MESSAGES, 200_000)}
     timeline = await run(
         SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent", summary_info=info.__getitem__
     )
