@@ -9,14 +9,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gateway.deployment_choice import ONLY, Deployments
 from gateway.observe.events import Events, RequestLog
 from gateway.resilience import compaction, summary_call
-from gateway.resilience.conversation import entries
 from gateway.resilience.decide import Progress
 from gateway.resilience.failure import Failure
 
@@ -36,7 +34,7 @@ def compact_step(
 ) -> dict[str, Any]:
     """One compaction step; the body unchanged (and the step skipped) when it cannot shrink."""
     estimate = compaction.estimate_tokens(body, req.fmt)
-    requested = _requested_output(body)
+    requested = req.fmt.requested_output(body)
     limit = f.context_limit or req.context_window
     target = compaction.target_tokens_for(f.prompt_tokens, limit, requested, estimate)
     c = compaction.compact(body, req.fmt, strategy, req.policy.compaction, target_tokens=target)
@@ -136,7 +134,7 @@ async def summarize(
         return c.body
     events.prompt_too_long_recovery(
         log, p.model, "summarize", "failed", summary_model=model, error=error,
-        messages_before=len(entries(body, fmt)),
+        messages_before=len(fmt.entries(body)),
         tokens_before=compaction.estimate_tokens(body, fmt),
     )  # fmt: skip
     return body
@@ -169,7 +167,7 @@ def _summary_request(
 def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:
     """Proactive compaction: shrink a prompt that already exceeds the model's window."""
     comp = req.policy.compaction
-    requested = _requested_output(req.body) or 0
+    requested = req.fmt.requested_output(req.body) or 0
     target = int((window - requested) * 0.9)
     body = req.body
     tokens = compaction.estimate_tokens(body, req.fmt)
@@ -184,11 +182,3 @@ def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) ->
     if body is req.body:
         return req
     return replace(req, body=body)
-
-
-def _requested_output(body: Mapping[str, Any]) -> int | None:
-    for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        v = body.get(name)
-        if isinstance(v, int):
-            return v
-    return None

@@ -55,7 +55,7 @@ async def continue_answer(
     policy = req.policy.output_recovery
     while True:
         last = parts[-1]
-        if not continuation.cut_at_length(last, req.fmt):
+        if not req.fmt.cut_at_length(last):
             break  # complete, the usual answer: nothing to decide (the decision says Stop)
         d = followup.continuation(
             req.body,
@@ -63,7 +63,7 @@ async def continue_answer(
             policy,
             len(parts) - 1,
             cut=True,
-            text=continuation.answer_text(last, req.fmt),
+            text=req.fmt.answer_text(last),
         )
         if isinstance(d, followup.Stop):
             env.events.not_continued(log, model, d.reason, len(parts) - 1)

@@ -166,7 +166,7 @@ class LiveStream:
         _, etype = exhausted(original.category)
         message = f"upstream stream interrupted ({original.category.value}): {original.message}"
         rid = (tx.id if tx is not None else None) or f"resp_{self.log.request_id}"
-        event = sse.error_event(ep, etype, message[:500], original.code, rid)
+        event = ep.fmt.stream_error(etype, message[:500], original.code, rid)
         write_s = self.att.write_timeout  # the break may have come while a write was waiting
         try:
             with Limit(write_s):

@@ -47,6 +47,53 @@ def _format_names_compared(tree: ast.AST) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"case {v.value!r}"
 
 
+#: Where an endpoint of a conversation format may be named (``Endpoint.messages``,
+#: ``Endpoint.responses``): besides :data:`ALLOWED`, the providers (which define them), and
+#: the two shape checks at the edge, a per-endpoint check by nature (the request shapes
+#: the client edge bounds, and those the simulator answers with).
+ENDPOINT_ALLOWED = (*ALLOWED, "providers", "simulate/shaped.py", "web/shapes.py")
+ENDPOINTS_OF_A_FORMAT = frozenset({"messages", "responses"})
+
+
+def _format_endpoints_named(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """``Endpoint.messages`` / ``Endpoint.responses`` anywhere (compared, in a set, a
+    dict's key): what stands in for asking the endpoint's format."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Endpoint"
+            and node.attr in ENDPOINTS_OF_A_FORMAT
+        ):
+            yield node.lineno, ast.unparse(node)
+
+
+def _allowed(path: Path, allowed: tuple[str, ...]) -> bool:
+    rel = path.relative_to(GATEWAY)
+    return rel.parts[0] in allowed or rel.as_posix() in allowed
+
+
+def test_no_module_outside_formats_branches_on_an_endpoints_format() -> None:
+    """Only gateway/formats, the translators, the providers and the edge's shape checks
+    name the Messages or Responses endpoint: everything else asks ``endpoint.fmt``."""
+    found = [
+        f"{p.relative_to(GATEWAY)}:{line}: {what}"
+        for p in sorted(GATEWAY.rglob("*.py"))
+        if not _allowed(p, ENDPOINT_ALLOWED)
+        for line, what in _format_endpoints_named(ast.parse(p.read_text()))
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_guard_finds_an_endpoint_of_a_format_named() -> None:
+    """The check above sees the ways the streams branched on an endpoint before."""
+    code = (
+        "a = ep is Endpoint.messages\nb = ep in (Endpoint.chat, Endpoint.responses)\n"
+        "c = {Endpoint.messages: 1}\nd = ep is Endpoint.chat\n"
+    )
+    assert len(list(_format_endpoints_named(ast.parse(code)))) == 3
+
+
 def test_no_module_outside_formats_branches_on_a_format_name() -> None:
     """Only gateway/formats (and the translators) compare a format's name: everything
     else asks the Format object."""
@@ -170,8 +217,8 @@ def test_recovery_works_on_a_new_format_as_it_is(toy: Format) -> None:
     assert summary is not None and "grep" in summary["messages"][0]["content"]
 
     part = {"text": "Once upon", "stop": "cap"}
-    assert continuation.cut_at_length(part, toy)
-    assert continuation.client_capped_output(body, toy)
+    assert toy.cut_at_length(part)
+    assert toy.capped(body)
     decision = followup.continuation(
         body, toy, OutputRecovery(respect_client_max_tokens=False), 0, cut=True, text="Once"
     )
@@ -180,3 +227,21 @@ def test_recovery_works_on_a_new_format_as_it_is(toy: Format) -> None:
     assert follow["turns"][-1] == {"role": "assistant", "content": "Once upon"}
     merged = continuation.merge_parts([part, {"text": " a time", "stop": "end"}], toy)
     assert merged == {"text": "Once upon a time", "stop": "end"}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "body", "requested"),
+    [
+        (CHAT, {"max_completion_tokens": 300, "max_tokens": 100}, 300),
+        (CHAT, {"max_tokens": 100}, 100),
+        (CHAT, {"max_output_tokens": 100}, None),
+        (MESSAGES, {"max_tokens": 200}, 200),
+        (RESPONSES, {"max_output_tokens": 50, "max_tokens": 7}, 50),
+        (RESPONSES, {"max_output_tokens": "50"}, None),
+    ],
+)
+def test_the_requested_output_is_read_from_the_formats_own_cap_fields(
+    fmt: Format, body: dict[str, Any], requested: int | None
+) -> None:
+    """A request's output cap is read from its format's cap fields only, first one first."""
+    assert fmt.requested_output(body) == requested

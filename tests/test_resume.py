@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gateway.formats import MESSAGES
 from gateway.providers import Endpoint
-from gateway.resilience.continuation import answer_text, continuation_request, join_texts
+from gateway.resilience.continuation import continuation_request, join_texts
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.streams.sse import Event, Kind, Splitter, classify_event
 from gateway.testing import shapes
@@ -591,7 +591,7 @@ def test_partial_response_feeds_continuation_request(endpoint: Endpoint) -> None
     t, _ = cut(endpoint, "Partial answer, then ", 8, chunks=4)
     api = endpoint.fmt
     part = partial_response(t)
-    assert answer_text(part, api) == "Partial answer, then "
+    assert api.answer_text(part) == "Partial answer, then "
     follow = continuation_request(REQUESTS[endpoint], [part], api, prefill=True)
     entries = follow["input" if endpoint is Endpoint.responses else "messages"]
     expected = "Partial answer, then" if endpoint is Endpoint.messages else "Partial answer, then "

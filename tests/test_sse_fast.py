@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.formats.chat_stream import read_choice, read_texts
 from gateway.providers import Endpoint
 from gateway.streams import sse
 from gateway.streams.transcript import Transcript
@@ -159,9 +160,9 @@ def test_transcript_usual_choice_path_records_what_the_general_path_does(
         general.id = "c1"  # what the first event sets: the general path from here on
         for c in choices if isinstance(choices, list) else ():
             if endpoint is Endpoint.chat:
-                general._observe_choice(c)
+                read_choice(general, c)
         if endpoint is Endpoint.completions and isinstance(choices, list):
-            general._observe_texts(choices)
+            read_texts(general, choices)
         assert fast.text == general.text
         for name in ("choice_index", "multiple_choices", "tool", "non_text", "reasoning"):
             assert getattr(fast, name) == getattr(general, name), name

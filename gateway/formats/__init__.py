@@ -5,14 +5,17 @@ A format is how a body carries a conversation and its answer: OpenAI chat comple
 (:data:`MESSAGES`) and OpenAI Responses (:data:`RESPONSES`). Each object says where its
 text, tool calls, stop reason and usage live, how a cut (an answer stopped at the output
 limit) shows, which fields cap the output, how its errors and in-band stream errors look,
-which client paths it serves and how a provider speaking it takes a key.
+which client paths it serves and how a provider speaking it takes a key; and, in the
+format's ``*_stream`` module (a mixin of its class), how the client's stream is read and
+a resumed stream spliced into it.
 
 Everything outside this package and :mod:`gateway.translate` asks the object
 (``fmt.cut_at_length(answer)``, ``fmt.entries_key``); nothing branches on a format's
 name. An endpoint carries its format (:attr:`gateway.providers.Endpoint.fmt`), a
 deployment the formats it speaks (resolved from the policy's ``api`` and ``upstream_api``
 when the policy set is built). Adding a format is one module here defining a
-:class:`Format` subclass, registered below, plus its translation (docs/architecture.md).
+:class:`Format` subclass (with its stream rules when clients call it directly), registered
+below, plus its translation (docs/architecture.md).
 Pure: no I/O.
 """
 

@@ -4,11 +4,17 @@ writes that format's bodies (see :mod:`gateway.formats`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from gateway.formats.parts import role
+
+if TYPE_CHECKING:
+    from gateway.streams.kinds import Kind
+    from gateway.streams.overlap import Diverged, Out
+    from gateway.streams.splice import Splice
+    from gateway.streams.transcript import Transcript
 
 
 class ErrorLike(Protocol):
@@ -58,6 +64,10 @@ class Format:
     #: Types of a stream's final event; None: the stream's chunks carry ``choices`` and
     #: ``finish_reason`` (chat completions framing).
     final_events: frozenset[str] | None = None
+    #: A stream's events name their type on an ``event:`` line.
+    named_events: bool = False
+    #: A stream's events carry a ``sequence_number`` that grows by one.
+    sequenced: bool = False
 
     def __repr__(self) -> str:
         return f"<Format {self.name}>"
@@ -76,6 +86,15 @@ class Format:
     def capped(self, request: Mapping[str, Any]) -> bool:
         """The request sets its own output limit."""
         return any(request.get(name) is not None for name in self.output_caps)
+
+    def requested_output(self, request: Mapping[str, Any]) -> int | None:
+        """The output tokens the request caps its answer at (its first cap field holding
+        a number), or None."""
+        for name in self.output_caps:
+            value = request.get(name)
+            if isinstance(value, int):
+                return value
+        return None
 
     def several_choices(self, request: Mapping[str, Any]) -> bool:
         """The request asks for more than one answer."""
@@ -162,6 +181,30 @@ class Format:
     def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
         """(prompt, completion) tokens carried by one decoded stream event, if any. May
         raise ``AttributeError``/``TypeError`` on a field of the wrong type."""
+        raise NotImplementedError
+
+    # The client's stream, as :mod:`gateway.streams.transcript` records it and
+    # :mod:`gateway.streams.splice` continues it (each format's ``*_stream`` module). These
+    # read one decoded event and may raise what a field of the wrong type makes them
+    # (:data:`gateway.streams.transcript.UNREADABLE`).
+
+    def stream_read(self, t: Transcript, obj: dict[str, Any], hold: bool = False) -> bool:
+        """Record the event the client was sent in ``t``: its ids, text, tool calls and
+        whether it ended the answer. ``hold``: an event that :meth:`stream_closes` the
+        answer is not recorded but answered True (the relay holds it back)."""
+        raise NotImplementedError
+
+    def stream_closes(self, t: Transcript, obj: dict[str, Any]) -> bool:
+        """The event ends the answer's text (its stop reason, a closing event)."""
+        raise NotImplementedError
+
+    def stream_resumable(self, t: Transcript) -> bool:
+        """What the format adds to whether a resumed stream can continue ``t`` (the
+        common conditions are the transcript's)."""
+        raise NotImplementedError
+
+    def splice_event(self, s: Splice, obj: dict[str, Any], kind: Kind) -> Out | Diverged:
+        """What to send the client for one event of the resumed stream ``s`` splices in."""
         raise NotImplementedError
 
     # ---- errors ------------------------------------------------------------------

@@ -8,16 +8,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gateway.formats.base import Format
+from gateway.formats.chat_stream import ChatStream
 from gateway.formats.parts import as_dict, plain_text, role, token_count
 
 
-class Chat(Format):
+class Chat(ChatStream, Format):
     name = "openai"
     label = "chat"
     provider_api = "openai"
     paths = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
     base_path = "/v1"
-    output_caps = ("max_tokens", "max_completion_tokens")
+    output_caps = ("max_completion_tokens", "max_tokens")
     usage_if_asked = True
     usage_key = "usage"
 

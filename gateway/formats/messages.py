@@ -11,13 +11,14 @@ from typing import Any
 import orjson
 
 from gateway.formats.base import ErrorLike, Format
+from gateway.formats.messages_stream import MessagesStream
 from gateway.formats.parts import as_list, blocks, is_type, plain_text, role, text_of, token_count
 
 #: The version header the gateway sends; a client's own replaces it.
 VERSION = "2023-06-01"
 
 
-class Messages(Format):
+class Messages(MessagesStream, Format):
     name = "anthropic"
     label = "messages"
     provider_api = "anthropic"
@@ -27,6 +28,7 @@ class Messages(Format):
     alternating = True
     trims_prefill = True
     final_events = frozenset({"message_stop"})
+    named_events = True
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         headers = {"x-api-key": key} if key else {}

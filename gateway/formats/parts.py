@@ -46,6 +46,14 @@ def is_type(value: Any, kind: str) -> bool:
     return isinstance(value, Mapping) and value.get("type") == kind
 
 
+_TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
+
+
+def is_tool(kind: Any) -> bool:
+    """A block or item type that is a tool call or result (``tool_use``, ``*_call``, ...)."""
+    return isinstance(kind, str) and kind.endswith(_TOOL_SUFFIXES)
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 

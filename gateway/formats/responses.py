@@ -21,11 +21,12 @@ from gateway.formats.parts import (
     text_of,
     token_count,
 )  # fmt: skip
+from gateway.formats.responses_stream import ResponsesStream
 
 _FINAL = frozenset({"response.completed", "response.incomplete"})
 
 
-class Responses(Format):
+class Responses(ResponsesStream, Format):
     name = "responses"
     label = "responses"
     provider_api = "openai"
@@ -36,6 +37,8 @@ class Responses(Format):
     output_caps = ("max_output_tokens",)
     output_cap = "max_output_tokens"
     final_events = _FINAL
+    named_events = True
+    sequenced = True
 
     def entries(self, body: Mapping[str, Any]) -> list[Any]:
         value = body.get("input")

@@ -39,13 +39,8 @@ from gateway.providers import ENDPOINT_OF, Endpoint
 
 log = logging.getLogger("gateway.tracing")
 
-_OPERATION = {
-    Endpoint.chat: "chat",
-    Endpoint.messages: "chat",
-    Endpoint.responses: "chat",
-    Endpoint.completions: "text_completion",
-    Endpoint.embeddings: "embeddings",
-}
+#: The GenAI operation of the endpoints that are not a chat (every conversation format is).
+_OPERATION = {Endpoint.completions: "text_completion", Endpoint.embeddings: "embeddings"}
 
 
 def finish_reasons(data: Any) -> list[str]:
@@ -137,7 +132,7 @@ class Tracing:
         }
         endpoint = ENDPOINT_OF.get(path)
         if endpoint is not None:
-            attrs["gen_ai.operation.name"] = _OPERATION[endpoint]
+            attrs["gen_ai.operation.name"] = _OPERATION.get(endpoint, "chat")
         span = self._tracer.start_span(
             f"{method} {path}", context=parent, kind=self._trace.SpanKind.SERVER, attributes=attrs
         )
@@ -186,7 +181,7 @@ class Tracing:
     ) -> Any:
         """Start the CLIENT span of one attempt (on ``deployment`` of ``model``: its name,
         ``keys#1``, ``azure-eu``) and put its traceparent in ``headers``."""
-        op = _OPERATION[endpoint]
+        op = _OPERATION.get(endpoint, "chat")
         ctx = self._trace.set_span_in_context(log.span)
         span = self._tracer.start_span(
             f"{op} {upstream_model}",

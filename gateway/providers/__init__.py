@@ -32,6 +32,9 @@ class Endpoint(enum.StrEnum):
     #: errors and stream events look (legacy completions and embeddings: chat's). A plain
     #: attribute, set below (a property costs a call on every request).
     fmt: Format
+    #: Where a streamed choice of this endpoint holds its text: ``content`` of its
+    #: ``delta`` (chat), or ``text`` of the choice itself (legacy completions).
+    text_key: str
 
     @property
     def continuable(self) -> bool:
@@ -42,6 +45,8 @@ class Endpoint(enum.StrEnum):
 _CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
 for _ep in Endpoint:
     _ep.fmt = formats.of_path(_ep.value)
+    _ep.text_key = "content"
+Endpoint.completions.text_key = "text"
 
 
 def endpoint_of(fmt: Format) -> Endpoint:

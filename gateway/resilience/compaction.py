@@ -47,7 +47,6 @@ from gateway.resilience.conversation import (
     PINNED_ROLES,
     allowed_cuts,
     conversation_problems,
-    entries,
     estimate_tokens,
     fixed_chars,
     groups,
@@ -56,7 +55,6 @@ from gateway.resilience.conversation import (
     role,
     text_chars,
     tokens_for,
-    transcript_lines,
 )
 
 __all__ = [
@@ -191,7 +189,7 @@ def _snip_entry(entry: Any, fmt: Format, max_chars: int) -> Any:
 def _snip_tool_results(
     body: Mapping[str, Any], fmt: Format, policy: Compaction, target: int | None
 ) -> Compacted | None:
-    items = entries(body, fmt)
+    items = fmt.entries(body)
     before = estimate_tokens(body, fmt)
     protected = max(0, len(items) - policy.keep_recent)
     limit = policy.tool_result_max_chars
@@ -278,7 +276,7 @@ def _replace_middle(
 def _drop_middle(
     body: Mapping[str, Any], fmt: Format, policy: Compaction, target: int | None
 ) -> Compacted | None:
-    items = entries(body, fmt)
+    items = fmt.entries(body)
     middle = _middle(items, fmt, policy.keep_recent)
     if not middle.groups:
         return None
@@ -310,7 +308,7 @@ def _result(
     after = estimate_tokens(new_body, fmt)
     if after >= before:
         return None
-    return Compacted(new_body, strategy, count_before, len(entries(new_body, fmt)), before, after)
+    return Compacted(new_body, strategy, count_before, len(fmt.entries(new_body)), before, after)
 
 
 def summary_input_chars(context_window: int | None, scale: float = 1.0) -> int:
@@ -347,7 +345,7 @@ def summary_request(
     the instructions where it keeps a system text). Never streamed, ``temperature: 0``, at most
     2,048 output tokens.
     """
-    items = entries(body, fmt)
+    items = fmt.entries(body)
     middle = _middle(items, fmt, policy.keep_recent)
     if not middle.groups:
         return None
@@ -356,7 +354,7 @@ def summary_request(
         snip_text(line, limit)
         for s, e in middle.groups
         for entry in items[s:e]
-        for line in transcript_lines(entry, fmt)
+        for line in fmt.transcript_lines(entry)
     ]
     transcript = snip_text("\n".join(lines), max_input_chars)
     task = next((plain_text(e.get("content")) for e in items if role(e) == "user"), "")
@@ -380,7 +378,7 @@ def apply_summary(
     body: Mapping[str, Any], fmt: Format, policy: Compaction, summary_text: str
 ) -> Compacted | None:
     """The body with the middle replaced by a note with ``summary_text``; None if not smaller."""
-    items = entries(body, fmt)
+    items = fmt.entries(body)
     middle = _middle(items, fmt, policy.keep_recent)
     summary = summary_text.strip()
     if not middle.groups or not summary:

@@ -44,23 +44,6 @@ RESUME_INSTRUCTION = (
 )
 
 
-def answer_text(response: Mapping[str, Any], fmt: Format) -> str:
-    """The answer's text: the first choice's content, the text blocks, or the output text.
-    A part of the wrong type (a number for a text, a string for a block) is no text."""
-    return fmt.answer_text(response)
-
-
-def cut_at_length(response: Mapping[str, Any], fmt: Format) -> bool:
-    """True when the answer stopped at the output token limit and is not a tool call.
-    An answer whose fields have the wrong types is not cut: it is passed on as it came."""
-    return fmt.cut_at_length(response)
-
-
-def client_capped_output(request: Mapping[str, Any], fmt: Format) -> bool:
-    """True when the request sets its own output limit (always, for Anthropic)."""
-    return fmt.capped(request)
-
-
 def continuation_request(
     request: Mapping[str, Any],
     parts: Sequence[Mapping[str, Any]],

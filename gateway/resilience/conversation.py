@@ -40,9 +40,9 @@ from gateway.formats import Format
 from gateway.formats.parts import IMAGE_TYPES, blocks, item_type, plain_text, role
 
 __all__ = [
-    "PINNED_ROLES", "allowed_cuts", "blocks", "conversation_problems", "entries",
+    "PINNED_ROLES", "allowed_cuts", "blocks", "conversation_problems",
     "estimate_tokens", "fixed_chars", "groups", "is_valid_conversation", "item_type",
-    "plain_text", "role", "text_chars", "tokens_for", "transcript_lines",
+    "plain_text", "role", "text_chars", "tokens_for",
 ]  # fmt: skip
 
 CHARS_PER_TOKEN = 4
@@ -54,11 +54,6 @@ _NOT_TEXT = frozenset(
      "encrypted_content", "cache_control", "status", "detail", "media_type"}
 )  # fmt: skip
 PINNED_ROLES = frozenset({"system", "developer"})
-
-
-def entries(body: Mapping[str, Any], fmt: Format) -> list[Any]:
-    """The conversation's entries (a new list; the entries themselves are not copied)."""
-    return fmt.entries(body)
 
 
 # ---- tool calls -----------------------------------------------------------------
@@ -156,11 +151,3 @@ def conversation_problems(body: Mapping[str, Any], fmt: Format) -> list[str]:
 def is_valid_conversation(body: Mapping[str, Any], fmt: Format) -> bool:
     """True when every tool call has its result where the format expects it."""
     return not conversation_problems(body, fmt)
-
-
-# ---- text -----------------------------------------------------------------------
-
-
-def transcript_lines(entry: Any, fmt: Format) -> list[str]:
-    """The entry as lines of a plain-text transcript (for the summary request)."""
-    return fmt.transcript_lines(entry)

@@ -24,7 +24,6 @@ from typing import Any
 
 from gateway.formats import Format
 from gateway.policy.schema import OutputRecovery, StreamPolicy
-from gateway.resilience.continuation import client_capped_output
 
 PREFILL, REGENERATE = "prefill", "regenerate"
 
@@ -71,7 +70,7 @@ def continuation(
         return Stop("complete")
     if done >= policy.max_continuations:
         return Stop("max_continuations")
-    if policy.respect_client_max_tokens and client_capped_output(request, fmt):
+    if policy.respect_client_max_tokens and fmt.capped(request):
         return Stop("client_max_tokens")
     if fmt.several_choices(request):
         return Stop("several_choices")
@@ -121,4 +120,4 @@ def tracks_answer(
         return True
     if out.max_continuations <= 0:
         return False
-    return not (out.respect_client_max_tokens and client_capped_output(request, fmt))
+    return not (out.respect_client_max_tokens and fmt.capped(request))

@@ -13,7 +13,10 @@ Pure: no aiohttp, asyncio, time or random.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.streams.kinds import Kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +24,15 @@ class Diverged:
     """The resumed stream cannot continue the client's stream."""
 
     reason: str
+
+
+@dataclass(slots=True)
+class Out:
+    """What a splice sends for one resumed event: rewritten events (each with its kind),
+    then (``raw``) the event as it came."""
+
+    events: list[tuple[dict[str, Any], Kind]] = field(default_factory=list)
+    raw: bool = False
 
 
 class Pipe:

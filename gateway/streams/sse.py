@@ -8,33 +8,25 @@ event, an in-band error, or carries usage; an undecodable event is dropped.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orjson import JSONDecodeError, loads
 
 from gateway.errors import Category
 from gateway.formats.parts import MAX_TOKENS as MAX_TOKENS  # re-exported
 from gateway.formats.parts import token_count as token_count
-from gateway.providers import Endpoint
+from gateway.streams.kinds import COMMENT as COMMENT  # re-exported, as all of these
+from gateway.streams.kinds import DATA as DATA
+from gateway.streams.kinds import DONE as DONE
+from gateway.streams.kinds import ERROR as ERROR
+from gateway.streams.kinds import FINAL as FINAL
+from gateway.streams.kinds import MALFORMED as MALFORMED
+from gateway.streams.kinds import Kind as Kind
 
-
-class Kind(enum.Enum):
-    data = "data"
-    final = "final"  # the upstream's last meaningful event: the answer is complete
-    error = "error"  # an in-band error event
-    done = "done"  # data: [DONE]
-    comment = "comment"
-    malformed = "malformed"
-
-
-# The members as plain names, for the per-event code: on Python 3.11 ``Kind.data`` goes
-# through ``EnumType.__getattr__`` (about 0.12 µs a lookup; a stream event made several).
-DATA, FINAL, ERROR, DONE, COMMENT, MALFORMED = (
-    Kind.data, Kind.final, Kind.error, Kind.done, Kind.comment, Kind.malformed
-)  # fmt: skip
+if TYPE_CHECKING:
+    from gateway.providers import Endpoint
 
 
 @dataclass(slots=True)
@@ -304,11 +296,3 @@ def retry_comment(attempt: int, wait: float, category: Category) -> bytes:
         f": gateway api_retry attempt={attempt} wait_seconds={wait:.1f} "
         f"category={category.value}\n\n"
     ).encode()
-
-
-def error_event(
-    endpoint: Endpoint, etype: str, message: str, code: str | None = None, response_id: str = ""
-) -> bytes:
-    """The in-band error event of the endpoint's format, so that the client's SDK raises
-    (:meth:`~gateway.formats.Format.stream_error`)."""
-    return endpoint.fmt.stream_error(etype, message, code, response_id)

@@ -12,7 +12,6 @@ Pure: no aiohttp, asyncio, time or random.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -20,14 +19,8 @@ import orjson
 from gateway.providers import Endpoint
 from gateway.streams.sse import DATA, DONE, FINAL, Event, Kind
 
-_TOOL_SUFFIXES = ("tool_use", "_call", "tool_result")
 #: What reading an event with a field of the wrong type raises.
 UNREADABLE = (AttributeError, TypeError, ValueError, KeyError, IndexError)
-_CHOICE = itemgetter("index", "delta", "finish_reason")  # of a chat choice
-
-
-def is_tool(kind: Any) -> bool:
-    return isinstance(kind, str) and kind.endswith(_TOOL_SUFFIXES)
 
 
 def sse_event(data: dict[str, Any], named: bool) -> bytes:
@@ -36,16 +29,18 @@ def sse_event(data: dict[str, Any], named: bool) -> bytes:
 
 
 class Transcript:
-    """What the client has been sent so far on one stream (fed every event the relay forwards)."""
+    """What the client has been sent so far on one stream (fed every event the relay
+    forwards). How an event is read is the endpoint's format's
+    (:meth:`~gateway.formats.Format.stream_read`); the fields are what the formats record."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
-        # which reader applies, decided once (an enum member lookup is slow on 3.11)
-        self._messages = endpoint is Endpoint.messages
-        self._responses = endpoint is Endpoint.responses
-        self._completions = endpoint is Endpoint.completions
-        self._typed = self._messages or self._responses  # else chat or completions: choices
-        self._parts: list[str] = []
+        fmt = endpoint.fmt
+        # the format's readers, bound once per stream
+        self._read = fmt.stream_read
+        self._closes = fmt.stream_closes
+        self.text_key = endpoint.text_key  # where a chat choice holds its text
+        self.parts: list[str] = []  # the text deltas (:attr:`text` joins them)
         self.id: str | None = None
         self.model: Any = None
         self.created: Any = None  # chat/completions ``created``; Responses ``created_at``
@@ -59,10 +54,10 @@ class Transcript:
         self.closed = False  # the answer's closing or final events were sent
         self.unreadable = False  # an event with a field of the wrong type was sent
         self.open_other: set[int] = set()  # open non-text blocks / items
+        self.next_index = 0  # after the last block (Anthropic) / output item (Responses)
         # Anthropic
         self.text_index: int | None = None  # the current (or last) text block
         self.text_open = False
-        self.next_index = 0
         # Responses
         self.item_id: str | None = None  # the message item
         self.output_index: int | None = None
@@ -70,7 +65,6 @@ class Transcript:
         self.part_open = False
         self.text_closed = False
         self.part_text: list[str] = []
-        self.next_output = 0
         self.done_items: dict[int, Any] = {}
         self.sequence_number = -1
 
@@ -78,13 +72,13 @@ class Transcript:
     def text(self) -> str:
         """The assistant text sent so far (all text deltas joined; a text of another type
         the provider sent is not text, and leaves the answer :attr:`unreadable`)."""
-        parts = self._parts
+        parts = self.parts
         try:
             text = "".join(parts)
         except TypeError:
             self.unreadable = True
             text = "".join(p for p in parts if type(p) is str)
-        self._parts = [text] if text else []
+        self.parts = [text] if text else []
         return text
 
     @property
@@ -99,15 +93,20 @@ class Transcript:
             or self.unreadable
         ):
             return False
-        if self.endpoint in (Endpoint.chat, Endpoint.completions):
-            return not self.multiple_choices and not (self.reasoning and not self.text)
-        if self.endpoint is Endpoint.responses:
-            return not self.text_closed
-        return self.endpoint is Endpoint.messages
+        return self.endpoint.fmt.stream_resumable(self)
 
-    def _add(self, text: str) -> None:
+    def add(self, text: str) -> None:
+        """Record a text delta (an empty one is none)."""
         if text:
-            self._parts.append(text)
+            self.parts.append(text)
+
+    def choose(self, index: Any) -> None:
+        """Record the choice index an event is of (a second one: several choices)."""
+        if index != self.choice_index:
+            if self.choice_index is None:
+                self.choice_index = index
+            else:
+                self.multiple_choices = True
 
     def observe(self, ev: Event) -> None:
         """Record one event the client was sent (``ev.data`` decoded, None for comments)."""
@@ -118,7 +117,7 @@ class Transcript:
         obj = ev.data
         if (kind is DATA or kind is FINAL) and isinstance(obj, dict):
             try:
-                self._read(obj)  # not a comment, an error or a malformed event
+                self._read(self, obj)  # not a comment, an error or a malformed event
             except UNREADABLE:
                 self.unreadable = True
 
@@ -134,7 +133,7 @@ class Transcript:
             return True
         obj = ev.data
         try:
-            return isinstance(obj, dict) and self._closes(obj)
+            return isinstance(obj, dict) and self._closes(self, obj)
         except UNREADABLE:
             self.unreadable = True
             return False
@@ -148,205 +147,10 @@ class Transcript:
         if not isinstance(obj, dict):
             return False
         try:  # costs nothing unless a provider sent a field of the wrong type
-            if self._typed:
-                if self._closes(obj):
-                    return True
-                self._read(obj)
-                return False
-            choices = obj.get("choices")  # chat, inline (the usual event): what _closes says
-            if not choices and isinstance(choices, list) and obj.get("usage") is not None:
-                return True
-            self._observe_chat(obj, choices)
+            return self._read(self, obj, True)
         except UNREADABLE:  # passed on as it came; what was sent can no longer be resumed
             self.unreadable = True
         return False
-
-    def _read(self, obj: dict[str, Any]) -> None:
-        if self._messages:
-            self._observe_messages(obj)
-        elif self._responses:
-            self._observe_responses(obj)
-        else:
-            self._observe_chat(obj, obj.get("choices"))
-
-    def _closes(self, obj: dict[str, Any]) -> bool:
-        if self._messages:
-            etype = obj.get("type")
-            if etype == "content_block_stop":
-                return obj.get("index") == self.text_index and self.text_open
-            return etype in ("message_delta", "message_stop")
-        if self._responses:
-            etype = obj.get("type")
-            if etype in ("response.output_text.done", "response.content_part.done"):
-                return obj.get("output_index") == self.output_index
-            if etype == "response.output_item.done":
-                return (obj.get("item") or {}).get("type") == "message"
-            return etype in ("response.completed", "response.incomplete")
-        choices = obj.get("choices")
-        return isinstance(choices, list) and not choices and obj.get("usage") is not None
-
-    # --- chat and legacy completions ---
-
-    def _observe_chat(self, obj: dict[str, Any], choices: Any) -> None:
-        """Record a chat (or legacy completions) chunk; ``choices``: its ``choices``."""
-        if self.id is None and isinstance(obj.get("id"), str):
-            self.id = obj["id"]
-            self.created = obj.get("created")
-            self.model = obj.get("model")
-            self.has_fingerprint = "system_fingerprint" in obj
-            self.fingerprint = obj.get("system_fingerprint")
-        if not choices:
-            if isinstance(choices, list) and obj.get("usage") is not None:
-                self.closed = True
-            return
-        if not isinstance(choices, list):
-            return
-        if self._completions:
-            self._observe_texts(choices)
-            return
-        for c in choices:
-            try:  # the usual choice has these keys: a C call fetches the three
-                index, delta, finish = _CHOICE(c)
-            except (KeyError, TypeError):  # a key missing, or not a dict at all
-                self._observe_choice(c)
-                continue
-            if index != self.choice_index:
-                self._choose(index)
-            if finish:
-                self.closed = True
-            if isinstance(delta, dict):
-                content = delta.get("content")
-                if isinstance(content, str):
-                    if content:
-                        self._parts.append(content)
-                    if len(delta) == 1:
-                        continue  # the usual chunk: text and nothing else
-                self._observe_delta(delta)
-
-    def _observe_choice(self, c: Any) -> None:
-        """A chat choice in any shape (the general path of :meth:`_observe_chat`)."""
-        if not isinstance(c, dict):
-            return
-        self._choose(c.get("index", 0))
-        if c.get("finish_reason"):
-            self.closed = True
-        delta = c.get("delta")
-        if isinstance(delta, dict):
-            content = delta.get("content")
-            if isinstance(content, str):
-                self._add(content)
-            self._observe_delta(delta)
-
-    def _choose(self, index: Any) -> None:
-        if index != self.choice_index:
-            if self.choice_index is None:
-                self.choice_index = index
-            else:
-                self.multiple_choices = True
-
-    def _observe_delta(self, delta: dict[str, Any]) -> None:
-        if delta.get("tool_calls") or delta.get("function_call"):
-            self.tool = True
-        if delta.get("refusal"):
-            self.non_text = True
-        if delta.get("reasoning_content") or delta.get("reasoning"):
-            self.reasoning = True
-
-    def _observe_texts(self, choices: list[Any]) -> None:
-        """The choices of a legacy completions chunk: text, no delta."""
-        for c in choices:
-            if not isinstance(c, dict):
-                continue
-            self._choose(c.get("index", 0))
-            if c.get("finish_reason"):
-                self.closed = True
-            if isinstance(c.get("text"), str):
-                self._add(c["text"])
-
-    # --- Anthropic Messages ---
-
-    def _observe_messages(self, obj: dict[str, Any]) -> None:
-        etype = obj.get("type")
-        if etype == "message_start":
-            message = obj.get("message") or {}
-            if self.id is None:
-                self.id = message.get("id")
-                self.model = message.get("model")
-        elif etype == "content_block_start":
-            index = obj.get("index", 0)
-            self.next_index = max(self.next_index, index + 1)
-            kind = (obj.get("content_block") or {}).get("type")
-            if kind == "text":
-                self.text_index, self.text_open = index, True
-                self._add((obj.get("content_block") or {}).get("text") or "")
-            elif is_tool(kind):
-                self.tool = True
-            else:
-                self.open_other.add(index)
-        elif etype == "content_block_delta":
-            delta = obj.get("delta") or {}
-            if obj.get("index") == self.text_index and delta.get("type") == "text_delta":
-                self._add(delta.get("text") or "")
-        elif etype == "content_block_stop":
-            index = obj.get("index")
-            if index == self.text_index:
-                self.text_open = False
-            if isinstance(index, int):
-                self.open_other.discard(index)
-        elif etype in ("message_delta", "message_stop"):
-            self.closed = True
-
-    # --- OpenAI Responses ---
-
-    def _observe_responses(self, obj: dict[str, Any]) -> None:
-        seq = obj.get("sequence_number")
-        if isinstance(seq, int):
-            self.sequence_number = max(self.sequence_number, seq)
-        etype = obj.get("type")
-        oi = obj.get("output_index")
-        if etype in ("response.created", "response.in_progress", "response.queued"):
-            response = obj.get("response") or {}
-            if self.id is None:
-                self.id = response.get("id")
-                self.created = response.get("created_at")
-                self.model = response.get("model")
-        elif etype == "response.output_item.added" and isinstance(oi, int):
-            self.next_output = max(self.next_output, oi + 1)
-            item = obj.get("item") or {}
-            kind = item.get("type")
-            if kind == "message":
-                self.item_id, self.output_index = item.get("id"), oi
-                self.content_index, self.part_open, self.text_closed = None, False, False
-            elif is_tool(kind):
-                self.tool = True
-            else:
-                self.open_other.add(oi)
-        elif etype == "response.content_part.added" and oi == self.output_index:
-            part = obj.get("part") or {}
-            if part.get("type") == "output_text" and self.content_index is None:
-                self.content_index, self.part_open = obj.get("content_index"), True
-                self.part_text = []
-            else:
-                self.non_text = True
-        elif etype == "response.output_text.delta":
-            text = obj.get("delta") or ""
-            self._add(text)
-            if oi == self.output_index and obj.get("content_index") == self.content_index:
-                self.part_text.append(text)
-        elif etype in ("response.output_text.done", "response.content_part.done"):
-            if oi == self.output_index:
-                self.part_open, self.text_closed = False, True
-        elif etype == "response.output_item.done" and isinstance(oi, int):
-            self.done_items[oi] = obj.get("item")
-            self.open_other.discard(oi)
-            if oi == self.output_index:
-                self.text_closed = True
-        elif etype == "response.refusal.delta":
-            self.non_text = True
-        elif etype in ("response.completed", "response.incomplete", "response.failed"):
-            self.closed = True
-        if isinstance(etype, str) and "function_call" in etype:
-            self.tool = True
 
 
 def partial_response(transcript: Transcript) -> dict[str, Any]:

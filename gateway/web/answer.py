@@ -22,7 +22,6 @@ from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter, OpenStream
 from gateway.relay import end, relay
-from gateway.resilience.continuation import cut_at_length
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
@@ -42,7 +41,7 @@ async def answer(
     body = out.body
     data = out.json() if attempter.endpoint is not Endpoint.embeddings else None
     # the usual answer is complete: decided here, without entering the continuation loop
-    if attempter.endpoint.continuable and data is not None and cut_at_length(data, req.fmt):
+    if attempter.endpoint.continuable and data is not None and req.fmt.cut_at_length(data):
         prefill = attempter.policies.models[result.progress.model].prefill
         body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
     _count_tokens(body, data, log)
@@ -82,8 +81,7 @@ async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Stre
     if att.response is not None:  # already committed (keepalives): only an in-band event is left
         _, etype = exhausted(f.category)
         await att.response.write(
-            sse.error_event(
-                att.endpoint,
+            att.endpoint.fmt.stream_error(
                 etype,
                 err.message if err else f"upstream failed ({f.category.value}): {f.message}"[:500],
                 f.code,

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from gateway.settings import GatewaySettings
-from gateway.streams import sse
 from gateway.web.listener import requests_arriving
 from gateway.web.policy_env import warn_egress
 
@@ -151,8 +150,7 @@ async def _drain(gw: Gateway, inflight_s: float, who: dict[str, Any]) -> None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(1.0):
                     await out.write(
-                        sse.error_event(
-                            endpoint,
+                        endpoint.fmt.stream_error(
                             "api_error",
                             "the gateway is shutting down: retry the request",
                             "gateway_shutdown",

@@ -32,7 +32,6 @@ from gateway.resilience.compaction import (
 )
 from gateway.resilience.conversation import (
     PINNED_ROLES,
-    entries,
     plain_text,
     role,
 )
@@ -59,12 +58,12 @@ def first_user_index(items: list[Any]) -> int:
 
 
 def notes(body: dict[str, Any], api: Format, mark: str = NOTE_MARK) -> list[Any]:
-    return [e for e in entries(body, api) if mark in plain_text(e.get("content"))]
+    return [e for e in api.entries(body) if mark in plain_text(e.get("content"))]
 
 
 def check_kept(before: dict[str, Any], after: dict[str, Any], api: Format, keep: int) -> None:
     """System/developer, the first user message and the last ``keep`` entries survive."""
-    old, new = entries(before, api), entries(after, api)
+    old, new = api.entries(before), api.entries(after)
     assert [e for e in new if role(e) in PINNED_ROLES] == [
         e for e in old if role(e) in PINNED_ROLES
     ]
@@ -86,10 +85,10 @@ def check_compacted(
     assert conversation_problems(c.body, api) == []
     assert c.tokens_before == estimate_tokens(before, api)
     assert c.tokens_after == estimate_tokens(c.body, api) < c.tokens_before
-    assert c.messages_before == len(entries(before, api))
-    assert c.messages_after == len(entries(c.body, api))
+    assert c.messages_before == len(api.entries(before))
+    assert c.messages_after == len(api.entries(c.body))
     check_kept(before, c.body, api, policy.keep_recent)
-    old, new = entries(before, api), entries(c.body, api)
+    old, new = api.entries(before), api.entries(c.body)
     if strategy == "snip_tool_results":
         assert len(new) == len(old)
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
@@ -203,7 +202,7 @@ def test_snip_cuts_old_large_results_only(api: Format) -> None:
     assert c is not None
     check_compacted(body, c, api, POLICY, "snip_tool_results")
     assert c.tokens_after < c.tokens_before / 2
-    dumped = json.dumps(entries(c.body, api))
+    dumped = json.dumps(api.entries(c.body))
     assert "characters cut by llm-gateway" in dumped
     assert "r1.1:00000" in dumped  # a 637-character result, kept whole
     assert c.messages_after == c.messages_before
@@ -328,7 +327,7 @@ def test_drop_middle_keeps_developer_messages_in_the_middle() -> None:
         c = compact(body, api, "drop_middle", POLICY)
         assert c is not None
         check_compacted(body, c, api, POLICY, "drop_middle")
-        assert any(role(e) == "developer" for e in entries(c.body, api))
+        assert any(role(e) == "developer" for e in api.entries(c.body))
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -342,7 +341,7 @@ def test_drop_middle_with_target_drops_oldest_groups_only_as_needed(api: Format)
     assert c is not None
     check_compacted(body, c, api, POLICY, "drop_middle")
     assert c.tokens_after <= before - 3 * one_round
-    dumped = json.dumps(entries(c.body, api))
+    dumped = json.dumps(api.entries(c.body))
     assert "r2.0:" not in dumped and "r3.0:" in dumped  # rounds 0-2 dropped, round 3 kept
     everything = compact(body, api, "drop_middle", POLICY)
     assert everything is not None and everything.messages_after < c.messages_after
@@ -387,7 +386,7 @@ def test_compaction_never_mutates_the_request(api: Format, strategy: str) -> Non
     snapshot = copy.deepcopy(body)
     c = compact(body, api, strategy, POLICY)
     assert c is not None and body == snapshot
-    entries(c.body, api)[0]["content"] = "changed"
+    api.entries(c.body)[0]["content"] = "changed"
     assert body == snapshot
 
 
@@ -444,14 +443,14 @@ def test_summarize_replaces_exactly_the_middle_drop_middle_drops(api: Format) ->
     summary = apply_summary(body, api, POLICY, "S.")
     assert drop is not None and summary is not None
     assert summary.messages_after == drop.messages_after
-    kept = [e for e in entries(drop.body, api) if NOTE_MARK not in plain_text(e.get("content"))]
+    kept = [e for e in api.entries(drop.body) if NOTE_MARK not in plain_text(e.get("content"))]
     assert [
-        e for e in entries(summary.body, api) if SUMMARY_MARK not in plain_text(e.get("content"))
+        e for e in api.entries(summary.body) if SUMMARY_MARK not in plain_text(e.get("content"))
     ] == kept
     request = summary_request(body, api, POLICY, "m")
     assert request is not None
     transcript = request["messages"][1]["content"]
-    dropped = [e for e in entries(body, api) if e not in kept]
+    dropped = [e for e in api.entries(body) if e not in kept]
     assert result_texts(dropped, api)  # the tool results of the middle ...
     for text in result_texts(dropped, api):
         assert text[:40] in transcript  # ... are all in the transcript (snipped)
@@ -465,12 +464,12 @@ def test_summarize_splice_shape_per_api() -> None:
         body = render(coding_session(), api)
         c = apply_summary(body, api, POLICY, "The summary.")
         assert c is not None
-        items = entries(c.body, api)
+        items = api.entries(c.body)
         task = first_user_index(items)
         note = items[task + 1]
         assert note["role"] == "user" and SUMMARY_MARK in note["content"]
         assert note["content"].endswith("\nThe summary.")
-        assert items[task] == entries(body, api)[task]
+        assert items[task] == api.entries(body)[task]
     body = render(coding_session(), MESSAGES)
     c = apply_summary(body, MESSAGES, POLICY, "The summary.")
     assert c is not None
@@ -676,7 +675,7 @@ POLICIES = st.builds(
 
 def _droppable_range_exists(body: dict[str, Any], api: Format, policy: Compaction) -> bool:
     """Brute force: is there a middle range whose removal stays valid and saves real size?"""
-    items = entries(body, api)
+    items = api.entries(body)
     key = "input" if api is RESPONSES else "messages"
     start = first_user_index(items) + 1
     end = len(items) - policy.keep_recent
@@ -704,7 +703,7 @@ def test_property_each_strategy_keeps_invariants(
     snip = compact(body, api, "snip_tool_results", policy)
     check_compacted(body, snip, api, policy, "snip_tool_results")
     if snip is None:
-        old = entries(body, api)[: max(0, len(entries(body, api)) - policy.keep_recent)]
+        old = api.entries(body)[: max(0, len(api.entries(body)) - policy.keep_recent)]
         assert all(len(text) <= policy.tool_result_max_chars for text in result_texts(old, api))
     drop = compact(body, api, "drop_middle", policy)
     check_compacted(body, drop, api, policy, "drop_middle")

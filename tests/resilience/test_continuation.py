@@ -12,10 +12,7 @@ from gateway.policy.schema import OutputRecovery
 from gateway.resilience import followup
 from gateway.resilience.continuation import (
     RESUME_INSTRUCTION,
-    answer_text,
-    client_capped_output,
     continuation_request,
-    cut_at_length,
     join_texts,
     merge_parts,
 )
@@ -38,8 +35,8 @@ def should_continue(
         api,
         policy,
         part - 1,
-        cut=cut_at_length(response, api),
-        text=answer_text(response, api),
+        cut=api.cut_at_length(response),
+        text=api.answer_text(response),
     )
     return isinstance(d, followup.Continue)
 
@@ -162,7 +159,7 @@ RESPONSES_REQUEST = {
 )
 def test_cut_at_length(api: Format, response: dict[str, Any], cut: bool) -> None:
     """Only a text answer stopped by the output limit counts as cut."""
-    assert cut_at_length(response, api) is cut
+    assert api.cut_at_length(response) is cut
 
 
 @pytest.mark.parametrize(
@@ -179,19 +176,18 @@ def test_cut_at_length(api: Format, response: dict[str, Any], cut: bool) -> None
 )
 def test_client_capped_output(api: Format, request_body: dict[str, Any], capped: bool) -> None:
     """The client's own output limit is seen; Anthropic requests always have one."""
-    assert client_capped_output(request_body, api) is capped
+    assert api.capped(request_body) is capped
 
 
 def test_answer_text_reads_each_shape() -> None:
     """The answer text comes from the first choice, the text blocks or the output_text parts."""
-    assert answer_text(openai_answer("hi"), CHAT) == "hi"
-    assert answer_text(openai_answer("", "stop", content=None), CHAT) == ""
+    assert CHAT.answer_text(openai_answer("hi")) == "hi"
+    assert CHAT.answer_text(openai_answer("", "stop", content=None)) == ""
     assert (
-        answer_text(openai_answer("x", content=[{"type": "text", "text": "parts"}]), CHAT)
-        == "parts"
+        CHAT.answer_text(openai_answer("x", content=[{"type": "text", "text": "parts"}])) == "parts"
     )
-    assert answer_text(anthropic_answer("hi", thinking=True), MESSAGES) == "hi"
-    assert answer_text(responses_answer("hi"), RESPONSES) == "hi"
+    assert MESSAGES.answer_text(anthropic_answer("hi", thinking=True)) == "hi"
+    assert RESPONSES.answer_text(responses_answer("hi")) == "hi"
 
 
 def test_no_continuation_of_empty_answers_or_several_choices() -> None:
@@ -336,7 +332,7 @@ def test_merge_responses_parts_completes_the_response() -> None:
     merged = merge_parts(parts, RESPONSES)
     assert merged["id"] == "resp_0"
     assert merged["status"] == "completed" and merged["incomplete_details"] is None
-    assert answer_text(merged, RESPONSES) == "Hello world!"
+    assert RESPONSES.answer_text(merged) == "Hello world!"
     assert [item["type"] for item in merged["output"]] == ["reasoning", "message"]
     assert merged["output"][1]["status"] == "completed"
     assert merged["usage"] == {
@@ -417,7 +413,7 @@ def test_continuing_until_done_gives_back_the_whole_answer(api: Format, prefill:
         while should_continue(request, parts[-1], api, policy, len(parts)):
             follow_up = continuation_request(request, parts, api, prefill=prefill)
             parts.append(fake_model(follow_up, api, chunk))
-        assert answer_text(merge_parts(parts, api), api) == ESSAY, chunk
+        assert api.answer_text(merge_parts(parts, api)) == ESSAY, chunk
 
 
 def test_an_empty_later_part_stops_the_loop() -> None:
@@ -434,7 +430,7 @@ def test_merge_responses_when_the_first_part_was_all_reasoning() -> None:
     }
     merged = merge_parts([first, responses_answer("Text.", None, n=1)], RESPONSES)
     assert [item["type"] for item in merged["output"]] == ["reasoning", "message"]
-    assert answer_text(merged, RESPONSES) == "Text."
+    assert RESPONSES.answer_text(merged) == "Text."
 
 
 def test_merge_without_usage_leaves_usage_out() -> None:

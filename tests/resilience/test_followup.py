@@ -9,7 +9,6 @@ import pytest
 
 from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
 from gateway.policy.schema import OutputRecovery, StreamPolicy
-from gateway.resilience import continuation
 from gateway.resilience.followup import (
     PREFILL,
     REGENERATE,
@@ -42,8 +41,8 @@ def decide(
         api,
         policy,
         done,
-        cut=continuation.cut_at_length(answer, api),
-        text=continuation.answer_text(answer, api),
+        cut=api.cut_at_length(answer),
+        text=api.answer_text(answer),
     )
 
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import orjson
 
-from gateway.providers import Endpoint
-from gateway.streams.sse import error_event
+from gateway.formats import CHAT, MESSAGES
 from gateway.translate import stops, usage
 from gateway.translate.errors import UpstreamError
 from gateway.translate.ir import Usage
@@ -185,7 +184,7 @@ class ChatWriter(Writer):
 
     def error(self, err: UpstreamError) -> None:
         self.done = True
-        self.out.append(error_event(Endpoint.chat, err.openai_type, err.message, err.code))
+        self.out.append(CHAT.stream_error(err.openai_type, err.message, err.code))
 
 
 # ---------------------------------------------------------------- Anthropic Messages
@@ -305,4 +304,4 @@ class AnthropicWriter(Writer):
     def error(self, err: UpstreamError) -> None:
         self.done = True
         e = err.anthropic()
-        self.out.append(error_event(Endpoint.messages, e["type"], e["message"]))
+        self.out.append(MESSAGES.stream_error(e["type"], e["message"]))

@@ -11,8 +11,7 @@ from typing import Any
 
 import orjson
 
-from gateway.providers import Endpoint
-from gateway.streams.sse import error_event
+from gateway.formats import RESPONSES
 from gateway.translate import stops
 from gateway.translate.answers import call_item, message_item, reasoning_item, response_object
 from gateway.translate.errors import UpstreamError
@@ -246,7 +245,7 @@ class ResponsesWriter(Writer):
 
     def error(self, err: UpstreamError) -> None:
         self.done = True
-        raw = error_event(Endpoint.responses, err.openai_type, err.message, err.code, self._rid)
+        raw = RESPONSES.stream_error(err.openai_type, err.message, err.code, self._rid)
         for ev in raw.split(b"\n\n")[:-1]:  # the same events, numbered like the others
             head, _, data = ev.partition(b"\ndata: ")
             obj = orjson.loads(data)

@@ -1,0 +1,209 @@
+"""How the client's OpenAI Responses stream is read and a resumed one spliced into it
+(:class:`ResponsesStream`, the stream rules of :data:`gateway.formats.RESPONSES`).
+
+Typed, numbered events (``sequence_number``): ``response.created`` (the ids), output
+items by ``output_index`` (``output_item.added`` / ``.done``), the message item's
+``output_text`` part (``content_part.added``, ``output_text.delta`` / ``.done``,
+``content_part.done``), and a final ``response.completed`` / ``incomplete``. A resumed
+stream's items are renumbered after the client's, its message continues the open one,
+and the ``.done`` events and the final response carry the whole text. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gateway.formats.parts import is_tool
+from gateway.streams.kinds import DATA, Kind
+from gateway.streams.overlap import Diverged, Out
+
+if TYPE_CHECKING:
+    from gateway.streams.splice import Splice
+    from gateway.streams.transcript import Transcript
+
+_PREAMBLE = ("response.created", "response.in_progress", "response.queued")
+_FINAL = ("response.completed", "response.incomplete")
+_TEXT_DONE = ("response.output_text.done", "response.content_part.done")
+_CLOSED = (*_FINAL, "response.failed")
+
+
+class ResponsesStream:
+    """OpenAI Responses streams: see the module docstring."""
+
+    def stream_read(self, t: Transcript, obj: dict[str, Any], hold: bool = False) -> bool:
+        if hold and self.stream_closes(t, obj):
+            return True
+        seq = obj.get("sequence_number")
+        if isinstance(seq, int):
+            t.sequence_number = max(t.sequence_number, seq)
+        etype = obj.get("type")
+        oi = obj.get("output_index")
+        if etype in _PREAMBLE:
+            response = obj.get("response") or {}
+            if t.id is None:
+                t.id = response.get("id")
+                t.created = response.get("created_at")
+                t.model = response.get("model")
+        elif etype == "response.output_item.added" and isinstance(oi, int):
+            t.next_index = max(t.next_index, oi + 1)
+            item = obj.get("item") or {}
+            kind = item.get("type")
+            if kind == "message":
+                t.item_id, t.output_index = item.get("id"), oi
+                t.content_index, t.part_open, t.text_closed = None, False, False
+            elif is_tool(kind):
+                t.tool = True
+            else:
+                t.open_other.add(oi)
+        elif etype == "response.content_part.added" and oi == t.output_index:
+            part = obj.get("part") or {}
+            if part.get("type") == "output_text" and t.content_index is None:
+                t.content_index, t.part_open = obj.get("content_index"), True
+                t.part_text = []
+            else:
+                t.non_text = True
+        elif etype == "response.output_text.delta":
+            text = obj.get("delta") or ""
+            t.add(text)
+            if oi == t.output_index and obj.get("content_index") == t.content_index:
+                t.part_text.append(text)
+        elif etype in _TEXT_DONE:
+            if oi == t.output_index:
+                t.part_open, t.text_closed = False, True
+        elif etype == "response.output_item.done" and isinstance(oi, int):
+            t.done_items[oi] = obj.get("item")
+            t.open_other.discard(oi)
+            if oi == t.output_index:
+                t.text_closed = True
+        elif etype == "response.refusal.delta":
+            t.non_text = True
+        elif etype in _CLOSED:
+            t.closed = True
+        if isinstance(etype, str) and "function_call" in etype:
+            t.tool = True
+        return False
+
+    def stream_closes(self, t: Transcript, obj: dict[str, Any]) -> bool:
+        etype = obj.get("type")
+        if etype in _TEXT_DONE:
+            return obj.get("output_index") == t.output_index
+        if etype == "response.output_item.done":
+            return (obj.get("item") or {}).get("type") == "message"
+        return etype in _FINAL
+
+    def stream_resumable(self, t: Transcript) -> bool:
+        return not t.text_closed
+
+    def splice_event(self, s: Splice, obj: dict[str, Any], kind: Kind) -> Out | Diverged:
+        etype = obj.get("type")
+        oi = obj.get("output_index")
+        t = s.t
+        if etype in _PREAMBLE:
+            return Out()
+        if etype == "response.output_item.added" and isinstance(oi, int):
+            return _item_added(s, obj, oi, kind)
+        if isinstance(oi, int) and oi in s.drop:
+            return Out()
+        data = dict(obj)
+        if isinstance(oi, int):
+            if oi not in s.map:
+                s.map[oi] = s.next_index
+                s.next_index += 1
+            data["output_index"] = s.map[oi]
+        ours = isinstance(oi, int) and oi == s.msg
+        if ours and "item_id" in data:
+            data["item_id"] = s.msg_id
+        mine = ours and obj.get("content_index") == s.part
+        if etype == "response.content_part.added" and ours:
+            part = obj.get("part") or {}
+            if part.get("type") == "output_text" and s.part is None:
+                s.part = obj.get("content_index")
+                if t.part_open:
+                    s.part_to = t.content_index
+                    return Out()
+                s.part_to = s.part
+            return Out([(data, kind)])
+        if mine:
+            data["content_index"] = s.part_to
+        if etype == "response.output_text.delta" and mine:
+            got = s.pipe.push(obj.get("delta") or "")
+            if isinstance(got, Diverged):
+                return got
+            if not got:
+                return Out()
+            if got != obj.get("delta"):
+                data["logprobs"] = []
+            data["delta"] = got
+            return Out([(data, kind)])
+        if etype == "response.output_text.done" and mine:
+            return _text_done(s, data, kind)
+        if etype == "response.content_part.done" and mine:
+            data["part"] = {**(obj.get("part") or {}), "text": "".join(t.part_text)}
+            return Out([(data, kind)])
+        if etype == "response.output_item.done" and ours:
+            item = dict(obj.get("item") or {})
+            item["id"] = s.msg_id
+            item["content"] = [
+                {**p, "text": "".join(t.part_text)}
+                if isinstance(p, dict) and p.get("type") == "output_text"
+                else p
+                for p in item.get("content") or []
+            ]
+            data["item"] = item
+            return Out([(data, kind)])
+        if etype in _FINAL:
+            if s.regenerate and not s.pipe.settled:
+                return Diverged("regenerated answer ended before covering the text sent")
+            return Out([(_final(s, data), kind)])
+        return Out([(data, kind)])
+
+
+def _item_added(s: Splice, obj: dict[str, Any], oi: int, kind: Kind) -> Out | Diverged:
+    item = obj.get("item") or {}
+    itype = item.get("type")
+    if itype == "message" and s.msg is None:
+        s.msg = oi
+        if s.t.item_id is not None and not s.t.text_closed:
+            s.map[oi] = s.t.output_index if s.t.output_index is not None else 0
+            return Out()
+        s.msg_id = item.get("id")
+        return s.renumbered(obj, "output_index", oi, kind)
+    if s.msg is None:
+        reasoning = itype == "reasoning"
+        return s.before_text(obj, "output_index", oi, kind, f"{itype} item", reasoning)
+    return s.renumbered(obj, "output_index", oi, kind)
+
+
+def _text_done(s: Splice, data: dict[str, Any], kind: Kind) -> Out | Diverged:
+    tail = s.pipe.flush()
+    if isinstance(tail, Diverged):
+        return tail
+    events: list[tuple[dict[str, Any], Kind]] = []
+    if tail:
+        delta: dict[str, Any] = {
+            "type": "response.output_text.delta",
+            "item_id": data.get("item_id"),
+            "output_index": data.get("output_index"),
+            "content_index": data.get("content_index"),
+            "delta": tail,
+            "logprobs": [],
+        }
+        events.append((delta, DATA))
+    whole = "".join(s.t.part_text) + tail
+    events.append(({**data, "text": whole}, kind))
+    return Out(events)
+
+
+def _final(s: Splice, data: dict[str, Any]) -> dict[str, Any]:
+    t = s.t
+    response = dict(data.get("response") or {})
+    if t.id is not None:
+        response["id"] = t.id
+        response["created_at"] = t.created
+        response["model"] = t.model
+    if t.done_items:
+        response["output"] = [t.done_items[k] for k in sorted(t.done_items)]
+    if "output_text" in response:
+        response["output_text"] = t.text
+    data["response"] = response
+    return data
