@@ -28,7 +28,7 @@ DOCS = REPO / "docs" / "operations.md"
 # Oldest Kubernetes minor the manifests must validate against.
 KUBERNETES_VERSION = "1.30"
 
-# The process settings (docs/operations.md, Settings), env prefix GATEWAY_ (every field
+# The process settings (docs/reference.md, Settings), env prefix GATEWAY_ (every field
 # of GatewaySettings).
 KNOWN_SETTINGS = {"GATEWAY_" + name.upper() for name in GatewaySettings.model_fields}
 GATEWAY_PORT = 8080
@@ -38,7 +38,7 @@ POLICY_DIR_IN_IMAGE = "/etc/llm-gateway/policies"
 # stops listening and gives in-flight requests GATEWAY_SHUTDOWN_GRACE_S (gateway/web/drain.py).
 ACCEPT_WINDOW_S = 5.0
 
-# The metrics of docs/operations.md (Metrics, the first table): name -> Prometheus type.
+# The core metrics of docs/reference.md (Metrics, the first table): name -> Prometheus type.
 CORE_METRICS = {
     "llm_gateway_requests_total": "counter",
     "llm_gateway_request_duration_seconds": "histogram",
@@ -57,7 +57,7 @@ CORE_METRICS = {
     "llm_gateway_policy_reloads_total": "counter",
 }
 # Exported by gateway/observe/metrics.py beyond that list and documented in
-# docs/operations.md (Metrics, "Beyond the metrics above"); deploy/ may use them
+# docs/reference.md (Metrics); deploy/ may use them
 # (checked against the registry below).
 EXTRA_METRICS = {
     "llm_gateway_state_backend_degraded": "gauge",
