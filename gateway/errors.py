@@ -15,7 +15,7 @@ rendered in the format of the endpoint that was called::
     └── upstream exhausted            by category (:func:`exhausted`)
 
 The JSON bodies of those errors are built here. A stream that has already started
-ends with an error event instead (``error_event`` in gateway/streams/sse.py), and a
+ends with an error event instead (the format's ``stream_error``, gateway/formats), and a
 provider's error shown to a client of the other format is translated by
 gateway/translate/errors.py.
 """

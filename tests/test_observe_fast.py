@@ -424,7 +424,7 @@ def test_workers_count_on_the_same_path_and_a_scrape_adds_every_process(
 ) -> None:
     """In multiprocess mode (``--workers``) the per-request series are counted by the same
     code as in one process; each process writes its counts to the multiprocess directory
-    when flushed, and a scrape adds every other process's file to its own live counts."""
+    when flushed, and a scrape writes its own and adds every process's file."""
     import subprocess
     import sys
 
@@ -434,10 +434,10 @@ def test_workers_count_on_the_same_path_and_a_scrape_adds_every_process(
         assert type(getattr(mine, name)) is type(getattr(alone, name)), name
     feed(Events(alone), Reference(), 100)
     feed(Events(mine), ref, 100)
-    assert_same(mine.registry, alone.registry)  # the same counts, either way
     assert not list(tmp_path.iterdir())  # nothing written per request
     mine.flush()
     assert [f.name for f in tmp_path.iterdir()] == [f"counts_{os.getpid()}.json"]
+    assert_same(mine.registry, alone.registry)  # the same counts, either way
 
     # another process (another worker) counts other requests and flushes them
     other = (
@@ -549,3 +549,61 @@ def test_dropped_events_of_a_stream_are_one_line_with_their_count() -> None:
         "llm_gateway_stream_events_dropped_total", {"model": "claude-test"}
     )
     assert value == 4
+
+
+def requests_total_of(m: Metrics) -> float:
+    _, got = exposition(m.render()[0])
+    return sum(v for k, v in got.items() if k[0] == P + "requests_total")
+
+
+def test_with_workers_a_counter_never_goes_back_whichever_worker_answers(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    """Two workers on one directory: a scrape answered by either shows the same total,
+    the newest counts of the answering one included, so Prometheus never sees a reset."""
+    a = Metrics(multiprocess_dir=str(tmp_path))
+    feed(Events(a), Reference(), 10)
+    a.flush()
+    feed(Events(a), Reference(), 5, seed=3)  # counted after the last flush
+    first = requests_total_of(a)
+    assert first == 15
+    other = (  # another worker (another pid) answers the next scrape
+        "import sys; from tests.test_observe_fast import *; "
+        "print(requests_total_of(Metrics(multiprocess_dir=sys.argv[1])))"
+    )
+    root = Path(__file__).parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", other, str(tmp_path)], cwd=root, check=True, capture_output=True
+    )
+    assert float(out.stdout.decode().split()[-1]) == first
+
+
+def test_a_worker_with_a_dead_workers_pid_goes_on_from_its_counts(tmp_path: Path) -> None:
+    """A new process that gets a dead worker's pid starts from that worker's file instead
+    of overwriting it: the total does not drop."""
+    dead = Metrics(multiprocess_dir=str(tmp_path))
+    feed(Events(dead), Reference(), 12)
+    dead.flush()
+    reborn = Metrics(multiprocess_dir=str(tmp_path))  # same pid, same file
+    feed(Events(reborn), Reference(), 3, seed=5)
+    assert requests_total_of(reborn) == 15
+
+
+def test_a_broken_counts_file_is_skipped_and_an_unwritable_one_logged(tmp_path: Path) -> None:
+    """A scrape skips a counts file it cannot read (logged) instead of failing; a flush
+    that cannot write logs it and keeps the counts in memory."""
+    m = Metrics(multiprocess_dir=str(tmp_path))
+    feed(Events(m), Reference(), 4)
+    (tmp_path / "counts_1.json").write_bytes(b"{not json")
+    with structlog.testing.capture_logs() as logs:
+        assert requests_total_of(m) == 4
+    assert [e["event"] for e in logs] == ["metrics_counts_unreadable"]
+    own = tmp_path / f"counts_{os.getpid()}.json"
+    own.unlink()
+    own.mkdir()  # a directory where the file goes
+    with structlog.testing.capture_logs() as logs:
+        m.flush()
+    assert [e["event"] for e in logs] == ["metrics_flush_failed"]

@@ -150,8 +150,10 @@ class Format:
 
     # ---- answers -----------------------------------------------------------------
 
-    def answer_text(self, response: Mapping[str, Any]) -> str:
-        """A JSON answer's text. A part of the wrong type is no text."""
+    def answer_text(self, response: Mapping[str, Any], sep: str = "") -> str:
+        """A JSON answer's text, its text blocks joined with ``sep`` (a continuation
+        splices them as one text; a summary keeps them apart with a newline). A part of the
+        wrong type is no text."""
         raise NotImplementedError
 
     def cut_at_length(self, response: Mapping[str, Any]) -> bool:

@@ -84,7 +84,8 @@ class Chat(ChatStream, Format):
             return {**entry, "content": snip(entry["content"])}
         return entry
 
-    def answer_text(self, response: Mapping[str, Any]) -> str:
+    def answer_text(self, response: Mapping[str, Any], sep: str = "") -> str:
+        # chat content is one string (its legacy parts are joined as plain text is)
         content = as_dict(first_choice(response).get("message")).get("content")
         return plain_text(content) if content else ""
 

@@ -119,8 +119,8 @@ class Messages(MessagesStream, Format):
             new_blocks.append(block)
         return {**entry, "content": new_blocks}
 
-    def answer_text(self, response: Mapping[str, Any]) -> str:
-        return "".join(text_of(b) for b in as_list(response.get("content")) if is_type(b, "text"))
+    def answer_text(self, response: Mapping[str, Any], sep: str = "") -> str:
+        return sep.join(text_of(b) for b in as_list(response.get("content")) if is_type(b, "text"))
 
     def cut_at_length(self, response: Mapping[str, Any]) -> bool:
         tool_use = any(is_type(b, "tool_use") for b in as_list(response.get("content")))

@@ -107,8 +107,8 @@ class Responses(ResponsesStream, Format):
             return {**entry, "output": snip(entry["output"])}
         return entry
 
-    def answer_text(self, response: Mapping[str, Any]) -> str:
-        return "".join(
+    def answer_text(self, response: Mapping[str, Any], sep: str = "") -> str:
+        return sep.join(
             text_of(part)
             for item in as_list(response.get("output"))
             if is_type(item, "message")

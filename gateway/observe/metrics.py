@@ -20,9 +20,10 @@ The same code counts and collects with one process and with workers. In promethe
 multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set, as ``llm-gateway serve --workers N``
 sets it for its workers: gateway/web/workers.py) each worker also writes its counts to
 ``counts_<pid>.json`` in that directory once a second and when it stops (:meth:`Metrics.flush`),
-and the worker that answers a scrape adds every other worker's last file to its own counts:
-another worker's requests show up to a second late, and a worker killed outright loses at
-most its last second. prometheus_client's own files cannot take these counts: its public
+and the worker that answers a scrape writes its own file first and adds up every worker's
+file (files only, each of which only grows: a counter never goes back whichever worker
+answers): another worker's requests show up to a second late, and a worker killed outright
+loses at most its last second. prometheus_client's own files cannot take these counts: its public
 API adds to a histogram one ``observe()`` at a time. The other metrics are plain Prometheus
 objects, in multiprocess mode written to its files by prometheus_client and added up by its
 ``MultiProcessCollector`` (:meth:`Metrics.render`); there the in-flight gauge is moved by
@@ -38,13 +39,13 @@ simply ends, and a state received from another replica shows.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
+import structlog
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -74,6 +75,7 @@ from gateway.observe.counts import (
     negative,
 )
 
+log = structlog.get_logger("gateway.metrics")
 P = "llm_gateway_"
 # As prometheus_client decides it, from the environment when it is imported (documented:
 # multiprocess mode; the _created series: gateway/observe/counts.py).
@@ -109,6 +111,23 @@ DeploymentsUp = Callable[[], Iterable[tuple[str, str, bool]]]
 _Kind = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
 
 
+def _counts_file(directory: str, pid: int) -> str:
+    return os.path.join(directory, f"counts_{pid}.json")
+
+
+def _read_counts(path: str) -> Counts | None:
+    """A process's counts file; None when it is gone or cannot be read (logged: a broken
+    file must not break every scrape)."""
+    try:
+        with open(path, "rb") as f:
+            return Counts.load(f.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        log.warning("metrics_counts_unreadable", path=path, error=str(e))
+        return None
+
+
 class Metrics:
     def __init__(
         self, registry: CollectorRegistry | None = None, multiprocess_dir: str | None = None
@@ -127,9 +146,12 @@ class Metrics:
         self._combined: CollectorRegistry | None = None
         self._lock = threading.Lock()
         self._own = Counts()  # this process's; the hot path reaches its dicts directly
+        if where is not None:  # a process with a dead worker's pid goes on from its counts
+            self._own.add(_read_counts(_counts_file(where, os.getpid())) or Counts())
         self._series = self._own.series
         self._attempts = self._own.attempts
         self._families: list[Family] = []
+        self._snapshot: Counts | None = None  # the counts of the scrape being rendered
         #: Read at every scrape for ``deployment_up`` (set by the gateway; None: no series).
         self.deployments_up: DeploymentsUp | None = None
         # Registered in this order, as /metrics lists them; the per-request ones as
@@ -294,35 +316,49 @@ class Metrics:
         finally:
             lock.release()
 
-    # ---- with workers: this process's counts out, the others' in -----------------------
+    # ---- with workers: this process's counts out, every process's in -----------------
     def flush(self) -> None:
         """Multiprocess mode: write this process's counts to its file in the multiprocess
         directory (whole: a reader sees the last file or the one before); a no-op alone.
-        Called once a second and when the process stops (gateway/web/workers.py)."""
+        Called once a second, when the process stops (gateway/web/workers.py) and before
+        a scrape is answered. A file that cannot be written is logged, not raised: the
+        counts stay in memory and the next flush tries again."""
         if self._dir is None:
             return
         with self._lock:
             data = self._own.dump()
-        path = os.path.join(self._dir, f"counts_{os.getpid()}.json")
-        with contextlib.suppress(FileNotFoundError):  # the supervisor removed the directory
+        path = _counts_file(self._dir, os.getpid())
+        try:
             with open(path + ".tmp", "wb") as f:
                 f.write(data)
             os.replace(path + ".tmp", path)
+        except FileNotFoundError:  # the supervisor removed the directory: the process ends
+            pass
+        except OSError as e:
+            log.warning("metrics_flush_failed", path=path, error=str(e))
 
     def _counts(self) -> Counts:
-        """This process's counts, and in multiprocess mode every other process's last file
-        added (a worker that died included: its counts stay, as its counters' do)."""
+        """This process's counts; in multiprocess mode every process's last file added up,
+        this one's written first (a worker that died included: its counts stay, as its
+        counters' do). Files only: each only grows, so a counter never goes back whichever
+        worker answers the scrape."""
+        if self._dir is None:
+            total = Counts()
+            with self._lock:
+                total.add(self._own)
+            return total
+        self.flush()
         total = Counts()
-        with self._lock:
-            total.add(self._own)
-        if self._dir is not None:
-            mine = os.path.join(self._dir, f"counts_{os.getpid()}.json")
-            for path in glob.glob(os.path.join(glob.escape(self._dir), "counts_*.json")):
-                if path == mine:
-                    continue
-                with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
-                    total.add(Counts.load(f.read()))
+        for path in glob.glob(os.path.join(glob.escape(self._dir), "counts_*.json")):
+            found = _read_counts(path)
+            if found is not None:
+                total.add(found)
         return total
+
+    def _current(self) -> Counts:
+        """The counts a collector shows: those of the scrape being rendered (read once for
+        all its families, so they agree), else read now."""
+        return self._snapshot if self._snapshot is not None else self._counts()
 
     def recovery_stopped(self, decision: str, reason: str) -> None:
         """Count one "no" of the recovery decisions in ``recovery_stops_total``."""
@@ -333,7 +369,7 @@ class Metrics:
         name, doc, labels = _REQUESTS
         family = CounterMetricFamily(name, doc, labels=labels)
         created = self._with_created
-        for (team, model), s in self._counts().series.items():
+        for (team, model), s in self._current().series.items():
             for status, c in s.by_status.items():
                 add_count(family, [team, model, str(status)], c, created)
         return family
@@ -349,7 +385,7 @@ class Metrics:
     ) -> Metric:
         name, doc, labels = spec
         family = HistogramMetricFamily(name, doc, labels=labels)
-        for (team, model), s in self._counts().series.items():
+        for (team, model), s in self._current().series.items():
             h = part(s)
             if h is None:
                 continue
@@ -366,7 +402,7 @@ class Metrics:
     def _collect_attempts(self) -> Metric:
         name, doc, labels = _ATTEMPTS
         family = CounterMetricFamily(name, doc, labels=labels)
-        for key, c in self._counts().attempts.items():
+        for key, c in self._current().attempts.items():
             add_count(family, key, c, self._with_created)
         return family
 
@@ -374,7 +410,7 @@ class Metrics:
         name, doc, labels = _TOKENS
         family = CounterMetricFamily(name, doc, labels=labels)
         created = self._with_created
-        for (team, model), s in self._counts().series.items():
+        for (team, model), s in self._current().series.items():
             if s.prompt is not None:
                 add_count(family, [team, model, "prompt"], s.prompt, created)
             if s.completion is not None:
@@ -401,7 +437,11 @@ class Metrics:
                 for family in self._families:
                     self._combined.register(family)
             registry = self._combined
-        return generate_latest(registry), CONTENT_TYPE_LATEST
+        self._snapshot = self._counts()  # one read for every family of this scrape
+        try:
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        finally:
+            self._snapshot = None
 
 
 def process_gone(pid: int) -> None:

@@ -121,7 +121,7 @@ def compact(
     ``summarize`` needs a model call, so it is not done here and returns None:
     the engine makes the call with :func:`summary_request`, :func:`summary_text`
     and :func:`apply_summary` (proactive compaction, which makes no calls, skips it).
-    An unknown strategy or API raises ValueError.
+    An unknown strategy raises ValueError.
     """
     if strategy == "snip_tool_results":
         return _snip_tool_results(body, fmt, policy, target_tokens)
@@ -367,11 +367,11 @@ def summary_request(
 
 
 def summary_text(answer: Any, summary_fmt: Format) -> str:
-    """The text of a summary answer (decoded JSON in ``summary_fmt``); "" if it has none.
-    Reasoning and tool calls are ignored."""
+    """The text of a summary answer (decoded JSON in ``summary_fmt``), its text blocks
+    one per line; "" if it has none. Reasoning and tool calls are ignored."""
     if not isinstance(answer, Mapping):
         return ""
-    return summary_fmt.answer_text(answer).strip()
+    return summary_fmt.answer_text(answer, sep="\n").strip()
 
 
 def apply_summary(

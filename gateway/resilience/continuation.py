@@ -7,7 +7,7 @@ engine asks the same model for the rest, up to ``max_continuations`` times, and
 answers the client once: :func:`merge_parts` joins the text, sums the usage and
 keeps the first part's id, model and creation time.
 
-Not continued (:func:`should_continue`):
+Not continued (:func:`gateway.resilience.followup.continuation`):
 
 - when the client capped the output itself and ``respect_client_max_tokens`` is
   true: OpenAI ``max_tokens`` / ``max_completion_tokens``, Responses

@@ -37,12 +37,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.formats import Format
-from gateway.formats.parts import IMAGE_TYPES, blocks, item_type, plain_text, role
+from gateway.formats.parts import IMAGE_TYPES, plain_text, role
 
 __all__ = [
-    "PINNED_ROLES", "allowed_cuts", "blocks", "conversation_problems",
-    "estimate_tokens", "fixed_chars", "groups", "is_valid_conversation", "item_type",
-    "plain_text", "role", "text_chars", "tokens_for",
+    "PINNED_ROLES", "allowed_cuts", "conversation_problems", "estimate_tokens",
+    "fixed_chars", "groups", "is_valid_conversation", "plain_text", "role", "text_chars",
+    "tokens_for",
 ]  # fmt: skip
 
 CHARS_PER_TOKEN = 4

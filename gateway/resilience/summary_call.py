@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.resilience.decide import NO_DEPLOYMENT
 from gateway.resilience.deployments import SIBLING_MAY_ANSWER, Pick, Wait
 from gateway.resilience.failure import Failure
 
 TRIES = 2  # the summary call and at most one retry
 TIMEOUT = "timeout"  # the call's deadline passed
-NO_DEPLOYMENT = "no_deployment"  # every deployment of the summary model was out
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,7 +76,6 @@ class Splice:
             raise ValueError("embeddings are not streamed")
         fmt = endpoint.fmt
         self.t = transcript
-        self.endpoint = endpoint
         self.regenerate = regenerate
         self._rewrite = fmt.splice_event  # bound once per stream
         self._named = fmt.named_events

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from orjson import JSONDecodeError, loads
 
 from gateway.errors import Category
-from gateway.formats.parts import MAX_TOKENS as MAX_TOKENS  # re-exported
 from gateway.formats.parts import token_count as token_count
 from gateway.streams.kinds import COMMENT as COMMENT  # re-exported, as all of these
 from gateway.streams.kinds import DATA as DATA

@@ -134,7 +134,9 @@ def _gateway_error(f: Failure, result: Result) -> GatewayError | None:
             code="context_length_exceeded",
             param="messages",
         )
-    if f.status is None or f.status == 0:
+    if f.status is None or f.status == 0 or result.outcome.status == 0:
+        # no HTTP answer to pass on (a connection failure, or an error as the stream's
+        # first event): the gateway's own 502, or 504 for a timeout, typed by category
         if result.reason == "deadline" or f.stage == DEADLINE_PASSED:
             status, etype = exhausted(Category.timeout)
             return GatewayError(
@@ -143,7 +145,8 @@ def _gateway_error(f: Failure, result: Result) -> GatewayError | None:
                 f"after {attempts} attempt(s): {f.message}",
                 type=etype,
             )
-        status, etype = exhausted(f.category)
+        _, etype = exhausted(f.category)
+        status = 504 if f.category is Category.timeout else 502
         return GatewayError(
             status, f"upstream failed after {attempts} attempt(s): {f.message}", type=etype
         )

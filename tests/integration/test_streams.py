@@ -207,3 +207,24 @@ async def test_a_stream_does_not_keep_the_raw_request(gw: Harness, fake: FakePro
         # nor the first events, decoded to decide the attempt: relayed, they are let go
         opened = [o for o in gc.get_objects() if isinstance(o, OpenStream)]
         assert opened and all(o.head == [] for o in opened)
+
+
+async def test_an_error_as_every_attempts_first_event_gets_the_gateways_own_error(
+    gw: Harness, fake: FakeProvider
+) -> None:
+    """When every attempt's stream opens with the provider's overload event, the client
+    gets the gateway's 502 in its format (there is no HTTP answer to pass on), never a
+    status 0 line with the raw event as its body."""
+    for _ in range(8):
+        fake.push(ErrorEventAfter(0))
+    client = gw.async_anthropic()
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        async with client.messages.stream(
+            model="claude-test", max_tokens=100, messages=MESSAGES
+        ) as stream:
+            async for _ in stream:
+                pass
+    assert caught.value.status_code == 502
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "error"
+    assert body["error"]["type"] == "overloaded_error"

@@ -558,7 +558,7 @@ def test_summary_input_chars(window: int | None, scale: float, expected: int) ->
         (CHAT, None, ""),
         (MESSAGES, {"content": [{"type": "thinking", "thinking": "hm"},
                                    {"type": "text", "text": "Did "}, {"type": "text", "text": "Y"}]},
-         "Did Y"),  # the text blocks joined, as every reader of the answer's text does
+         "Did \nY"),  # the text blocks one per line: sentences of two blocks stay apart
         (MESSAGES, {"content": []}, ""),
     ],
 )  # fmt: skip
