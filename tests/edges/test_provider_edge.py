@@ -202,8 +202,9 @@ async def endless_event(ex: Exchange) -> bool:
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
         + chunk(chat_chunk({"role": "assistant", "content": ""}))
         + chunk(chat_chunk({"content": "Hi"}))
-        + chunk(b'data: {"id":"chatcmpl-evil","choices":[{"index":0,"delta":{"content":"')
     )
+    await asyncio.sleep(0.2)  # "Hi" reaches the client first, on a loaded machine too
+    ex.send(chunk(b'data: {"id":"chatcmpl-evil","choices":[{"index":0,"delta":{"content":"'))
     await ex.pump(chunk(b"a" * 65536), cap_bytes=64 * MiB, trickle=chunk(b"a"), max_s=10)
     return False
 
