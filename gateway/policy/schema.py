@@ -99,6 +99,21 @@ EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 # ---- providers and models ----------------------------------------------------
 
 
+DeploymentApi = Literal["chat", "responses", "messages", "converse"]
+"""The API one deployment is called with, where its provider kind speaks several."""
+
+#: The api-version an ``azure`` provider sends when its policy gives none.
+AZURE_API_VERSION = "2024-10-21"
+_NEEDS_BASE_URL = frozenset({"openai", "anthropic", "azure"})
+#: Provider fields that belong to one or two provider kinds.
+_CLOUD_FIELDS = {
+    "region": ("bedrock", "vertex"),
+    "aws_profile": ("bedrock",),
+    "project": ("vertex",),
+    "api_version": ("azure",),
+}
+
+
 class Provider(Frozen):
     """Where a provider's requests go, and how the gateway reaches it (:mod:`gateway.egress`).
 
@@ -110,8 +125,33 @@ class Provider(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
-    api: Literal["openai", "anthropic", "sim"]
+    api: Literal["openai", "anthropic", "sim", "bedrock", "vertex", "azure"]
     base_url: str = ""
+    region: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=r"^[a-z0-9-]+$",
+        description=(
+            "bedrock: the AWS region (us-east-1); vertex: the Google Cloud location"
+            " (europe-west1, or global)"
+        ),
+    )
+    aws_profile: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "bedrock: the AWS shared-config profile whose credentials sign requests"
+            " (default: the AWS default credential chain)"
+        ),
+    )
+    project: str | None = Field(
+        default=None, min_length=1, description="vertex: the Google Cloud project id"
+    )
+    api_version: str | None = Field(
+        default=None,
+        min_length=1,
+        description=f"azure: the api-version query parameter (default {AZURE_API_VERSION})",
+    )
     api_key_env: EnvName | tuple[EnvName, ...] | None = Field(
         default=None,
         description=(
@@ -173,8 +213,21 @@ class Provider(Frozen):
 
     @model_validator(mode="after")
     def _needs_base_url(self) -> Self:
-        if self.api != "sim" and not self.base_url:
+        if self.api in _NEEDS_BASE_URL and not self.base_url:
             raise ValueError(f"base_url is required for api {self.api}")
+        for name, kinds in _CLOUD_FIELDS.items():
+            if name in self.model_fields_set and self.api not in kinds:
+                raise ValueError(f"{name} is for api {' and '.join(kinds)}")
+        if self.api in ("bedrock", "vertex") and self.region is None:
+            raise ValueError(f"region is required for api {self.api}")
+        if self.api == "vertex":
+            if self.project is None:
+                raise ValueError("project is required for api vertex")
+            if self.api_key_env is not None:
+                raise ValueError(
+                    "api vertex takes Google credentials (Application Default Credentials),"
+                    " not api_key_env"
+                )
         return self
 
     @model_validator(mode="after")
@@ -209,6 +262,14 @@ class Deployment(Frozen):
     upstream_model: str | None = None
     weight: float = Field(default=1.0, gt=0)
     name: str | None = Field(default=None, min_length=1, pattern=r"^[^\s#]+$")
+    upstream_api: DeploymentApi | None = Field(
+        default=None,
+        description=(
+            "the API this deployment is called with where its provider kind has several:"
+            " vertex (messages for Claude, chat for the OpenAI-compatible endpoint; by"
+            " default chosen from upstream_model), azure (chat or responses)"
+        ),
+    )
 
 
 UpstreamApi = Literal["chat", "responses"]

@@ -469,7 +469,8 @@ def test_invalid_entry_is_not_reported_as_unknown(problems: Problems) -> None:
             "a.yaml": "providers:\n  sim: {api: grpc}\nmodels:\n  m: {provider: sim}\n",
         }
     ) == [
-        "p/a.yaml:2: providers.sim.api: Input should be 'openai', 'anthropic' or 'sim', got 'grpc'"
+        "p/a.yaml:2: providers.sim.api: Input should be 'openai', 'anthropic', 'sim',"
+        " 'bedrock', 'vertex' or 'azure', got 'grpc'"
     ]
 
 
