@@ -36,6 +36,7 @@ from gateway.streams import sse
 from gateway.upstream import MAPPED, Body, Response, Upstream, UpstreamFailure, failure
 
 if TYPE_CHECKING:
+    from gateway.clouds.eventstream import EventStreamSplitter
     from gateway.translate import convert as translate
 # Otherwise imported where a request crosses formats: a gateway whose models all speak
 # their clients' formats never loads the translation modules (0.7 MB of RSS).
@@ -61,7 +62,8 @@ class OpenStream:
     """A streaming answer whose first events were read; the relay sends the rest."""
 
     resp: Response
-    splitter: sse.Splitter | translate.Splitter  # whole events, in the client's format
+    # whole events, in the client's format
+    splitter: sse.Splitter | translate.Splitter | EventStreamSplitter
     head: list[sse.Event]
     trace: StreamTrace | None = None  # the attempt's span, ended by the relay (when traced)
     hide_usage: bool = False  # the usage chunk was the gateway's request: counted, not sent
@@ -121,13 +123,10 @@ class HttpAttempter:
             return self._refused(e)
         hide_usage = False  # the usage chunk this attempt asks for only for the gateway
         if crossing is None:
-            base = wiring.targets.get(self.endpoint)
-            if base is None:
+            if wiring.cloud is None and self.endpoint not in wiring.targets:
                 kind = self.policies.providers[provider].api
                 msg = f"model {model!r} is served by an {kind!r}-format provider"
                 return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
-            query = self.request.rel_url.raw_query_string  # as the client wrote it
-            t = target(base, self.request.headers, query)
             hide_usage = self.hide_usage and self.policies.providers[provider].stream_usage
             if hide_usage:
                 body = with_usage(body)
@@ -148,20 +147,28 @@ class HttpAttempter:
             self.log.drop(dropped)
             if self.stream and not self.policies.providers[provider].stream_usage:
                 body.pop("stream_options", None)  # a server that rejects it: no usage chunk
-            # the client's query and provider headers belong to its own API: not passed
-            t = target(wiring.targets[endpoint_of(crossing.upstream_fmt)], {}, "")
-        t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
+        call = self._call(wiring, d, body, crossing, self.stream)
+        del body  # one encoded copy, let go of once sent (in the call)
+        if isinstance(call, Failure):
+            self._count(provider, model, call)
+            return Outcome(call, status=0)
+        t, data, eventstream = call
         upstream_model = d.upstream_model
-        # One encoded copy, let go of once sent; this attempt's (translated) dict goes now:
-        # while the provider thinks, the client's decoded body is the one copy held.
-        data = Body(self.req.encode(body, upstream_model))
-        del body
         tracing = self.tracing
         if tracing is None or self.log.span is None:
             if self.log.traceparent is not None:  # traced, not sampled: the context goes on
                 t.headers["traceparent"] = self.log.traceparent
             return await self._exchange(
-                provider, model, t, wiring, data, remaining, self.stream, crossing, hide_usage
+                provider,
+                model,
+                t,
+                wiring,
+                data,
+                remaining,
+                self.stream,
+                crossing,
+                hide_usage,
+                eventstream,
             )
         span = tracing.attempt(
             self.log, self.endpoint, provider, d.name, model, upstream_model, t.headers
@@ -169,7 +176,16 @@ class HttpAttempter:
         out: Outcome | None = None
         try:
             out = await self._exchange(
-                provider, model, t, wiring, data, remaining, self.stream, crossing, hide_usage
+                provider,
+                model,
+                t,
+                wiring,
+                data,
+                remaining,
+                self.stream,
+                crossing,
+                hide_usage,
+                eventstream,
             )
         finally:
             if out is None:  # cancelled: the client left
@@ -182,6 +198,51 @@ class HttpAttempter:
                 answer = out.json() if f is None and out.stream is None else None
                 tracing.attempt_done(span, out.status, f.category.value if f else None, answer)
         return out
+
+    def _call(
+        self,
+        wiring: Wiring,
+        d: Deployed,
+        body: dict[str, Any],
+        crossing: Crossing | None,
+        stream: bool,
+        fmt: Format | None = None,
+    ) -> tuple[Target, Body, bool] | Failure:
+        """The URL, headers and encoded body of an attempt on ``d`` (in the client's format,
+        or translated by ``crossing``, or in ``fmt``: a request of the gateway's own), and
+        whether its stream comes in AWS event-stream frames. The client's query and
+        provider headers go along only with its own, untranslated, request. A cloud call
+        is authorized last; a credential with nothing to sign with is a failure (auth)."""
+        own = crossing is None and fmt is None
+        if fmt is None:
+            fmt = self.endpoint.fmt if crossing is None else crossing.upstream_fmt
+        cloud = wiring.cloud
+        if cloud is None:
+            if own:
+                query = self.request.rel_url.raw_query_string  # as the client wrote it
+                t = target(wiring.targets[self.endpoint], self.request.headers, query)
+            else:
+                t = target(wiring.targets[endpoint_of(fmt)], {}, "")
+            t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
+            return t, Body(self.req.encode(body, d.upstream_model)), False
+        path = self.endpoint.value if own else (fmt.paths[0] if fmt.paths else "")
+        beta = self.request.headers.get("anthropic-beta") if own else None
+        url, shaped = cloud.call(path, fmt, d.upstream_model, body, stream, beta)
+        headers = dict(wiring.headers)
+        if beta is not None and cloud.passes_beta():
+            headers["anthropic-beta"] = beta
+        headers["x-request-id"] = self.log.request_id
+        raw = orjson.dumps(shaped)
+        del shaped
+        credential = wiring.credential
+        if credential is not None:
+            from gateway.clouds.credentials import CredentialUnavailable
+
+            try:
+                credential.authorize("POST", str(url), headers, raw)
+            except CredentialUnavailable as e:
+                return transport_failure(Category.auth, f"provider {d.provider!r}: {e}")
+        return Target(url, headers), Body(raw), cloud.eventstream(fmt, stream)
 
     def _crossing(
         self, fmts: tuple[Format, ...], model: str, body: dict[str, Any]
@@ -213,9 +274,11 @@ class HttpAttempter:
         stream: bool,
         crossing: Crossing | None = None,
         hide_usage: bool = False,
+        eventstream: bool = False,
     ) -> Outcome:
         """One request to the provider and its answer (or the head of its stream), in the
-        client's format; ``hide_usage``: the stream's usage chunk is not the client's."""
+        client's format; ``hide_usage``: the stream's usage chunk is not the client's;
+        ``eventstream``: the stream comes in AWS event-stream frames (Bedrock)."""
         timeouts = self.req.policy.timeouts
         first_byte = min(timeouts.first_byte, remaining)
         try:
@@ -230,6 +293,8 @@ class HttpAttempter:
             )
             if resp.status >= 300:
                 raw = await self.upstream.read(resp, timeouts.stream_idle, self.req.deadline)
+                if wiring.cloud is not None:  # Bedrock's errors in Anthropic's shape
+                    raw = wiring.cloud.error_body(resp.headers, raw)
                 f = classify_response(
                     resp.status, resp.headers, raw, rules=self.req.policy.classify, now=time.time()
                 )
@@ -245,7 +310,7 @@ class HttpAttempter:
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
             if stream:
                 return await self._open_stream(
-                    resp, provider, model, first_byte, crossing, hide_usage
+                    resp, provider, model, first_byte, crossing, hide_usage, eventstream
                 )
             raw = await self.upstream.read(resp, timeouts.stream_idle, self.req.deadline)
         except UpstreamFailure as e:
@@ -294,9 +359,11 @@ class HttpAttempter:
         first_byte: float,
         crossing: Crossing | None = None,
         hide_usage: bool = False,
+        eventstream: bool = False,
     ) -> Outcome:
         """Read up to the first event: an error there is a failed attempt, not a cut stream."""
-        splitter: sse.Splitter | translate.Splitter
+        splitter: sse.Splitter | translate.Splitter | EventStreamSplitter
+        inner: translate.Splitter | None = None
         if crossing is None:
             splitter = sse.Splitter()
         else:
@@ -304,9 +371,13 @@ class HttpAttempter:
 
             client = crossing.client_fmt  # a chat client's own choice; others always have it
             usage = not client.usage_if_asked or asks_usage(self.req.body)
-            splitter = translate.Splitter(
+            splitter = inner = translate.Splitter(
                 crossing.upstream_fmt, client, crossing.model, usage, crossing.names
             )
+        if eventstream:  # Bedrock: AWS event-stream frames, as SSE events of the format
+            from gateway.clouds.eventstream import EventStreamSplitter
+
+            splitter = EventStreamSplitter(inner)
         head: list[sse.Event] = []
         content = resp.content
         cap = self.upstream.limits.max_event_bytes
@@ -370,13 +441,15 @@ class HttpAttempter:
         """
         d = self._deployment(model, deployment)
         wiring = self.wiring(d.provider, d.key_env)
-        base = wiring.targets.get(endpoint_of(fmt))
-        if base is None:
+        if wiring.cloud is None and endpoint_of(fmt) not in wiring.targets:
             msg = f"model {model!r} cannot answer a {fmt.name!r}-format request"
             return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
-        t = target(base, {}, "")
-        t.headers["x-request-id"] = self.log.request_id
-        data = Body(self.req.encode(body, d.upstream_model))
+        call = self._call(wiring, d, body, None, False, fmt)
+        del body
+        if isinstance(call, Failure):
+            self._count(d.provider, model, call)
+            return Outcome(call, status=0)
+        t, data, _ = call
         task = asyncio.ensure_future(self._ask(d.provider, model, t, wiring, data, within))
         del data
         try:

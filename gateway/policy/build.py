@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gateway.clouds import kinds as clouds
 from gateway.policy.merge import deep_merge
 from gateway.policy.policyset import PolicySet, ResolvedRoute, chooses_api, resolve_deployments
 from gateway.policy.schema import Model, Policy, Provider, Route, Team
@@ -37,6 +38,15 @@ def _provider_refs(model: Model) -> Iterator[tuple[Loc, str]]:
         yield ("deployments", i, "provider"), d.provider
 
 
+#: What a deployment's ``upstream_api`` may say on the cloud kinds; on the others, OpenAI's
+#: two APIs where the kind speaks them (:func:`chooses_api`).
+_DEPLOYMENT_APIS: dict[str, tuple[str, ...]] = {
+    "bedrock": ("messages", "converse"),
+    "vertex": ("messages", "chat"),
+}
+_OPENAI_APIS = ("chat", "responses")
+
+
 def _deployment_problems(
     name: str, entry: Entry, providers: Mapping[str, Provider]
 ) -> Iterator[Problem]:
@@ -52,6 +62,17 @@ def _deployment_problems(
                 (*entry.loc, "upstream_api"),
                 "upstream_api chooses between OpenAI's chat completions and Responses APIs; "
                 f"this model is served by {', '.join(others)}-format providers",
+            )
+    for i, dep in enumerate(model.deployments):
+        p = providers.get(dep.provider)
+        if dep.upstream_api is None or p is None:
+            continue
+        allowed = _DEPLOYMENT_APIS.get(p.api, _OPENAI_APIS if chooses_api(p) else ())
+        if dep.upstream_api not in allowed:
+            choice = f"one of {', '.join(allowed)}" if allowed else "not for this provider kind"
+            yield entry.src.problem(
+                (*entry.loc, "deployments", i, "upstream_api"),
+                f"upstream_api {dep.upstream_api!r} on an {p.api!r} provider: {choice}",
             )
     seen: set[str] = set()
     for d in resolve_deployments(name, model, providers):
@@ -107,6 +128,7 @@ def build_policy_set(
     # syntax error would otherwise make every name it defines look unknown.
     refs = _Refs(defined, invalid, check=not unreadable and all(s.ok for s in sources))
     refs.check_models_and_policies(problems)
+    problems.extend(_missing_extras(defined["providers"]))
 
     routes: dict[str, list[ResolvedRoute]] = {}
     keys = _Keys(env)
@@ -127,7 +149,37 @@ def build_policy_set(
     )
     if warnings is not None:
         warnings.extend(_missing_key_warnings(policy_set, defined["providers"], env))
+        warnings.extend(_credential_warnings(policy_set, defined["providers"]))
     return policy_set
+
+
+def _missing_extras(providers: Mapping[str, Entry]) -> Iterator[Problem]:
+    """A cloud provider whose library is not installed, with the command that installs it."""
+    for entry in providers.values():
+        api = entry.value.api
+        if api in clouds.KINDS and (command := clouds.missing_extra(api)) is not None:
+            yield entry.src.problem(
+                (*entry.loc, "api"), f"api {api} needs an optional extra: {command}"
+            )
+
+
+def _credential_warnings(
+    policy_set: PolicySet, providers: Mapping[str, Entry]
+) -> Iterator[Problem]:
+    """A cloud provider a model uses whose credentials cannot be found from here (checked
+    now, as ``serve`` would at start: the lookup may read files or call a metadata
+    server); ``check --strict`` fails on it."""
+    used = {p for m in policy_set.models.values() for p in m.providers}
+    for name, entry in providers.items():
+        p = entry.value
+        if name not in used or p.api not in clouds.KINDS or p.api_key_env is not None:
+            continue
+        from gateway.clouds.credentials import credential_of  # imports no cloud library
+
+        credential = credential_of(name, p)
+        problem = credential.check() if credential is not None else None
+        if problem is not None:
+            yield entry.src.problem((*entry.loc, "api"), f"credentials: {problem}")
 
 
 def _merge(

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway import formats
+from gateway.clouds import kinds as clouds
 from gateway.formats import CHAT, Format
 from gateway.policy.schema import Model, Policy, Provider, Team
 
@@ -107,7 +108,10 @@ def formats_of(
 
 
 def chooses_api(provider: Provider) -> bool:
-    """``upstream_api`` applies to the provider: its kind speaks more than one format."""
+    """A model's ``upstream_api`` applies to the provider: its kind speaks more than one of
+    OpenAI's formats (``openai``, ``azure``)."""
+    if provider.api in clouds.KINDS:
+        return provider.api == "azure"
     return provider.api != "sim" and len(formats.of_provider(provider.api)) > 1
 
 
@@ -125,19 +129,28 @@ def resolve_deployments(
     """The deployments of model ``name``: one per key of each provider serving it, named
     ``name`` (a deployment's), else the provider's; ``#N`` (1-based) tells keys apart."""
     specs = (
-        [(model.provider, model.upstream_model, 1.0, None)]
+        [(model.provider, model.upstream_model, 1.0, None, None)]
         if model.provider is not None
-        else [(d.provider, d.upstream_model, d.weight, d.name) for d in model.deployments]
+        else [
+            (d.provider, d.upstream_model, d.weight, d.name, d.upstream_api)
+            for d in model.deployments
+        ]
     )
     out: list[Deployed] = []
-    for provider, upstream, weight, given in specs:
+    model_api = (model.upstream_api,) if isinstance(model.upstream_api, str) else model.upstream_api
+    for provider, upstream, weight, given, api in specs:
         p = providers.get(provider)
         envs = key_envs(p) if p is not None else (None,)
-        fmts = formats_of(p.api, model.upstream_api, p.speaks) if p is not None else (CHAT,)
+        upstream_name = upstream or model.upstream_model or name
+        if p is None:
+            fmts: tuple[Format, ...] = (CHAT,)
+        elif p.api in clouds.KINDS:
+            fmts = clouds.formats_of(p.api, upstream_name, api, model_api)
+        else:
+            fmts = formats_of(p.api, api or model.upstream_api, p.speaks)
         base = given or provider
         for n, env in enumerate(envs, 1):
             label = base if len(envs) == 1 else f"{base}#{n}"
-            upstream_name = upstream or model.upstream_model or name
             out.append(Deployed(label, provider, env, upstream_name, weight, fmts))
     return tuple(out)
 

@@ -4,19 +4,22 @@ and with which headers. What a body holds is its format's (:mod:`gateway.formats
 ``api: openai``     base_url is the URL that ``/chat/completions`` etc. follow.
 ``api: anthropic``  base_url is the root; the gateway adds ``/v1/messages``.
 ``api: sim``        the built-in simulated provider at its root; it speaks every format.
+``api: bedrock``, ``vertex``, ``azure``  cloud providers: the URL and body of each call
+                    are their :class:`~gateway.clouds.kinds.Cloud`'s.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from yarl import URL
 
 from gateway import formats
+from gateway.clouds.kinds import KINDS, Authorizer, Cloud, cloud_of, native_paths
 from gateway.formats import Format
 from gateway.policy.schema import Provider
 
@@ -70,6 +73,8 @@ class Target:
 
 def speaks(provider: Provider, endpoint: Endpoint) -> bool:
     """The provider takes the endpoint's bodies as they are (no translation)."""
+    if provider.api in KINDS:
+        return endpoint.value in native_paths(provider.api)
     return endpoint.fmt in formats.of_provider(provider.api)
 
 
@@ -83,11 +88,16 @@ def serves(provider: Provider, endpoint: Endpoint) -> bool:
 @dataclass(frozen=True, slots=True)
 class Wiring:
     """How one provider of a policy set is called, resolved once per set: the URL and
-    base headers (with the provider's key) per endpoint, the proxy and the TLS setting."""
+    base headers (with the provider's key) per endpoint, the proxy and the TLS setting;
+    for a cloud provider, its :class:`Cloud` (each call's URL and body), the headers of
+    every call, and the credential that authorizes each attempt (None: a static key)."""
 
     targets: Mapping[Endpoint, Target]
     proxy: str | None = None
     tls: Any = True  # aiohttp's ``ssl=``: True, False or an SSLContext
+    cloud: Cloud | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)  # a cloud's, for every call
+    credential: Authorizer | None = None
 
 
 def wiring_of(
@@ -96,10 +106,19 @@ def wiring_of(
     key: str | None,
     proxy: str | None = None,
     tls: Any = True,
+    credential: Authorizer | None = None,
 ) -> Wiring:
     """The :class:`Wiring` of ``provider`` at ``base_url`` (the ``sim`` provider's address
-    is only known once it runs) with ``key`` from the environment."""
+    is only known once it runs) with ``key`` from the environment; a cloud provider's
+    ``credential`` authorizes each attempt where it has no key."""
     extra = {k.lower(): v for k, v in provider.headers.items()}
+    if provider.api in KINDS:
+        cloud = cloud_of(provider, base_url)
+        headers = {"content-type": "application/json", "accept-encoding": "identity"}
+        if key:
+            headers.update(cloud.key_headers(key))
+        headers.update(extra)
+        return Wiring({}, proxy, tls, cloud, headers, None if key else credential)
     targets = {
         ep: _base_target(provider.api == "sim", base_url, extra, ep, key)
         for ep in Endpoint

@@ -33,6 +33,7 @@ from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
 from gateway.upstream import Limits, Upstream
 from gateway.web import reload, routes
+from gateway.web.cloud_credentials import CloudCredentials
 from gateway.web.concurrency import TeamSlots
 from gateway.web.drain import run
 from gateway.web.listener import Listener, request_factory
@@ -103,6 +104,8 @@ class Gateway:
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
         # deployment_up is read from the board, for the current policy set, when scraped
         metrics.deployments_up = lambda: self.env.board.up(self.policies.deployments, time.time())
+        # the cloud providers' credentials (gateway/clouds), found at start and on reload
+        self.credentials = CloudCredentials(self.env.board, lambda: self.policies)
         self.tracing = tracing.configure(os.environ)  # None unless OTEL_* asks for traces
 
     def reload(self, trigger: str) -> bool:
@@ -126,6 +129,7 @@ class Gateway:
             self._admin_reloaded(trigger)
             return False
         self.policies, self._egress, self._wiring = new, reach, {}
+        self.credentials.reload(new)
         self.last_reload_error = None
         self.events.policy_reloaded(len(new.files), trigger)
         warn_egress(new)
@@ -197,7 +201,14 @@ class Gateway:
             base = self.sim_url if p.api == "sim" and self.sim_url else p.base_url
             key = os.environ.get(key_env) if key_env else None
             e = self._egress.get(provider)
-            w = wiring_of(p, base, key, e.proxy if e else None, e.ssl if e else True)
+            w = wiring_of(
+                p,
+                base,
+                key,
+                e.proxy if e else None,
+                e.ssl if e else True,
+                self.credentials.get(provider),
+            )
             if p.api != "sim" or self.sim_url:
                 self._wiring[(provider, key_env)] = w
         return w
@@ -216,6 +227,7 @@ class Gateway:
             await self.deployment_sync.start()
         if self.policies.uses_sim:
             await self.ensure_sim()
+        await self.credentials.start(self.policies)  # each lookup in a thread
         self._watcher = asyncio.create_task(reload.watch(self))
         separate = self.settings.metrics_port is not None
         paths = routes.ROUTES if separate else {**routes.ROUTES, **routes.METRICS}
@@ -282,6 +294,7 @@ class Gateway:
             self._sim, self.sim_url = None, None
         if self.deployment_sync is not None:
             await self.deployment_sync.close()
+        await self.credentials.close()
         await self.state.close()
         await self.upstream.close()
         if self.tracing is not None:

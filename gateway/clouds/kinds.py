@@ -1,0 +1,285 @@
+"""How each cloud provider kind is called (docs/clouds.md). Pure: no I/O.
+
+A cloud deployment's request differs from a plain provider's in four ways, all here:
+
+- the URL names the model (and, on Bedrock and Vertex, whether it streams);
+- the body: Bedrock and Vertex take Anthropic's Messages body without ``model`` (nor
+  ``stream`` on Bedrock) and with their own ``anthropic_version``; Bedrock takes the
+  client's ``anthropic-beta`` header in the body;
+- the static key's header (a Bedrock API key as a bearer token, an Azure key as
+  ``api-key``), when the provider has one; otherwise a :class:`Credential` signs or adds
+  a token per attempt (gateway/clouds/credentials.py);
+- Bedrock's streams come in AWS event-stream frames, and its errors as
+  ``{"message": ...}`` with the exception's name in a header: :meth:`Cloud.error_body`
+  gives them Anthropic's error shape, so that the rest of the gateway reads them as it
+  reads Anthropic's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import orjson
+from yarl import URL
+
+from gateway.formats import CHAT, MESSAGES, RESPONSES, Format, by_name
+from gateway.policy.schema import AZURE_API_VERSION, Provider
+
+__all__ = [
+    "KINDS", "Authorizer", "Cloud", "cloud_of", "formats_of", "missing_extra", "native_paths",
+]  # fmt: skip
+
+#: The provider kinds of this package.
+KINDS = frozenset({"bedrock", "vertex", "azure"})
+
+BEDROCK_VERSION = "bedrock-2023-05-31"
+VERTEX_VERSION = "vertex-2023-10-16"
+
+_CHAT_PATHS = frozenset({"/v1/chat/completions"})
+_NATIVE: dict[str, frozenset[str]] = {
+    "bedrock": frozenset({"/v1/messages"}),
+    "vertex": frozenset({"/v1/messages", *_CHAT_PATHS}),
+    "azure": frozenset(
+        {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"}
+    ),
+}
+
+
+class Authorizer(Protocol):
+    """What authorizes a cloud attempt (gateway/clouds/credentials.py): a SigV4 signature
+    or a current token, added to ``headers`` in place; no I/O. Raises
+    ``CredentialUnavailable`` when there is none to use."""
+
+    provider: str
+    problem: str | None
+
+    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None: ...
+
+
+#: The library a cloud kind needs, and the extra that installs it.
+_EXTRAS = {
+    "bedrock": ("awscrt", "aws"),
+    "vertex": ("google.auth", "gcp"),
+    "azure": ("azure.identity", "azure"),
+}
+
+
+def missing_extra(api: str) -> str | None:
+    """The command that installs what a cloud kind needs, when it is not installed."""
+    module, extra = _EXTRAS[api]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # the parent package (google, azure) is missing
+        found = False
+    if found and api == "bedrock":
+        found = importlib.util.find_spec("botocore") is not None
+    return None if found else f"pip install 'llm-gateway[{extra}]'"
+
+
+def native_paths(api: str) -> frozenset[str]:
+    """The client endpoints whose bodies a cloud kind takes as they are (its models may be
+    called on the others through translation, where the endpoint is a conversation)."""
+    return _NATIVE[api]
+
+
+def _converse() -> Format:
+    return by_name("converse")
+
+
+def formats_of(
+    api: str, upstream_model: str, chosen: str | None, model_api: tuple[str, ...]
+) -> tuple[Format, ...]:
+    """The formats a cloud deployment speaks, the one a translated request goes in first.
+
+    Bedrock: Anthropic's Messages for an Anthropic model (an id, inference profile or ARN
+    naming ``anthropic.``), else Converse. Vertex: Messages for a Claude model, else the
+    OpenAI-compatible chat completions. Azure: as an OpenAI provider, the model's
+    ``upstream_api`` (chat completions by default). A deployment's own ``upstream_api``
+    (``chosen``) decides where it is given.
+    """
+    if api == "azure":
+        names = (chosen,) if chosen else model_api
+        picked = tuple(f for f in (CHAT, RESPONSES) if f.label in names)
+        return picked or (CHAT,)
+    if api == "bedrock":
+        if chosen:
+            return (MESSAGES,) if chosen == MESSAGES.label else (_converse(),)
+        return (MESSAGES,) if "anthropic." in upstream_model else (_converse(),)
+    if chosen:
+        return (MESSAGES,) if chosen == MESSAGES.label else (CHAT,)
+    return (MESSAGES,) if upstream_model.startswith("claude") else (CHAT,)
+
+
+class Cloud:
+    """One cloud provider of a policy set, resolved: where its requests go."""
+
+    #: The provider kind (the policy's ``api``).
+    api = ""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/")
+
+    def key_headers(self, key: str) -> dict[str, str]:
+        """The header carrying the provider's static key."""
+        return {"authorization": f"Bearer {key}"}
+
+    def call(
+        self,
+        path: str,
+        fmt: Format,
+        model: str,
+        body: dict[str, Any],
+        stream: bool,
+        beta: str | None,
+    ) -> tuple[URL, dict[str, Any]]:
+        """The URL and body of a request in ``fmt`` for ``model`` (its ``upstream_model``)
+        that a client sent to ``path`` (the gateway endpoint; for a translated request,
+        its format's own); ``beta``: the client's ``anthropic-beta`` header."""
+        raise NotImplementedError
+
+    def eventstream(self, fmt: Format, stream: bool) -> bool:
+        """A stream of this call comes in AWS event-stream frames."""
+        return False
+
+    def passes_beta(self) -> bool:
+        """The client's ``anthropic-beta`` header goes along as a header."""
+        return False
+
+    def error_body(self, headers: Mapping[str, str], raw: bytes) -> bytes:
+        """An error answer's body, in the shape of the format spoken (as it came here)."""
+        return raw
+
+
+def _without(body: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in names}
+
+
+class Bedrock(Cloud):
+    """AWS Bedrock Runtime: ``/model/{id}/invoke`` (``-with-response-stream``) for
+    Anthropic's Messages body, ``/model/{id}/converse`` (``-stream``) for Converse."""
+
+    api = "bedrock"
+
+    def call(
+        self,
+        path: str,
+        fmt: Format,
+        model: str,
+        body: dict[str, Any],
+        stream: bool,
+        beta: str | None,
+    ) -> tuple[URL, dict[str, Any]]:
+        model_path = f"{self.root}/model/{quote(model, safe='')}/"
+        if fmt is MESSAGES:
+            out = _without(body, "model", "stream")
+            out["anthropic_version"] = BEDROCK_VERSION
+            if beta:
+                out["anthropic_beta"] = [b.strip() for b in beta.split(",") if b.strip()]
+            op = "invoke-with-response-stream" if stream else "invoke"
+        else:
+            out = _without(body, "model", "stream")
+            op = "converse-stream" if stream else "converse"
+        return URL(model_path + op, encoded=True), out
+
+    def eventstream(self, fmt: Format, stream: bool) -> bool:
+        return stream
+
+    def error_body(self, headers: Mapping[str, str], raw: bytes) -> bytes:
+        """Bedrock's ``{"message": M}`` with the exception named in ``x-amzn-errortype``
+        (``ThrottlingException:http://...``) as Anthropic's error:
+        ``{"type": "error", "error": {"type": "ThrottlingException", "message": M}}``."""
+        kind = headers.get("x-amzn-errortype", "").split(":", 1)[0].strip()
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):
+            message = raw[:2000].decode("utf-8", "replace").strip()
+            data = {}
+        else:
+            found = data.get("message", data.get("Message"))
+            message = found if isinstance(found, str) else ""
+        if not kind:
+            typ = data.get("__type")
+            kind = typ.rsplit("#", 1)[-1] if isinstance(typ, str) else ""
+        if not kind and not message:
+            return raw
+        error = {"type": kind or "error", "message": message}
+        return orjson.dumps({"type": "error", "error": error})
+
+
+class Vertex(Cloud):
+    """Google Vertex AI: Claude by ``rawPredict`` / ``streamRawPredict`` with Anthropic's
+    Messages body, other models by the OpenAI-compatible chat completions endpoint."""
+
+    api = "vertex"
+
+    def __init__(self, root: str, project: str, region: str) -> None:
+        super().__init__(root)
+        self.base = f"{self.root}/v1/projects/{quote(project, safe='')}/locations/{region}"
+
+    def call(
+        self,
+        path: str,
+        fmt: Format,
+        model: str,
+        body: dict[str, Any],
+        stream: bool,
+        beta: str | None,
+    ) -> tuple[URL, dict[str, Any]]:
+        if fmt is MESSAGES:
+            out = _without(body, "model")
+            out["anthropic_version"] = VERTEX_VERSION
+            op = "streamRawPredict" if stream else "rawPredict"
+            url = f"{self.base}/publishers/anthropic/models/{quote(model, safe='@')}:{op}"
+            return URL(url, encoded=True), out
+        return URL(f"{self.base}/endpoints/openapi/chat/completions"), {**body, "model": model}
+
+    def passes_beta(self) -> bool:
+        return True
+
+
+class Azure(Cloud):
+    """Azure OpenAI: ``/openai/deployments/{deployment}/...?api-version=`` for chat
+    completions, legacy completions and embeddings; ``/openai/v1/responses`` for
+    Responses (the deployment named in the body)."""
+
+    api = "azure"
+
+    def __init__(self, root: str, api_version: str) -> None:
+        super().__init__(root)
+        self.query = {"api-version": api_version}
+
+    def key_headers(self, key: str) -> dict[str, str]:
+        return {"api-key": key}
+
+    def call(
+        self,
+        path: str,
+        fmt: Format,
+        model: str,
+        body: dict[str, Any],
+        stream: bool,
+        beta: str | None,
+    ) -> tuple[URL, dict[str, Any]]:
+        if fmt is RESPONSES:
+            return URL(f"{self.root}/openai/v1/responses"), {**body, "model": model}
+        op = path.removeprefix("/v1/") if path in _NATIVE["azure"] else "chat/completions"
+        url = URL(f"{self.root}/openai/deployments/{quote(model, safe='')}/{op}", encoded=True)
+        return url.with_query(self.query), {**body, "model": model}
+
+
+def cloud_of(provider: Provider, base_url: str) -> Cloud:
+    """The :class:`Cloud` of a provider of kind bedrock, vertex or azure: at ``base_url``
+    when given, else at the cloud's endpoint for its region."""
+    region = provider.region or ""
+    if provider.api == "bedrock":
+        return Bedrock(base_url or f"https://bedrock-runtime.{region}.amazonaws.com")
+    if provider.api == "vertex":
+        host = "aiplatform.googleapis.com"
+        root = base_url or f"https://{host if region == 'global' else f'{region}-{host}'}"
+        return Vertex(root, provider.project or "", region)
+    return Azure(base_url, provider.api_version or AZURE_API_VERSION)
