@@ -37,7 +37,7 @@ import pytest
 from gateway.policy.load import load_policy_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-POLICY_DOCS = ("README.md", "docs/policies.md", "docs/translation.md")
+POLICY_DOCS = ("README.md", "docs/policies.md", "docs/translation.md", "docs/clouds.md")
 EXAMPLES = ROOT / "docs" / "examples"
 EXAMPLE_DIRS = sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
 COMMAND_DOCS = (
@@ -143,6 +143,7 @@ def test_the_docs_have_policy_examples() -> None:
     worked = next(s for s in POLICY_SETS if s.id == "docs/policies.md:worked")
     assert len(worked.files) == 4, sorted(worked.files)
     assert "docs/translation.md:translation" in ids, ids
+    assert "docs/clouds.md:clouds" in ids, ids
 
 
 def test_markers_precede_yaml_blocks() -> None:

@@ -2,11 +2,22 @@
 
 ``from gateway.testing import FakeProvider, Error, CutAfter`` -- see
 :mod:`gateway.testing.fake_provider` for how to use it and
-:mod:`gateway.testing.script` for the script steps.
+:mod:`gateway.testing.script` for the script steps. :class:`FakeVertex` and
+:class:`FakeAzure` serve the same answers and steps on Google Vertex AI's and Azure
+OpenAI's paths, with their credentials and errors (:mod:`gateway.testing.fake_vertex`,
+:mod:`gateway.testing.fake_azure`).
 """
 
 from gateway.testing.conversation import tokens_of
+from gateway.testing.fake_azure import (
+    FakeAzure,
+    azure_content_filter,
+    azure_filtered_answer,
+    azure_rate_limit,
+    azure_server_error,
+)
 from gateway.testing.fake_provider import DEFAULT_REPLY, FakeProvider, RecordedRequest
+from gateway.testing.fake_vertex import FakeVertex, vertex_resource_exhausted, vertex_server_error
 from gateway.testing.script import (
     CutAfter,
     Delay,
@@ -31,7 +42,9 @@ __all__ = [
     "Delay",
     "Error",
     "ErrorEventAfter",
+    "FakeAzure",
     "FakeProvider",
+    "FakeVertex",
     "Hang",
     "HeadersThenSilence",
     "MalformedEventAt",
@@ -44,5 +57,11 @@ __all__ = [
     "Step",
     "Success",
     "Tamper",
+    "azure_content_filter",
+    "azure_filtered_answer",
+    "azure_rate_limit",
+    "azure_server_error",
     "tokens_of",
+    "vertex_resource_exhausted",
+    "vertex_server_error",
 ]

@@ -52,10 +52,10 @@ answer text (or the tool call's name + arguments).
 replaces a queue. Each POST request consumes one entry: first from its model's queue,
 else from the shared queue (``model=None``); an empty queue means a normal answer.
 Both take ``key=``: a queue for the requests that carry that API key (the
-``Authorization: Bearer`` token, else ``x-api-key``), so a test can make one key of
-several fail whatever order the requests come in; such a request consumes from its
-key's queue for its model, then its key's shared queue (``model=None``), then the
-queues above::
+``Authorization: Bearer`` token, else ``x-api-key``, else ``api-key``), so a test can
+make one key of several fail whatever order the requests come in; such a request
+consumes from its key's queue for its model, then its key's shared queue
+(``model=None``), then the queues above::
 
     fp.script("gpt-4o", [Error.openai_rate_limit(retry_after=30)], key="key-a")
     fp.push(Error.openai_quota(), key="key-b")   # the next request with key-b, any model
@@ -91,6 +91,7 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from gateway.testing import replies, shapes
+from gateway.testing.cloud_auth import bearer_token
 from gateway.testing.conversation import (
     parse_chat,
     parse_completions,
@@ -133,11 +134,10 @@ class RecordedRequest:
 
     @property
     def key(self) -> str | None:
-        """The API key: the ``Authorization: Bearer`` token, else ``x-api-key``."""
-        auth = self.headers.get("authorization", "")
-        if auth[:7].lower() == "bearer ":
-            return auth[7:].strip()
-        return self.headers.get("x-api-key") or None
+        """The API key: the ``Authorization: Bearer`` token, else ``x-api-key``, else
+        ``api-key`` (Azure's)."""
+        token = bearer_token(self.headers)
+        return token or self.headers.get("x-api-key") or self.headers.get("api-key") or None
 
 
 class FakeProvider:
@@ -189,17 +189,21 @@ class FakeProvider:
         if self._app is None:
             # a provider takes prompts of many megabytes (aiohttp's default limit is 1 MiB)
             app = web.Application(client_max_size=64 * 1024 * 1024)
-            for path, api in (
-                ("/v1/chat/completions", "chat"),
-                ("/v1/completions", "completions"),
-                ("/v1/responses", "responses"),
-                ("/v1/messages", "messages"),
-                ("/v1/embeddings", "embeddings"),
-            ):
-                app.router.add_post(path, self._endpoint(api))
-            app.router.add_get("/v1/models", self._models)
+            self._add_routes(app)
             self._app = app
         return self._app
+
+    def _add_routes(self, app: web.Application) -> None:
+        """The endpoints served (a cloud fake serves its own paths instead)."""
+        for path, api in (
+            ("/v1/chat/completions", "chat"),
+            ("/v1/completions", "completions"),
+            ("/v1/responses", "responses"),
+            ("/v1/messages", "messages"),
+            ("/v1/embeddings", "embeddings"),
+        ):
+            app.router.add_post(path, self._endpoint(api))
+        app.router.add_get("/v1/models", self._models)
 
     async def start(self, port: int = 0) -> None:
         """Serve on ``127.0.0.1:port`` (``0``: an ephemeral port, see :attr:`url`)."""
@@ -326,15 +330,25 @@ class FakeProvider:
 
         return handler
 
-    def _record(self, request: web.Request, body: Any) -> RecordedRequest:
+    def _model_of(self, request: web.Request, body: Any) -> str | None:
+        """The model a request names: its body's ``model`` (a cloud's may be in the path)."""
         model = body.get("model") if isinstance(body, dict) else None
+        return model if isinstance(model, str) else None
+
+    def _refuse(self, request: web.Request, record: RecordedRequest) -> web.Response | None:
+        """A refusal sent before the script is consulted (a cloud fake checks the
+        credentials, the path and the body here); ``None``: serve the request."""
+        return None
+
+    def _record(self, request: web.Request, body: Any) -> RecordedRequest:
+        model = self._model_of(request, body)
         record = RecordedRequest(
             method=request.method,
             path=request.path,
             query_string=request.query_string,
             headers={k.lower(): v for k, v in request.headers.items()},
             body=body,
-            model=model if isinstance(model, str) else None,
+            model=model,
         )
         self.requests.append(record)
         return record
@@ -346,6 +360,9 @@ class FakeProvider:
         except ValueError:
             body = None
         record = self._record(ex.request, body)
+        refusal = self._refuse(ex.request, record)
+        if refusal is not None:
+            return refusal
         if not isinstance(body, dict):
             return replies.error_response(
                 ex, Error.bad_request("We could not parse the JSON body.")
