@@ -93,6 +93,21 @@ CODES: dict[str, Category] = {
     "unauthenticated": C.auth,  # Gemini status
     "permission_denied": C.auth,  # Gemini status
     "1220": C.auth,  # Zhipu: no permission for this API
+    # AWS Bedrock exceptions (its errors and stream exception frames are read as
+    # Anthropic's error object, the exception's name as its type: gateway/clouds/kinds.py)
+    "throttlingexception": C.rate_limit,
+    "servicequotaexceededexception": C.rate_limit,
+    "serviceunavailableexception": C.server_overload,
+    "modelnotreadyexception": C.server_overload,
+    "internalserverexception": C.server_error,
+    "modelstreamerrorexception": C.server_error,
+    "modeltimeoutexception": C.timeout,
+    "accessdeniedexception": C.auth,
+    "unrecognizedclientexception": C.auth,
+    "expiredtokenexception": C.auth,
+    "invalidsignatureexception": C.auth,
+    "missingauthenticationtokenexception": C.auth,
+    "incompletesignatureexception": C.auth,
     # the request itself: OpenAI Responses ``response.failed`` codes, which arrive in a
     # 200 stream with no status to say so (else a server error, counted toward fallback)
     "invalid_prompt": C.invalid_request,

@@ -46,7 +46,9 @@ def test_bedrock_other_models_go_by_converse_at_a_given_base_url() -> None:
     base_url replaces the regional endpoint."""
     cloud = cloud_of(BEDROCK, "http://127.0.0.1:9/")
     converse = formats_of("bedrock", "amazon.nova-pro-v1:0", None, ("chat",))[0]
-    url, body = cloud.call("", converse, "amazon.nova-pro-v1:0", {"model": "x", "messages": []}, True, None)
+    url, body = cloud.call(
+        "", converse, "amazon.nova-pro-v1:0", {"model": "x", "messages": []}, True, None
+    )
     assert str(url) == "http://127.0.0.1:9/model/amazon.nova-pro-v1%3A0/converse-stream"
     assert body == {"messages": []}
 
@@ -56,19 +58,25 @@ def test_vertex_calls_claude_by_raw_predict_and_others_by_the_openai_endpoint() 
     Vertex's anthropic_version and no model; other models by the OpenAI-compatible chat
     completions endpoint, the model in the body; the global location's host."""
     cloud = cloud_of(VERTEX, "")
-    url, body = cloud.call("/v1/messages", MESSAGES, "claude-sonnet-4-5@20250929", MESSAGES_BODY, True, None)
+    url, body = cloud.call(
+        "/v1/messages", MESSAGES, "claude-sonnet-4-5@20250929", MESSAGES_BODY, True, None
+    )
     assert str(url) == (
         "https://europe-west1-aiplatform.googleapis.com/v1/projects/acme-ml/locations/"
         "europe-west1/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"
     )
     assert body["anthropic_version"] == "vertex-2023-10-16" and "model" not in body
     assert body["stream"] is True
-    url, body = cloud.call("/v1/chat/completions", CHAT, "google/gemini-2.0-flash", {"model": "g"}, False, None)
+    url, body = cloud.call(
+        "/v1/chat/completions", CHAT, "google/gemini-2.0-flash", {"model": "g"}, False, None
+    )
     assert str(url).endswith("/locations/europe-west1/endpoints/openapi/chat/completions")
     assert body == {"model": "google/gemini-2.0-flash"}
     glob = cloud_of(VERTEX.model_copy(update={"region": "global"}), "")
     url, _ = glob.call("/v1/messages", MESSAGES, "claude-x", {}, False, None)
-    assert str(url).startswith("https://aiplatform.googleapis.com/v1/projects/acme-ml/locations/global/")
+    assert str(url).startswith(
+        "https://aiplatform.googleapis.com/v1/projects/acme-ml/locations/global/"
+    )
     assert cloud.passes_beta()
 
 
@@ -77,7 +85,9 @@ def test_azure_calls_the_deployment_with_api_version_and_responses_on_v1() -> No
     api-version (the documented default when the policy gives none); Responses at
     /openai/v1/responses with the deployment named in the body; the key as api-key."""
     cloud = cloud_of(AZURE, AZURE.base_url)
-    url, body = cloud.call("/v1/chat/completions", CHAT, "gpt-4o-prod", {"model": "gpt-4o"}, True, None)
+    url, body = cloud.call(
+        "/v1/chat/completions", CHAT, "gpt-4o-prod", {"model": "gpt-4o"}, True, None
+    )
     assert str(url) == (
         "https://acme-eu.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions"
         "?api-version=2024-10-21"
@@ -85,7 +95,9 @@ def test_azure_calls_the_deployment_with_api_version_and_responses_on_v1() -> No
     assert body == {"model": "gpt-4o-prod"}
     url, _ = cloud.call("/v1/embeddings", CHAT, "emb", {}, False, None)
     assert url.path == "/openai/deployments/emb/embeddings"
-    url, body = cloud.call("/v1/responses", RESPONSES, "gpt-4o-prod", {"model": "gpt-4o"}, False, None)
+    url, body = cloud.call(
+        "/v1/responses", RESPONSES, "gpt-4o-prod", {"model": "gpt-4o"}, False, None
+    )
     assert str(url) == "https://acme-eu.openai.azure.com/openai/v1/responses"
     assert body["model"] == "gpt-4o-prod"
     pinned = cloud_of(AZURE.model_copy(update={"api_version": "2025-01-01"}), AZURE.base_url)
@@ -110,7 +122,12 @@ def test_a_cloud_wiring_carries_the_key_header_or_the_credential() -> None:
     ("api", "model", "chosen", "expected"),
     [
         ("bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0", None, "messages"),
-        ("bedrock", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-x", None, "messages"),
+        (
+            "bedrock",
+            "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-x",
+            None,
+            "messages",
+        ),
         ("bedrock", "meta.llama3-70b-instruct-v1:0", None, "converse"),
         ("bedrock", "anthropic.claude-x", "converse", "converse"),
         ("vertex", "claude-sonnet-4-5@20250929", None, "messages"),
@@ -120,7 +137,9 @@ def test_a_cloud_wiring_carries_the_key_header_or_the_credential() -> None:
         ("azure", "gpt-4o-prod", "responses", "responses"),
     ],
 )
-def test_the_format_of_a_cloud_deployment(api: str, model: str, chosen: str | None, expected: str) -> None:
+def test_the_format_of_a_cloud_deployment(
+    api: str, model: str, chosen: str | None, expected: str
+) -> None:
     """Each cloud deployment speaks the format its model is called by (Anthropic models in
     Messages, the others in Converse or chat), or the one its upstream_api chooses."""
     assert formats_of(api, model, chosen, ("chat",))[0].label == expected
@@ -141,14 +160,26 @@ def test_which_endpoints_a_cloud_serves_untranslated() -> None:
         (
             "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/",
             b'{"message":"Too many requests, please wait before trying again."}',
-            {"type": "ThrottlingException", "message": "Too many requests, please wait before trying again."},
+            {
+                "type": "ThrottlingException",
+                "message": "Too many requests, please wait before trying again.",
+            },
         ),
-        ("", b'{"__type":"com.amazon#ValidationException","Message":"Input is too long"}',
-         {"type": "ValidationException", "message": "Input is too long"}),
-        ("ModelNotReadyException", b"not json", {"type": "ModelNotReadyException", "message": "not json"}),
+        (
+            "",
+            b'{"__type":"com.amazon#ValidationException","Message":"Input is too long"}',
+            {"type": "ValidationException", "message": "Input is too long"},
+        ),
+        (
+            "ModelNotReadyException",
+            b"not json",
+            {"type": "ModelNotReadyException", "message": "not json"},
+        ),
     ],
 )
-def test_bedrock_errors_read_in_anthropics_shape(header: str, raw: bytes, expected: dict[str, str]) -> None:
+def test_bedrock_errors_read_in_anthropics_shape(
+    header: str, raw: bytes, expected: dict[str, str]
+) -> None:
     """A Bedrock error (its exception named in x-amzn-errortype or __type) becomes
     Anthropic's error object with that name as its type."""
     cloud = cloud_of(BEDROCK, "")
