@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import botocore.session
 from awscrt import auth, http
 
-from gateway.clouds.credentials import Credential, Held, OnChange, quiet_library_logs
+from gateway.clouds.credentials import Credential, Held, OnChange
 
 #: What :meth:`AwsCredential.authorize` adds, as the signer names it and as sent.
 _SIGNED = (("Authorization", "authorization"), ("X-Amz-Date", "x-amz-date"),
@@ -37,6 +37,7 @@ class AwsCredential(Credential[auth.AwsSigningConfig]):
     (None: the default chain)."""
 
     cloud = "AWS"
+    loggers = ("botocore",)
     looked_for = (
         "the AWS_* environment, the shared credentials and config files{profile}, web"
         " identity, container and instance credentials"
@@ -54,8 +55,6 @@ class AwsCredential(Credential[auth.AwsSigningConfig]):
         super().__init__(provider, on_change, **timing)
         self.region = region
         self._profile = profile
-        self._found: Any = None  # botocore's credentials, once found (used in threads only)
-        quiet_library_logs("botocore")
 
     def _fetch(self) -> Held[auth.AwsSigningConfig]:
         if self._found is None:

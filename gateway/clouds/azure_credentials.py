@@ -9,37 +9,26 @@ token. azure-identity's own log records below ERROR are kept out of the gateway'
 
 from __future__ import annotations
 
-from typing import Any
-
 from azure.identity import DefaultAzureCredential
 
-from gateway.clouds.credentials import Credential, Held, OnChange, quiet_library_logs
+from gateway.clouds.credentials import BearerCredential, Held
 
 #: The scope of an Azure OpenAI (Cognitive Services) token.
 SCOPE = "https://cognitiveservices.azure.com/.default"
 
 
-class AzureCredential(Credential[str]):
-    """An Azure OpenAI provider's Entra ID token (the held value is the authorization
-    header)."""
+class AzureCredential(BearerCredential):
+    """An Azure OpenAI provider's Entra ID token."""
 
     cloud = "Azure"
     looked_for = (
         "the AZURE_* environment (service principal, workload identity), managed identity"
         " and the Azure CLI"
     )
-
-    def __init__(self, provider: str, on_change: OnChange | None = None, **timing: Any) -> None:
-        super().__init__(provider, on_change, **timing)
-        self._found: Any = None  # the DefaultAzureCredential (used in threads only)
-        quiet_library_logs("azure.identity", "azure.core", "msal")
+    loggers = ("azure.identity", "azure.core", "msal")
 
     def _fetch(self) -> Held[str]:
         if self._found is None:
             self._found = DefaultAzureCredential()
         token = self._found.get_token(SCOPE)
         return Held(f"Bearer {token.token}", float(token.expires_on))
-
-    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None:
-        """Add ``authorization: Bearer <token>``."""
-        headers["authorization"] = self._current()

@@ -3,12 +3,12 @@
 A provider of ``api: bedrock`` without ``api_key_env`` signs with AWS credentials, one of
 ``api: vertex`` sends a Google OAuth token, one of ``api: azure`` without ``api_key_env``
 a Microsoft Entra ID token. Each is a :class:`Credential`: :meth:`Credential.start` finds
-it (the cloud library's blocking call runs in a thread, never on the event loop) and a
-background task fetches it again ahead of its expiry (:mod:`gateway.clouds.refresh`);
-:meth:`Credential.authorize` adds the headers of one attempt from what is held, with no
-I/O. When nothing usable is held, ``problem`` says why (naming the provider and where the
-credentials were looked for, never a secret) and the ``on_change`` callback hears of it,
-and again when the credentials are back.
+it (the cloud library's blocking call runs in a thread of its own, never on the event
+loop) and a background task fetches it again ahead of its expiry
+(:mod:`gateway.clouds.refresh`); :meth:`Credential.authorize` adds the headers of one
+attempt from what is held, with no I/O. When nothing usable is held, ``problem`` says
+why (naming the provider and where the credentials were looked for, never a secret) and
+the ``on_change`` callback hears of it, and again when the credentials are back.
 
 The cloud libraries are optional extras: a kind's module imports its library, and
 :func:`credential_of` imports that module only when a policy names the kind.
@@ -23,6 +23,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from gateway.clouds.refresh import RETRY_CAP, RETRY_FIRST, refresh_delay, retry_delay
@@ -38,6 +39,18 @@ _EXTRAS = {"bedrock": ("botocore", "aws"), "vertex": ("google.auth", "gcp"),
            "azure": ("azure.identity", "azure")}  # fmt: skip
 #: The longest piece of a library's error message a problem repeats.
 _MESSAGE_CHARS = 600
+#: Threads of their own for the libraries' blocking fetches (an instance metadata lookup
+#: may wait seconds), so that they never hold up what the event loop's default executor
+#: runs for requests (aiohttp's DNS lookups).
+_FETCHERS = 4
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(_FETCHERS, thread_name_prefix="cloud-credentials")
+    return _POOL
 
 
 class CredentialUnavailable(Exception):
@@ -70,9 +83,11 @@ class Credential(Generic[T]):
     ``retry_cap`` the backoff of a failed fetch (:func:`gateway.clouds.refresh.retry_delay`).
     """
 
-    #: The cloud, as messages name it ("AWS"); where its credentials are looked for.
+    #: The cloud, as messages name it ("AWS"); where its credentials are looked for; the
+    #: loggers of its library (kept quiet below ERROR: see :func:`quiet_library_logs`).
     cloud = ""
     looked_for = ""
+    loggers: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -92,6 +107,8 @@ class Credential(Generic[T]):
         self._held: Held[T] | None = None
         self._failures = 0
         self._task: asyncio.Task[None] | None = None
+        self._found: Any = None  # the library's credentials once found (used in threads only)
+        quiet_library_logs(*self.loggers)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(provider={self.provider!r}, problem={self.problem!r})"
@@ -160,7 +177,11 @@ class Credential(Generic[T]):
 
     async def _attempt(self) -> None:
         try:
-            held = await asyncio.to_thread(self._fetch)
+            held = await asyncio.get_running_loop().run_in_executor(_pool(), self._fetch)
+            if held.expires_at is not None and held.expires_at <= self._clock():
+                raise LookupError(
+                    "the credentials fetched have already expired (is the clock right?)"
+                )
         except Exception as exc:
             self._failures += 1
             old = self._held
@@ -190,6 +211,15 @@ class Credential(Generic[T]):
             f"{self.provider}: no usable {self.cloud} credentials"
             f" (looked for {self.looked_for}): {said}"
         )
+
+
+class BearerCredential(Credential[str]):
+    """A credential sent as a bearer token (Google, Azure): the held value is the whole
+    ``authorization`` header."""
+
+    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None:
+        """Add ``authorization: Bearer <token>``."""
+        headers["authorization"] = self._current()
 
 
 def quiet_library_logs(*names: str) -> None:

@@ -11,30 +11,25 @@ token as a bearer token.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import google.auth
 import google.auth.transport.requests
 
-from gateway.clouds.credentials import Credential, Held, OnChange, quiet_library_logs
+from gateway.clouds.credentials import BearerCredential, Held
 
 #: The scope a Vertex AI token is asked for.
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
-class GoogleCredential(Credential[str]):
-    """A Vertex AI provider's OAuth token (the held value is the authorization header)."""
+class GoogleCredential(BearerCredential):
+    """A Vertex AI provider's OAuth token."""
 
     cloud = "Google"
     looked_for = (
         "GOOGLE_APPLICATION_CREDENTIALS, gcloud application-default credentials and the"
         " metadata server"
     )
-
-    def __init__(self, provider: str, on_change: OnChange | None = None, **timing: Any) -> None:
-        super().__init__(provider, on_change, **timing)
-        self._found: Any = None  # google-auth's credentials, once found (used in threads only)
-        quiet_library_logs("google.auth", "google_auth_httplib2", "urllib3")
+    loggers = ("google.auth", "google_auth_httplib2", "urllib3")
 
     def _fetch(self) -> Held[str]:
         if self._found is None:
@@ -46,7 +41,3 @@ class GoogleCredential(Credential[str]):
         expiry = found.expiry  # naive UTC, or None
         expires_at = None if expiry is None else expiry.replace(tzinfo=dt.UTC).timestamp()
         return Held(f"Bearer {found.token}", expires_at)
-
-    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None:
-        """Add ``authorization: Bearer <token>``."""
-        headers["authorization"] = self._current()

@@ -6,8 +6,8 @@ the metadata server's token routes, for Vertex AI credential tests.
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
 
 ``POST /token`` takes the JWT-bearer grant google-auth sends for a service account and
-checks the assertion is a JWT signed by the file's key, for this endpoint and with a
-scope; it answers ``{"access_token", "expires_in", "token_type"}``.
+checks the assertion is a JWT signed by the file's key, for Google's token endpoint (or
+this one) and with a scope; it answers ``{"access_token", "expires_in", "token_type"}``.
 
 The metadata server (``GCE_METADATA_HOST`` and ``GCE_METADATA_IP`` set to :attr:`host`)
 answers the ping on ``/``, the project id, the default service account's info and
@@ -32,6 +32,8 @@ from gateway.testing.token_service import TokenService
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 EMAIL = "gateway-test@fake-project.iam.gserviceaccount.com"
 PROJECT = "fake-project"
+#: The audience google-auth gives a service account's assertion, whatever its token_uri.
+AUDIENCE = "https://oauth2.googleapis.com/token"
 _SA_ROOT = "/computeMetadata/v1/instance/service-accounts/default"
 
 
@@ -91,7 +93,7 @@ class FakeGoogleToken(TokenService):
         """Why ``assertion`` is refused, or None when it is a valid grant."""
         for public in self._public_keys:
             try:
-                claims = jwt.decode(assertion, certs=public, audience=self.token_uri)  # type: ignore[no-untyped-call]
+                claims = jwt.decode(assertion, certs=public, audience=[AUDIENCE, self.token_uri])  # type: ignore[no-untyped-call]
             except ValueError:
                 continue
             if claims.get("iss") != EMAIL:

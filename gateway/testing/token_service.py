@@ -15,7 +15,6 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Self
 
 from aiohttp import web
@@ -23,8 +22,8 @@ from aiohttp import web
 
 @dataclass(frozen=True)
 class TokenRequest:
-    """One request a token service received (its headers and form may hold secrets of
-    the test, never of anyone else)."""
+    """One request a token service received, its headers by lowercase name (they and the
+    form may hold secrets of the test, never of anyone else)."""
 
     method: str
     path: str
@@ -76,7 +75,7 @@ class TokenService:
                 request.method,
                 request.path,
                 dict(request.query),
-                dict(request.headers),
+                {name.lower(): value for name, value in request.headers.items()},
                 {k: str(v) for k, v in form.items()},
             )
         )
@@ -113,12 +112,7 @@ class TokenService:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         await self.stop()
 
     @property

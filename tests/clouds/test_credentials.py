@@ -1,0 +1,112 @@
+"""Which providers get cloud credentials, what a missing extra says, what a credential
+shows of itself, and that the core install never loads a cloud library."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.clouds.aws_credentials import AwsCredential
+from gateway.clouds.azure_credentials import AzureCredential
+from gateway.clouds.credentials import Credential, credential_of, missing_extra
+from gateway.clouds.google_credentials import GoogleCredential
+from gateway.policy.schema import Provider
+from tests.clouds.cloud_env import isolate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate(monkeypatch, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("fields", "kind"),
+    [
+        ({"api": "bedrock", "region": "us-east-1"}, AwsCredential),
+        ({"api": "bedrock", "region": "us-east-1", "aws_profile": "prod"}, AwsCredential),
+        ({"api": "bedrock", "region": "us-east-1", "api_key_env": "BEDROCK_KEY"}, None),
+        ({"api": "vertex", "region": "global", "project": "acme"}, GoogleCredential),
+        ({"api": "azure", "base_url": "https://acme.openai.azure.com"}, AzureCredential),
+        ({"api": "azure", "base_url": "https://a.openai.azure.com", "api_key_env": "K"}, None),
+        ({"api": "openai", "base_url": "https://api.openai.com/v1", "api_key_env": "K"}, None),
+    ],
+)
+def test_each_cloud_provider_gets_its_credential(
+    fields: dict[str, Any], kind: type[Credential[Any]] | None
+) -> None:
+    """Bedrock and Azure without a key, and Vertex, get their cloud's credential; a
+    provider with a static key (or of another kind) gets none."""
+    credential = credential_of("p", Provider.model_validate(fields))
+    if kind is None:
+        assert credential is None
+    else:
+        assert type(credential) is kind
+        assert credential.provider == "p"
+
+
+def test_a_bedrock_credential_signs_for_its_region_and_profile() -> None:
+    """The region and profile of the policy reach the AWS credential."""
+    provider = Provider.model_validate(
+        {"api": "bedrock", "region": "eu-west-3", "aws_profile": "x"}
+    )
+    credential = credential_of("bedrock-eu", provider)
+    assert isinstance(credential, AwsCredential)
+    assert credential.region == "eu-west-3"
+    assert "profile x" in credential.looked_for
+
+
+@pytest.mark.parametrize(
+    ("api", "module", "install"),
+    [
+        ("bedrock", "botocore", "pip install 'llm-gateway[aws]'"),
+        ("vertex", "google.auth", "pip install 'llm-gateway[gcp]'"),
+        ("azure", "azure.identity", "pip install 'llm-gateway[azure]'"),
+    ],
+)
+def test_a_missing_library_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, api: str, module: str, install: str
+) -> None:
+    """With the library importable nothing is missing; without it (blocked in
+    sys.modules, as an import finds it) the pip command of its extra."""
+    assert missing_extra(api) is None
+    monkeypatch.setitem(sys.modules, module, None)
+    assert missing_extra(api) == install
+    assert missing_extra("openai") is None
+
+
+def test_a_credential_is_not_usable_before_it_starts() -> None:
+    """Before start, problem says credentials were not looked for; repr shows only the
+    provider and the problem."""
+    credential = GoogleCredential("vertex-eu")
+    assert credential.problem == "vertex-eu: Google credentials not looked for yet"
+    assert repr(credential) == (
+        "GoogleCredential(provider='vertex-eu',"
+        " problem='vertex-eu: Google credentials not looked for yet')"
+    )
+
+
+def test_the_core_install_loads_no_cloud_library() -> None:
+    """Importing the credentials module, asking which extras are missing and making the
+    credential of a non-cloud provider loads none of botocore, awscrt, google-auth or
+    azure-identity (only the namespace packages google and azure, to look)."""
+    code = """
+import json, sys
+from gateway.clouds.credentials import credential_of, missing_extra
+from gateway.policy.schema import Provider
+credential_of("p", Provider.model_validate({"api": "openai", "base_url": "https://x/v1"}))
+missing_extra("bedrock"); missing_extra("vertex"); missing_extra("azure")
+libraries = ("botocore", "awscrt", "google.auth", "google.oauth2", "azure.identity", "azure.core")
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(libraries))))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+        cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert json.loads(out.stdout) == []
