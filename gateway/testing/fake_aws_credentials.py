@@ -1,5 +1,6 @@
-"""A fake AWS container-credentials endpoint (ECS / EKS Pod Identity style), for Bedrock
-credential tests, and a SigV4 check made with botocore's own signer.
+"""A fake AWS container-credentials endpoint (ECS / EKS Pod Identity style) and STS web
+identity (EKS IRSA), for Bedrock credential tests, and a SigV4 check made with botocore's
+own signer.
 
     async with FakeAwsCredentials(lifetime=2.0) as aws:
         monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", aws.endpoint)
@@ -7,6 +8,9 @@ credential tests, and a SigV4 check made with botocore's own signer.
 botocore's container provider (loopback addresses are allowed) then gets temporary
 credentials ``{"AccessKeyId", "SecretAccessKey", "Token", "Expiration"}`` from ``GET
 /creds``, new ones each time, each valid for :attr:`lifetime` seconds.
+With ``AWS_ENDPOINT_URL_STS`` set to :attr:`url` (and ``AWS_ROLE_ARN``,
+``AWS_WEB_IDENTITY_TOKEN_FILE``), botocore's web identity provider gets them from ``POST /``
+(``AssumeRoleWithWebIdentity``, answered in STS's XML) instead.
 :meth:`FakeAwsCredentials.secrets_of` gives the secret key and session token of an
 access key id it issued while they are valid, for :func:`sigv4_problem`.
 """
@@ -32,6 +36,14 @@ _AUTHORIZATION = re.compile(
     r"(?P<service>[^/]+)/aws4_request, SignedHeaders=(?P<signed>[a-z0-9;-]+), "
     r"Signature=(?P<signature>[0-9a-f]{64})$"
 )
+_STS_ANSWER = """<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>{key}</AccessKeyId>
+<SecretAccessKey>{secret}</SecretAccessKey><SessionToken>{token}</SessionToken>
+<Expiration>{expiration}</Expiration></Credentials>
+<AssumedRoleUser><Arn>{role}/gateway</Arn><AssumedRoleId>AROAFAKE:gateway</AssumedRoleId>
+</AssumedRoleUser></AssumeRoleWithWebIdentityResult>
+<ResponseMetadata><RequestId>fake</RequestId></ResponseMetadata>
+</AssumeRoleWithWebIdentityResponse>"""
 #: A secret key and session token (None for long-term keys).
 Secrets = tuple[str, str | None]
 
@@ -45,6 +57,7 @@ class FakeAwsCredentials(TokenService):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/creds", self._creds)
+        app.router.add_post("/", self._sts)
 
     @property
     def endpoint(self) -> str:
@@ -55,21 +68,36 @@ class FakeAwsCredentials(TokenService):
         """The secret key and session token of ``access_key`` while it is valid."""
         return self._secrets.get(access_key) if self.valid(access_key) else None
 
-    async def _creds(self, request: web.Request) -> web.Response:
-        refused = await self.served(request)
-        if refused is not None:
-            return refused
+    def _new(self) -> tuple[str, str, str, str]:
+        """A new access key id, secret key, session token and expiry (ISO 8601)."""
         access_key, expires_at = self.issue("ASIA")
         secret, token = secrets.token_urlsafe(30), secrets.token_urlsafe(60)
         self._secrets[access_key] = (secret, token)
         expiration = dt.datetime.fromtimestamp(expires_at, dt.UTC)
-        return web.json_response(
-            {
-                "AccessKeyId": access_key,
-                "SecretAccessKey": secret,
-                "Token": token,
-                "Expiration": expiration.isoformat(timespec="milliseconds"),
-            }
+        return access_key, secret, token, expiration.isoformat(timespec="milliseconds")
+
+    async def _creds(self, request: web.Request) -> web.Response:
+        refused = await self.served(request)
+        if refused is not None:
+            return refused
+        key, secret, token, expiration = self._new()
+        answer = {"AccessKeyId": key, "SecretAccessKey": secret, "Token": token,
+                  "Expiration": expiration}  # fmt: skip
+        return web.json_response(answer)
+
+    async def _sts(self, request: web.Request) -> web.Response:
+        refused = await self.served(request)
+        if refused is not None:
+            return refused
+        form = self.requests[-1].form
+        if form.get("Action") != "AssumeRoleWithWebIdentity" or not form.get("WebIdentityToken"):
+            return web.Response(status=400, text="only AssumeRoleWithWebIdentity, with a token")
+        key, secret, token, expiration = self._new()
+        return web.Response(
+            content_type="text/xml",
+            text=_STS_ANSWER.format(
+                key=key, secret=secret, token=token, expiration=expiration, role=form["RoleArn"]
+            ),
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,17 @@ import pytest
 
 from gateway.clouds.aws_credentials import AwsCredential
 from gateway.clouds.azure_credentials import AzureCredential
-from gateway.clouds.credentials import Credential, credential_of, missing_extra
+from gateway.clouds.credentials import (
+    BearerCredential,
+    Credential,
+    CredentialUnavailable,
+    Held,
+    credential_of,
+    missing_extra,
+)
 from gateway.clouds.google_credentials import GoogleCredential
 from gateway.policy.schema import Provider
-from tests.clouds.cloud_env import isolate
+from tests.clouds.cloud_env import isolate, until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,3 +118,71 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(libraries))))
         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert json.loads(out.stdout) == []
+
+
+class Scripted(BearerCredential):
+    """A credential whose fetches the test decides: each gives a token valid for
+    ``lifetime`` seconds, or raises while ``failing`` holds a reason."""
+
+    cloud = "Test"
+    looked_for = "the test's script"
+
+    def __init__(self, lifetime: float, changes: list[tuple[str, str | None]]) -> None:
+        super().__init__("p", lambda p, q: changes.append((p, q)), retry_first=0.05, retry_cap=0.1)
+        self.lifetime = lifetime
+        self.failing: str | None = None
+        self.fetches = 0
+
+    def _fetch(self) -> Held[str]:
+        self.fetches += 1
+        if self.failing is not None:
+            raise ConnectionError(self.failing)
+        return Held(f"Bearer t{self.fetches}", time.time() + self.lifetime)
+
+
+def _sent(credential: Credential[Any]) -> str:
+    headers: dict[str, str] = {}
+    credential.authorize("POST", "https://x/", headers, b"")
+    return headers["authorization"]
+
+
+async def test_a_failing_refresh_keeps_the_old_token_until_it_expires() -> None:
+    """The token service fails from the first refresh on: the old token is sent until its
+    expiry, retried meanwhile with no problem reported; at expiry the problem and
+    on_change; the service back, the next retry recovers."""
+    changes: list[tuple[str, str | None]] = []
+    credential = Scripted(0.8, changes)
+    await credential.start()
+    credential.failing = "token service down"
+    started = time.monotonic()
+    await until(lambda: credential.fetches >= 3, 1.0)  # the refresh at 0.4 s and retries
+    assert time.monotonic() - started < 0.75
+    assert credential.problem is None and changes == []
+    assert _sent(credential) == "Bearer t1"
+    await until(lambda: credential.problem is not None, 1.0)
+    assert time.monotonic() - started >= 0.7  # not before the old token's expiry
+    problem = credential.problem
+    assert problem == (
+        "p: no usable Test credentials (looked for the test's script):"
+        " ConnectionError: token service down"
+    )
+    assert changes == [("p", problem)]
+    with pytest.raises(CredentialUnavailable, match="token service down"):
+        _sent(credential)
+    credential.failing = None
+    await until(lambda: credential.problem is None, 1.0)
+    assert changes[-1] == ("p", None)
+    assert _sent(credential).startswith("Bearer t")
+    await credential.close()
+
+
+async def test_a_token_already_expired_when_fetched_is_a_failure() -> None:
+    """A token that comes back expired (a wrong clock) is not taken: a problem that says
+    so, nothing sent."""
+    changes: list[tuple[str, str | None]] = []
+    credential = Scripted(-1.0, changes)
+    await credential.start()
+    await credential.close()
+    assert credential.problem is not None and "already expired" in credential.problem
+    with pytest.raises(CredentialUnavailable):
+        _sent(credential)
