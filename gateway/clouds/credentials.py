@@ -34,9 +34,12 @@ if TYPE_CHECKING:
 #: Called with the provider's name and its new ``problem`` (None: usable again).
 OnChange = Callable[[str, "str | None"], None]
 
-#: Per kind: the library a credential needs, and the extra that installs it.
-_EXTRAS = {"bedrock": ("botocore", "aws"), "vertex": ("google.auth", "gcp"),
-           "azure": ("azure.identity", "azure")}  # fmt: skip
+#: Per kind: the libraries a credential needs, and the extra that installs them.
+_EXTRAS = {
+    "bedrock": (("botocore", "awscrt"), "aws"),
+    "vertex": (("google.auth", "requests"), "gcp"),
+    "azure": (("azure.identity",), "azure"),
+}
 #: The longest piece of a library's error message a problem repeats.
 _MESSAGE_CHARS = 600
 #: Threads of their own for the libraries' blocking fetches (an instance metadata lookup
@@ -73,6 +76,9 @@ class Held(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Held(expires_at={self.expires_at!r})"
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
 
 
 class Credential(Generic[T]):
@@ -155,7 +161,7 @@ class Credential(Generic[T]):
     def _current(self) -> T:
         """What :meth:`authorize` applies: the held value while it has not expired."""
         held = self._held
-        if held is None or (held.expires_at is not None and self._clock() >= held.expires_at):
+        if held is None or held.expired(self._clock()):
             raise CredentialUnavailable(
                 self.problem or f"{self.provider}: the {self.cloud} credentials have expired"
             )
@@ -178,14 +184,14 @@ class Credential(Generic[T]):
     async def _attempt(self) -> None:
         try:
             held = await asyncio.get_running_loop().run_in_executor(_pool(), self._fetch)
-            if held.expires_at is not None and held.expires_at <= self._clock():
+            if held.expired(self._clock()):
                 raise LookupError(
                     "the credentials fetched have already expired (is the clock right?)"
                 )
         except Exception as exc:
             self._failures += 1
             old = self._held
-            if old is None or (old.expires_at is not None and self._clock() >= old.expires_at):
+            if old is None or old.expired(self._clock()):
                 self._held = None
                 self._set_problem(self._describe(exc))
             return
@@ -232,16 +238,19 @@ def quiet_library_logs(*names: str) -> None:
 
 
 def missing_extra(api: str) -> str | None:
-    """The command that installs what a provider kind's credentials need, when its library
-    is not importable; None when it is (or the kind needs no cloud library)."""
+    """The command that installs what a provider kind's credentials need, when one of its
+    libraries is not importable; None when they are (or the kind needs no cloud library)."""
     if api not in _EXTRAS:
         return None
-    module, extra = _EXTRAS[api]
+    modules, extra = _EXTRAS[api]
+    return None if all(map(_importable, modules)) else f"pip install 'llm-gateway[{extra}]'"
+
+
+def _importable(module: str) -> bool:
     try:
-        found = importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # the parent package (google, azure) is missing
-        found = False
-    return None if found else f"pip install 'llm-gateway[{extra}]'"
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package (google, azure) is missing
+        return False
 
 
 def credential_of(

@@ -74,7 +74,9 @@ def test_a_bedrock_credential_signs_for_its_region_and_profile() -> None:
     ("api", "module", "install"),
     [
         ("bedrock", "botocore", "pip install 'llm-gateway[aws]'"),
+        ("bedrock", "awscrt", "pip install 'llm-gateway[aws]'"),
         ("vertex", "google.auth", "pip install 'llm-gateway[gcp]'"),
+        ("vertex", "requests", "pip install 'llm-gateway[gcp]'"),
         ("azure", "azure.identity", "pip install 'llm-gateway[azure]'"),
     ],
 )
