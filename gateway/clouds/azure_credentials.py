@@ -1,0 +1,34 @@
+"""Azure credentials for Azure OpenAI without a key: a Microsoft Entra ID token.
+
+azure-identity's ``DefaultAzureCredential`` finds them as every Azure client does: an
+environment service principal, workload identity (AKS), managed identity (App Service,
+VMs, Arc) or the Azure CLI's login. The token is fetched by its blocking ``get_token`` in
+a thread and refreshed ahead of its expiry; each attempt sends the held token as a bearer
+token. azure-identity's own log records below ERROR are kept out of the gateway's log.
+"""
+
+from __future__ import annotations
+
+from azure.identity import DefaultAzureCredential
+
+from gateway.clouds.credentials import BearerCredential, Held
+
+#: The scope of an Azure OpenAI (Cognitive Services) token.
+SCOPE = "https://cognitiveservices.azure.com/.default"
+
+
+class AzureCredential(BearerCredential):
+    """An Azure OpenAI provider's Entra ID token."""
+
+    cloud = "Azure"
+    looked_for = (
+        "the AZURE_* environment (service principal, workload identity), managed identity"
+        " and the Azure CLI"
+    )
+    loggers = ("azure.identity", "azure.core", "msal")
+
+    def _fetch(self) -> Held[str]:
+        if self._found is None:
+            self._found = DefaultAzureCredential()
+        token = self._found.get_token(SCOPE)
+        return Held(f"Bearer {token.token}", float(token.expires_on))

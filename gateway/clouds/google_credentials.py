@@ -1,0 +1,43 @@
+"""Google credentials for Vertex AI: Application Default Credentials, an OAuth token.
+
+google-auth finds them as every Google client does: a service-account or
+external-account (workload identity federation) file named by
+``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's application-default credentials, or the
+metadata server (GCE, GKE workload identity, Cloud Run). The token is fetched and
+refreshed by google-auth's blocking ``refresh`` in a thread; each attempt sends the held
+token as a bearer token.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import google.auth
+import google.auth.transport.requests
+
+from gateway.clouds.credentials import BearerCredential, Held
+
+#: The scope a Vertex AI token is asked for.
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+class GoogleCredential(BearerCredential):
+    """A Vertex AI provider's OAuth token."""
+
+    cloud = "Google"
+    looked_for = (
+        "GOOGLE_APPLICATION_CREDENTIALS, gcloud application-default credentials and the"
+        " metadata server"
+    )
+    loggers = ("google.auth", "google_auth_httplib2", "urllib3")
+
+    def _fetch(self) -> Held[str]:
+        if self._found is None:
+            self._found, _ = google.auth.default(scopes=[SCOPE])
+        found = self._found
+        found.refresh(google.auth.transport.requests.Request())
+        if not found.token:
+            raise LookupError("google-auth gave no token")
+        expiry = found.expiry  # naive UTC, or None
+        expires_at = None if expiry is None else expiry.replace(tzinfo=dt.UTC).timestamp()
+        return Held(f"Bearer {found.token}", expires_at)
