@@ -17,7 +17,6 @@ A cloud deployment's request differs from a plain provider's in four ways, all h
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -29,7 +28,7 @@ from gateway.formats import CHAT, MESSAGES, RESPONSES, Format, by_name
 from gateway.policy.schema import AZURE_API_VERSION, Provider
 
 __all__ = [
-    "KINDS", "Authorizer", "Cloud", "cloud_of", "formats_of", "missing_extra", "native_paths",
+    "KINDS", "Authorizer", "Cloud", "cloud_of", "formats_of", "native_paths",
 ]  # fmt: skip
 
 #: The provider kinds of this package.
@@ -57,26 +56,6 @@ class Authorizer(Protocol):
     problem: str | None
 
     def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None: ...
-
-
-#: The library a cloud kind needs, and the extra that installs it.
-_EXTRAS = {
-    "bedrock": ("awscrt", "aws"),
-    "vertex": ("google.auth", "gcp"),
-    "azure": ("azure.identity", "azure"),
-}
-
-
-def missing_extra(api: str) -> str | None:
-    """The command that installs what a cloud kind needs, when it is not installed."""
-    module, extra = _EXTRAS[api]
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # the parent package (google, azure) is missing
-        found = False
-    if found and api == "bedrock":
-        found = importlib.util.find_spec("botocore") is not None
-    return None if found else f"pip install 'llm-gateway[{extra}]'"
 
 
 def native_paths(api: str) -> frozenset[str]:

@@ -155,9 +155,11 @@ def build_policy_set(
 
 def _missing_extras(providers: Mapping[str, Entry]) -> Iterator[Problem]:
     """A cloud provider whose library is not installed, with the command that installs it."""
+    from gateway.clouds.credentials import missing_extra  # imports no cloud library
+
     for entry in providers.values():
         api = entry.value.api
-        if api in clouds.KINDS and (command := clouds.missing_extra(api)) is not None:
+        if api in clouds.KINDS and (command := missing_extra(api)) is not None:
             yield entry.src.problem(
                 (*entry.loc, "api"), f"api {api} needs an optional extra: {command}"
             )

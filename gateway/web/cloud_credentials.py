@@ -69,7 +69,7 @@ class CloudCredentials:
         """A new policy set: start the credentials it adds (in the background), close the
         ones it drops, keep those of unchanged providers."""
         for cred in self._update(policies):
-            self._spawn(cred.start())
+            self._spawn(self._start(cred))
 
     async def close(self) -> None:
         held, self._held = self._held, {}
@@ -100,6 +100,14 @@ class CloudCredentials:
                     fresh.append(cred)
         return fresh
 
+    async def _start(self, cred: Any) -> None:
+        """A credential a reload added: requests in the meantime found none and took its
+        deployments out; once found, they are back (a failure is reported by the
+        credential itself)."""
+        await cred.start()
+        if cred.problem is None:
+            self._restore(cred.provider)
+
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
@@ -108,24 +116,33 @@ class CloudCredentials:
     def _changed(self, provider: str, problem: str | None) -> None:
         """A credential became unusable (``problem``) or usable again (None): its
         deployments go out or come back, and the event says so."""
-        if problem is not None:
-            log.error("credentials_failed", provider=provider, reason=problem)
-        else:
+        if problem is None:
             log.info("credentials_recovered", provider=provider)
-        policies = self._policies()
+            self._restore(provider)
+            return
+        log.error("credentials_failed", provider=provider, reason=problem)
+        out = DeploymentState(
+            until=self._clock() + OUT_FOR_S,
+            state=OUT,
+            why=Category.auth.value,
+            last_error=Category.auth.value,
+        )
+        for model, name in self._deployments(provider):
+            self._board.put(model, name, out)
+
+    def _restore(self, provider: str) -> None:
+        """Put back the deployments of ``provider`` that are out for auth."""
         now = self._clock()
-        for model, deployments in policies.deployments.items():
-            for d in deployments:
-                if d.provider != provider or d.key_env is not None:
-                    continue
-                (state,) = self._board.states(model, (d.name,))
-                if problem is not None:
-                    out = DeploymentState(
-                        until=now + OUT_FOR_S,
-                        state=OUT,
-                        why=Category.auth.value,
-                        last_error=Category.auth.value,
-                    )
-                    self._board.put(model, d.name, out)
-                elif state.why == Category.auth.value and not state.serving(now):
-                    self._board.put(model, d.name, DeploymentState(last_error=state.last_error))
+        for model, name in self._deployments(provider):
+            (state,) = self._board.states(model, (name,))
+            if state.why == Category.auth.value and not state.serving(now):
+                self._board.put(model, name, DeploymentState(last_error=state.last_error))
+
+    def _deployments(self, provider: str) -> list[tuple[str, str]]:
+        """(model, deployment) of every deployment ``provider``'s credential authorizes."""
+        return [
+            (model, d.name)
+            for model, deployments in self._policies().deployments.items()
+            for d in deployments
+            if d.provider == provider and d.key_env is None
+        ]
