@@ -53,7 +53,7 @@ def tool_id(value: str) -> str:
     return f"{_BAD_ID.sub('_', value)}_{digest}"
 
 
-def _one_id(seen: dict[str, str], client_id: str) -> None:
+def one_id(seen: dict[str, str], client_id: str) -> None:
     """Two different ids of the request must not be one id on the wire (an id that is
     already another's rewritten form): refused rather than paired wrongly. ``seen``: the
     request's ids on the wire -> the client's."""
@@ -91,7 +91,7 @@ def write(
                 if block is not None:
                     content.append(block)
                 if type(p) is ToolCall or type(p) is ToolResult:
-                    _one_id(ids, p.id)
+                    one_id(ids, p.id)
             if not content:
                 continue  # nothing Anthropic accepts (an empty turn): skipped
         if last is not None and last["role"] == role:
@@ -333,4 +333,4 @@ def _write_format(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
     config["format"] = {"type": "json_schema", "schema": spec.get("schema") or {}}
 
 
-__all__ = ["THINKING_MAX_TOKENS", "tool_id", "write"]
+__all__ = ["THINKING_MAX_TOKENS", "one_id", "tool_id", "write"]
