@@ -19,7 +19,7 @@ from gateway.providers import Endpoint
 from gateway.resilience import compaction, continuation, conversation, followup
 
 GATEWAY = Path(__file__).resolve().parent.parent / "gateway"
-NAMES = frozenset({"openai", "anthropic", "responses"})
+NAMES = frozenset({"openai", "anthropic", "responses", "converse"})
 # Where a format's name may be read: the formats themselves, the translators (keyed by
 # name inside), and the scripted fake provider, which plays the providers' side and
 # renders each API's bodies on its own, so that the tests check the gateway against an

@@ -3,10 +3,11 @@
 
 ``output.message.content`` blocks: ``text``, ``toolUse`` (``toolUseId``, ``name``,
 ``input``) and ``reasoningContent.reasoningText`` (``text``, ``signature``) are kept;
-``reasoningContent.redactedContent``, images, documents, guardrail and citation blocks
-are not. ``stopReason`` through :func:`gateway.translate.stops.from_converse`, ``usage``
-through :func:`gateway.translate.usage.from_converse`. A Converse answer has no id (AWS
-names the request in a header): the answer gets a random one, as a stream does.
+``reasoningContent.redactedContent``, server tools' uses and results (a ``toolUse`` with
+a ``type``, ``toolResult``), images, documents and citations are not. ``stopReason``
+through :func:`gateway.translate.stops.from_converse`, ``usage`` through
+:func:`gateway.translate.usage.from_converse`. A Converse answer has no id (AWS names the
+request in a header): the answer gets a random one, as a stream does.
 
 Reference: https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html
 """
@@ -30,6 +31,8 @@ def read_converse(body: dict[str, Any]) -> Answer:
             parts.append(Text(b["text"]))
         elif "toolUse" in b:
             use = b["toolUse"]
+            if use.get("type") is not None:
+                continue  # a server tool's use: not the client's to run
             args = orjson.dumps(use.get("input") or {}).decode()
             parts.append(ToolCall(str(use.get("toolUseId")), use.get("name", ""), args))
         elif "reasoningContent" in b:

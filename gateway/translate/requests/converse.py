@@ -36,6 +36,7 @@ from gateway.translate.ir import (
     ToolResult,
 )
 from gateway.translate.requests.anthropic_write import one_id, tool_id
+from gateway.translate.requests.common import call_input, json_schema, system_texts
 
 #: Image media types Converse takes -> its ``format``.
 IMAGE_FORMATS = {
@@ -95,6 +96,7 @@ def write(
     _write_system(conv, body, drops)
     _write_inference(conv, body, drops, max_output_tokens, caps)
     _write_tools(conv, body, drops, history_calls)
+    _write_format(conv, body)
     _write_rest(conv, drops)
     return body
 
@@ -111,29 +113,15 @@ def _merged(role: str, prev: list[Any], content: list[Any]) -> list[Any]:
 
 def _write_system(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
     system = conv.system + [m for m in conv.messages if m.role in ("system", "developer")]
-    blocks = []
-    for m in system:
-        for p in m.parts:
-            if isinstance(p, Text):
-                if p.text:
-                    blocks.append({"text": p.text})
-            else:
-                drops.add(f"system.{type(p).__name__.lower()}")
-    if blocks:
-        body["system"] = blocks
+    if texts := system_texts(system, drops):
+        body["system"] = [{"text": t} for t in texts]
 
 
 def _write_part(p: Part, drops: Dropped) -> dict[str, Any] | None:
     if type(p) is Text:  # the most common part first, by its exact type
         return {"text": p.text} if p.text else None
     if isinstance(p, ToolCall):
-        try:
-            args = orjson.loads(p.arguments) if p.arguments else {}
-        except orjson.JSONDecodeError:
-            args = None
-        if not isinstance(args, dict):
-            drops.add("tool_calls.function.arguments")  # not a JSON object: sent as {}
-            args = {}
+        args = call_input(p, drops)
         return {"toolUse": {"toolUseId": tool_id(p.id), "name": p.name, "input": args}}
     if isinstance(p, ToolResult):
         return {"toolResult": _write_result(p, drops)}
@@ -238,7 +226,7 @@ def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped, history_calls
             spec["description"] = t.description
         spec["inputSchema"] = {"json": t.parameters or {"type": "object", "properties": {}}}
         if t.strict:
-            drops.add("tools.strict")
+            spec["strict"] = True
         tools.append({"toolSpec": spec})
     config: dict[str, Any] = {"tools": tools}
     if choice is not None:
@@ -246,6 +234,19 @@ def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped, history_calls
     body["toolConfig"] = config
     if conv.parallel_tool_calls is False:
         drops.add("parallel_tool_calls")
+
+
+def _write_format(conv: Conv, body: dict[str, Any]) -> None:
+    """A JSON schema for the answer: ``outputConfig.textFormat`` (the schema as JSON text)."""
+    spec = json_schema(conv)
+    if spec is None:
+        return
+    schema: dict[str, Any] = {"schema": orjson.dumps(spec.get("schema") or {}).decode()}
+    for key in ("name", "description"):
+        if isinstance(spec.get(key), str) and spec[key]:
+            schema[key] = spec[key]
+    text_format = {"type": "json_schema", "structure": {"jsonSchema": schema}}
+    body["outputConfig"] = {"textFormat": text_format}
 
 
 def _write_rest(conv: Conv, drops: Dropped) -> None:
@@ -256,11 +257,6 @@ def _write_rest(conv: Conv, drops: Dropped) -> None:
         drops.add("reasoning.summary")
     if conv.user is not None:
         drops.add("user")
-    rf = conv.response_format
-    if isinstance(rf, dict) and rf.get("type") not in (None, "text"):
-        raise Refused(
-            f"response_format.{rf.get('type')}", "structured output is not available on this model"
-        )
     for key, value in conv.shared.items():
         if not (key == "store" and value is False):  # Bedrock keeps no answers anyway
             drops.add(key)

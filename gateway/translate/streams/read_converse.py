@@ -20,7 +20,8 @@ usage comes in ``metadata``, after ``messageStop``: the client's closing events 
 it, and a body that ends after ``messageStop`` without it is closed at
 :meth:`~gateway.translate.streams.StreamTranslator.finish`. An exception event of
 another name (``throttlingException`` with ``{"message"}``, as AWS names it) is an
-error too. ``reasoningContent.redactedContent`` and citation deltas are dropped.
+error too. ``reasoningContent.redactedContent``, citation deltas and the blocks of
+server tools (a ``toolUse`` start with a ``type``, a ``toolResult`` start) are dropped.
 
 Reference: https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html
 """
@@ -70,7 +71,7 @@ class ConverseReader(Reader):
     def _start(self, obj: Obj) -> None:
         index = obj.get("contentBlockIndex")
         use = (obj.get("start") or {}).get("toolUse")
-        if use:
+        if use and use.get("type") is None:  # a server tool's use (and result): not the client's
             self._kinds[index] = "tool"
             self.w.tool_start(
                 index, _name(use.get("toolUseId"), f"tooluse_{index}"), _name(use.get("name"))
