@@ -100,6 +100,7 @@ ANTHROPIC_OF_AWS = {
     "invalidsignature": "authentication_error",
     "incompletesignature": "authentication_error",
     "missingauthenticationtoken": "authentication_error",
+    "signaturedoesnotmatch": "authentication_error",
     "resourcenotfound": "not_found_error",
 }
 

@@ -5,6 +5,8 @@ model of the Converse operation), JSON answers to every client format, and its e
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from typing import Any
 
 import orjson
@@ -727,3 +729,16 @@ def test_a_format_registered_later_still_leaves_converse_alone() -> None:
     with pytest.raises(ValueError, match="registered already"):
         formats.register(type(CONVERSE)())
     assert isinstance(CONVERSE, Format) and formats.FORMATS["converse"] is CONVERSE
+
+
+def test_the_format_and_its_translation_load_without_the_aws_extra() -> None:
+    """``gateway.formats`` and the translators import with botocore and awscrt absent (the
+    core install has neither)."""
+    code = (
+        "import sys\n"
+        "sys.modules['botocore'] = sys.modules['awscrt'] = None\n"
+        "import gateway.formats, gateway.translate.convert\n"
+        "assert gateway.formats.by_name('converse') is gateway.formats.CONVERSE\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
