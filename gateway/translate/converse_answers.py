@@ -1,5 +1,6 @@
-"""A Bedrock Converse JSON answer -> the neutral :class:`Answer` (written for the client by
-:mod:`gateway.translate.answers`; no client speaks Converse, so there is no writer).
+"""A Bedrock Converse JSON answer <-> the neutral :class:`Answer`. The reader is what the
+gateway uses (the answer is then written for the client by :mod:`gateway.translate.answers`);
+the writer serves who plays a Converse provider (``simulate``'s summary call, the tests).
 
 ``output.message.content`` blocks: ``text``, ``toolUse`` (``toolUseId``, ``name``,
 ``input``) and ``reasoningContent.reasoningText`` (``text``, ``signature``) are kept;
@@ -19,7 +20,8 @@ from typing import Any
 import orjson
 
 from gateway.translate import stops, usage
-from gateway.translate.ir import Answer, Part, Reasoning, Text, ToolCall
+from gateway.translate.ir import Answer, Dropped, Part, Reasoning, Refusal, Text, ToolCall, Usage
+from gateway.translate.requests.common import call_input
 from gateway.translate.streams.write import base_id
 
 
@@ -49,4 +51,37 @@ def read_converse(body: dict[str, Any]) -> Answer:
     )
 
 
-__all__ = ["read_converse"]
+#: The Converse ``stopReason`` of a neutral stop (the inverse of
+#: :data:`gateway.translate.stops.FROM_CONVERSE`; ``refusal`` is a guardrail's).
+_STOP_REASONS = {"refusal": "guardrail_intervened", "pause_turn": "end_turn"}
+
+
+def write_converse(a: Answer) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for p in a.parts:
+        if isinstance(p, Text | Refusal):
+            content.append({"text": p.text})
+        elif isinstance(p, Reasoning):
+            text = {"text": p.text, **({"signature": p.signature} if p.signature else {})}
+            content.append({"reasoningContent": {"reasoningText": text}})
+        elif isinstance(p, ToolCall):
+            use = {"toolUseId": p.id, "name": p.name, "input": call_input(p, Dropped())}
+            content.append({"toolUse": use})
+    stop = a.stop or "end_turn"
+    out: dict[str, Any] = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": _STOP_REASONS.get(stop, stop),
+        "metrics": {"latencyMs": 0},
+    }
+    u = a.usage or Usage()  # Converse always says it
+    out["usage"] = {
+        "inputTokens": max(u.input - u.cache_read - u.cache_creation, 0),
+        "outputTokens": u.output,
+        "totalTokens": u.input + u.output,
+        "cacheReadInputTokens": u.cache_read,
+        "cacheWriteInputTokens": u.cache_creation,
+    }
+    return out
+
+
+__all__ = ["read_converse", "write_converse"]

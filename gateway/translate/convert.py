@@ -27,7 +27,7 @@ from typing import Any
 from gateway.formats import Format
 from gateway.streams import sse
 from gateway.translate import answers, request_check, requests
-from gateway.translate.converse_answers import read_converse
+from gateway.translate.converse_answers import read_converse, write_converse
 from gateway.translate.errors import translate_error
 from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
 from gateway.translate.streams import StreamTranslator
@@ -46,6 +46,7 @@ _WRITE: dict[str, Callable[[Answer], dict[str, Any]]] = {
     "openai": answers.write_chat,
     "anthropic": answers.write_anthropic,
     "responses": answers.write_responses,
+    "converse": write_converse,  # what a provider would send: simulate's summary call
 }
 
 

@@ -14,14 +14,19 @@ import pytest
 from botocore.session import get_session
 from botocore.validate import ParamValidator
 
-from gateway import formats
+from gateway import formats, simulate
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
-from gateway.policy.schema import Compaction
+from gateway.policy.policyset import Deployed
+from gateway.policy.schema import Compaction, Policy
 from gateway.resilience import compaction, conversation
 from gateway.translate import convert
 from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
+from tests.translate.test_answers_golden import NAMES as ANSWER_NAMES
+from tests.translate.test_answers_golden import facts as answer_facts
+from tests.translate.test_answers_golden import sdk_body
+from tests.translate.test_answers_golden import source_format as answer_format
 from tests.translate.test_requests_helpers import fixture, fixtures
 
 CLIENTS = {"openai": CHAT, "anthropic": MESSAGES, "responses": RESPONSES}
@@ -742,3 +747,39 @@ def test_the_format_and_its_translation_load_without_the_aws_extra() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
+
+
+@pytest.mark.parametrize("name", ANSWER_NAMES)
+def test_every_documented_answer_goes_through_converse_and_back(name: str) -> None:
+    """Each documented answer of the client formats, written as a Converse answer (valid per
+    botocore's model of Converse's output), reads back to what the client's own SDK found
+    in the original: text, tool calls, stop, usage with its cache reads and writes."""
+    src = answer_format(name)
+    body = sdk_body(name)
+    want = answer_facts(src, body)
+    as_converse = convert.answer(body, CLIENTS[src], CONVERSE, "m")
+    shape = _BEDROCK.operation_model("Converse").output_shape
+    report = ParamValidator().validate(as_converse, shape)
+    assert not report.has_errors(), report.generate_report()
+    back = convert.answer(as_converse, CONVERSE, CLIENTS[src], "m")
+    if want["usage"] is None:
+        want["usage"] = (0, 0, 0, 0)  # Converse always counts
+    assert answer_facts(src, back) == want
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+async def test_simulate_summarises_on_a_converse_model_for_every_client(client: str) -> None:
+    """A prompt too long for a model on Bedrock Converse is summarised by it, asked and
+    answered in Converse, then answered; each client's request is translated to Converse."""
+    policy = Policy.model_validate(
+        {"compaction": {"strategies": ["summarize"]}, "timeouts": {"total": "10s"}}
+    )
+    nova = Deployed("bedrock-us", "bedrock-us", None, "amazon.nova-pro-v1:0", fmts=(CONVERSE,))
+    timeline = await simulate.run(
+        policy, "r", "t", "nova", "400:code=context_length_exceeded,200,200", 0, "agent",
+        client=CLIENTS[client], summary_info=lambda model: (CONVERSE, None),
+        deployments_of=lambda model: ((nova,), "ordered"),
+    )  # fmt: skip
+    assert f"nova ({CLIENTS[client].label}->converse)" in timeline
+    assert "summary ok" in timeline and "answered after 2 attempt(s)" in timeline
+    assert "summarize failed" not in timeline
