@@ -229,7 +229,7 @@ def from_aws(err: Any, status: int | None = None) -> UpstreamError:
     the exception's kind (:data:`ANTHROPIC_OF_AWS`), else the status's."""
     e = err if isinstance(err, dict) else {}
     message = _str(e.get("message")) or _str(e.get("Message"))
-    exception = _str(e.get("type")) or ""
+    exception = (_str(e.get("type")) or "").rpartition("#")[2]  # com.amazon...#Name
     kind = ANTHROPIC_OF_AWS.get(exception.lower().removesuffix("exception"))
     return from_anthropic({"type": kind or exception or None, "message": message}, status)
 

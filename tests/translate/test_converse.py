@@ -704,6 +704,7 @@ ERRORS = [
     (403, _bedrock("ExpiredTokenException", "The security token included in the request is expired"), "authentication_error", ("authentication_error", "invalid_api_key")),
     (404, _bedrock("ResourceNotFoundException", "Model not found"), "not_found_error", ("not_found_error", "model_not_found")),
     (500, _bedrock("modelStreamErrorException", "The model stream failed"), "api_error", ("server_error", None)),
+    (400, _bedrock("com.amazon.coral.validate#ValidationException", "1 validation error"), "invalid_request_error", ("invalid_request_error", None)),
     (409, _bedrock("ConflictException", "Conflict"), "invalid_request_error", ("invalid_request_error", "ConflictException")),
     (429, orjson.dumps({"message": "Rate exceeded"}), "rate_limit_error", ("requests", "rate_limit_exceeded")),
     (500, b"<html>bad gateway</html>", "api_error", ("server_error", None)),

@@ -26,6 +26,9 @@ from tests.translate.test_streams import (
     translate,
     translator,
 )
+from tests.translate.test_streams_props import _leaves as leaves
+from tests.translate.test_streams_props import _set as set_at
+from tests.translate.test_streams_props import _typed as typed
 from tests.translate.test_streams_sdk import PATHS, Served, final_of
 
 FORMATS = ("openai", "anthropic", "responses")
@@ -324,3 +327,39 @@ async def test_official_sdks_raise_on_a_translated_exception(
     with pytest.raises(errors) as info:
         await final_of(target, base)
     assert "Too many tokens, slow down" in str(info.value)
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+def test_every_byte_boundary_gives_the_same_events(name: str) -> None:
+    """Read one byte at a time, a Converse stream gives the events it gives read whole (ids
+    aside: a Converse stream has none, so each translation draws its own)."""
+    raw, _ = STREAMS[name]
+    for target in FORMATS:
+        whole = through_splitter(raw, target, size=len(raw))
+        bytewise = through_splitter(raw, target, size=1)
+        assert summarize(target, bytewise) == summarize(target, whole)
+        assert len(bytewise) == len(whole)
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+def test_every_field_of_the_wrong_type_never_breaks_the_output(name: str) -> None:
+    """Each field of each Converse event, in turn, a number and an object: no raise, whole
+    events, text fields text, for every client format."""
+    raw, _ = STREAMS[name]
+    evs = sse.Splitter().feed(raw)
+    for i, event in enumerate(evs):
+        head, _, payload = event.partition(b"data: ")
+        obj = orjson.loads(payload)
+        for path in leaves(obj):
+            for value in (7, {"a": 1}):
+                mutated = [*evs]
+                changed = set_at(orjson.loads(payload), path, value)
+                mutated[i] = head + b"data: " + orjson.dumps(changed) + b"\n\n"
+                for target in FORMATS:
+                    t = translator("converse", target)
+                    out = [b for e in mutated for b in t.feed(e)] + t.finish()
+                    for e in out:
+                        assert e.endswith(b"\n\n") and b"\n\n" not in e[:-2]
+                    for _, d in parse(out):
+                        if d != "[DONE]":
+                            typed(d)
