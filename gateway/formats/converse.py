@@ -11,7 +11,8 @@ rules). The gateway sends requests in it (translated, or its own summary request
 reads its JSON answers, streams and errors through :mod:`gateway.translate`. Inside the
 gateway its errors and in-band stream errors have Anthropic's shape (``{"type": "error",
 "error": {"type": <the AWS exception>, "message"}}``): Bedrock's own (a status, an
-``x-amzn-errortype`` header and ``{"message"}``) are rewritten so where they are read.
+``x-amzn-errortype`` header and ``{"message"}``) are rewritten into it before anything
+reads them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _ids(entry: Any, who: str, kind: str, key: str) -> list[str]:
 
 
 def _not_a_client_format() -> NoReturn:
-    raise NotImplementedError("converse is an upstream format only: no client stream is in it")
+    raise NotImplementedError("converse is an upstream format only: no client speaks it")
 
 
 class Converse(Format):
@@ -52,9 +53,9 @@ class Converse(Format):
     label = "converse"
     provider_api = "bedrock"
     paths = ()  # no client calls it
-    fixed_keys = ("system",)
+    fixed_keys = ("system", "toolConfig")  # the tools' names, descriptions and schemas
     alternating = True
-    final_events = frozenset({"messageStop"})
+    final_events = frozenset({"messageStop"})  # by the event's name: its data has no type
     named_events = True
 
     def capped(self, request: Mapping[str, Any]) -> bool:
