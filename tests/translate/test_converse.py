@@ -784,3 +784,35 @@ async def test_simulate_summarises_on_a_converse_model_for_every_client(client: 
     assert f"nova ({CLIENTS[client].label}->converse)" in timeline
     assert "summary ok" in timeline and "answered after 2 attempt(s)" in timeline
     assert "summarize failed" not in timeline
+
+
+def test_reasoning_alone_or_without_text_is_not_sent() -> None:
+    """An assistant turn of signed thinking only is left out (Converse would read it as a
+    prefill), and so is signed thinking with no text; both are named ``reasoning``."""
+    body = {
+        "model": "m",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "Hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}],
+            },
+            {"role": "user", "content": "Still there?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "", "signature": "s2"},
+                    {"type": "text", "text": "Yes."},
+                ],
+            },
+            {"role": "user", "content": "Good."},
+        ],
+    }
+    out, dropped = to_converse(body, "anthropic")
+    assert out["messages"] == [
+        {"role": "user", "content": [{"text": "Hi"}, {"text": "Still there?"}]},
+        {"role": "assistant", "content": [{"text": "Yes."}]},
+        {"role": "user", "content": [{"text": "Good."}]},
+    ]
+    assert dropped == ["reasoning"]

@@ -83,6 +83,10 @@ def write(
             if type(p) is ToolCall or type(p) is ToolResult:
                 one_id(ids, p.id)
                 history_calls = True
+        if role == "assistant" and all("reasoningContent" in b for b in content):
+            if content:
+                drops.add("reasoning")  # reasoning alone would read as a prefill
+            continue
         if not content:
             continue  # nothing Converse accepts (an empty turn): left out
         if last is not None and last["role"] == role:
@@ -132,10 +136,10 @@ def _write_part(p: Part, drops: Dropped) -> dict[str, Any] | None:
     if isinstance(p, Refusal):
         return {"text": p.text} if p.text else None
     if isinstance(p, Reasoning):
-        if p.signature:
+        if p.signature and p.text:  # Converse refuses reasoning without its text
             text = {"text": p.text, "signature": p.signature}
             return {"reasoningContent": {"reasoningText": text}}
-        drops.add("reasoning")  # another provider's reasoning, unsigned: not sent
+        drops.add("reasoning")  # another provider's reasoning (unsigned), or no text: not sent
     return None
 
 
