@@ -12,14 +12,14 @@ import pytest
 
 from gateway import formats
 from gateway.errors import GatewayError
-from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
+from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
 from gateway.policy.policyset import formats_of
 from gateway.policy.schema import Compaction, OutputRecovery
 from gateway.providers import Endpoint
 from gateway.resilience import compaction, continuation, conversation, followup
 
 GATEWAY = Path(__file__).resolve().parent.parent / "gateway"
-NAMES = frozenset({"openai", "anthropic", "responses"})
+NAMES = frozenset({"openai", "anthropic", "responses", "converse"})
 # Where a format's name may be read: the formats themselves, the translators (keyed by
 # name inside), and the scripted fake provider, which plays the providers' side and
 # renders each API's bodies on its own, so that the tests check the gateway against an
@@ -238,6 +238,8 @@ def test_recovery_works_on_a_new_format_as_it_is(toy: Format) -> None:
         (MESSAGES, {"max_tokens": 200}, 200),
         (RESPONSES, {"max_output_tokens": 50, "max_tokens": 7}, 50),
         (RESPONSES, {"max_output_tokens": "50"}, None),
+        (CONVERSE, {"inferenceConfig": {"maxTokens": 128}, "max_tokens": 5}, 128),
+        (CONVERSE, {"max_tokens": 5}, None),
     ],
 )
 def test_the_requested_output_is_read_from_the_formats_own_cap_fields(

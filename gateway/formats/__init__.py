@@ -2,8 +2,9 @@
 
 A format is how a body carries a conversation and its answer: OpenAI chat completions
 (:data:`CHAT`, also the legacy completions and embeddings endpoints), Anthropic Messages
-(:data:`MESSAGES`) and OpenAI Responses (:data:`RESPONSES`). Each object says where its
-text, tool calls, stop reason and usage live, how a cut (an answer stopped at the output
+(:data:`MESSAGES`), OpenAI Responses (:data:`RESPONSES`) and Amazon Bedrock's Converse
+(:data:`CONVERSE`: spoken to providers only, no client calls it). Each object says where
+its text, tool calls, stop reason and usage live, how a cut (an answer stopped at the output
 limit) shows, which fields cap the output, how its errors and in-band stream errors look,
 which client paths it serves and how a provider speaking it takes a key; and, in the
 format's ``*_stream`` module (a mixin of its class), how the client's stream is read and
@@ -23,11 +24,12 @@ from __future__ import annotations
 
 from gateway.formats.base import Format
 from gateway.formats.chat import CHAT
+from gateway.formats.converse import CONVERSE
 from gateway.formats.messages import MESSAGES
 from gateway.formats.responses import RESPONSES
 
 __all__ = [
-    "CHAT", "FORMATS", "MESSAGES", "RESPONSES", "Format", "by_name", "of_path",
+    "CHAT", "CONVERSE", "FORMATS", "MESSAGES", "RESPONSES", "Format", "by_name", "of_path",
     "of_provider", "register",
 ]  # fmt: skip
 
@@ -65,11 +67,11 @@ def of_path(path: str) -> Format:
 
 def of_provider(api: str) -> tuple[Format, ...]:
     """The formats a provider kind (the policy's ``api``) speaks natively; the built-in
-    simulated provider (``sim``) speaks every format."""
+    simulated provider (``sim``) speaks every format a client calls (those with paths)."""
     if api == "sim":
-        return tuple(FORMATS.values())
+        return tuple(f for f in FORMATS.values() if f.paths)
     return tuple(f for f in FORMATS.values() if f.provider_api == api)
 
 
-for _fmt in (CHAT, RESPONSES, MESSAGES):
+for _fmt in (CHAT, RESPONSES, MESSAGES, CONVERSE):
     register(_fmt)

@@ -65,27 +65,7 @@ class Messages(MessagesStream, Format):
         return [i for i in ids if isinstance(i, str)]
 
     def problems(self, items: Sequence[Any]) -> list[str]:
-        problems: list[str] = []
-        if not items:
-            return ["no messages"]
-        if role(items[0]) != "user":
-            problems.append(f"message 0: the first message is {role(items[0])!r}, not 'user'")
-        for i, entry in enumerate(items):
-            if role(entry) not in ("user", "assistant"):
-                problems.append(f"message {i}: role {role(entry)!r}")
-            if i and role(entry) == role(items[i - 1]):
-                problems.append(f"message {i}: two {role(entry)!r} messages in a row")
-            uses = set(self.opened_calls(entry))
-            nxt = items[i + 1] if i + 1 < len(items) else None
-            answered = set(self.closed_calls(nxt)) if role(nxt) == "user" else set()
-            for call in sorted(uses - answered):
-                problems.append(
-                    f"message {i}: tool_use {call!r} has no tool_result in the next message"
-                )
-            previous = set(self.opened_calls(items[i - 1])) if i else set()
-            for call in sorted(set(self.closed_calls(entry)) - previous):
-                problems.append(f"message {i}: tool_result {call!r} has no tool_use just before it")
-        return problems
+        return turn_problems(self, items, "tool_use", "tool_result")
 
     def transcript_lines(self, entry: Any) -> list[str]:
         if not isinstance(entry, Mapping):
@@ -173,6 +153,31 @@ class Messages(MessagesStream, Format):
     ) -> bytes:
         body = {"type": "error", "error": {"type": etype, "message": message}}
         return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+
+
+def turn_problems(fmt: Format, items: Sequence[Any], use: str, result: str) -> list[str]:
+    """What a provider whose turns alternate (user first) and whose tool calls are answered
+    in the next user turn rejects: :meth:`Format.problems` of Messages and Converse (``use``
+    and ``result`` name their call and result blocks)."""
+    problems: list[str] = []
+    if not items:
+        return ["no messages"]
+    if role(items[0]) != "user":
+        problems.append(f"message 0: the first message is {role(items[0])!r}, not 'user'")
+    for i, entry in enumerate(items):
+        if role(entry) not in ("user", "assistant"):
+            problems.append(f"message {i}: role {role(entry)!r}")
+        if i and role(entry) == role(items[i - 1]):
+            problems.append(f"message {i}: two {role(entry)!r} messages in a row")
+        uses = set(fmt.opened_calls(entry))
+        nxt = items[i + 1] if i + 1 < len(items) else None
+        answered = set(fmt.closed_calls(nxt)) if role(nxt) == "user" else set()
+        for call in sorted(uses - answered):
+            problems.append(f"message {i}: {use} {call!r} has no {result} in the next message")
+        previous = set(fmt.opened_calls(items[i - 1])) if i else set()
+        for call in sorted(set(fmt.closed_calls(entry)) - previous):
+            problems.append(f"message {i}: {result} {call!r} has no {use} just before it")
+    return problems
 
 
 MESSAGES = Messages()

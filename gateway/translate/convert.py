@@ -1,6 +1,8 @@
 """Any client on any model (docs/translation.md): requests, answers, streams and errors
 translated between OpenAI chat completions (``openai``), OpenAI Responses (``responses``) and
-Anthropic Messages (``anthropic``). Pure: no I/O. The functions here take
+Anthropic Messages (``anthropic``), and from every one of them to Bedrock Converse
+(``converse``, an upstream format only: requests are written in it, answers, streams and
+errors read from it). Pure: no I/O. The functions here take
 :class:`~gateway.formats.Format` objects; inside, the translators are keyed by the
 format's name.
 
@@ -25,6 +27,7 @@ from typing import Any
 from gateway.formats import Format
 from gateway.streams import sse
 from gateway.translate import answers, request_check, requests
+from gateway.translate.converse_answers import read_converse, write_converse
 from gateway.translate.errors import translate_error
 from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
 from gateway.translate.streams import StreamTranslator
@@ -37,11 +40,13 @@ _READ: dict[str, Callable[[dict[str, Any]], Answer]] = {
     "openai": answers.read_chat,
     "anthropic": answers.read_anthropic,
     "responses": answers.read_responses,
+    "converse": read_converse,
 }
 _WRITE: dict[str, Callable[[Answer], dict[str, Any]]] = {
     "openai": answers.write_chat,
     "anthropic": answers.write_anthropic,
     "responses": answers.write_responses,
+    "converse": write_converse,  # what a provider would send: simulate's summary call
 }
 
 

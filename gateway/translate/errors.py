@@ -29,6 +29,14 @@ token counts; Anthropic's "prompt is too long" becomes ``code: context_length_ex
 A body that is not a recognisable error becomes a generic error of the status, its text as
 message when it is plain text.
 
+Bedrock Converse errors reach the translators in Anthropic's shape with the AWS exception
+as ``error.type`` (``{"type": "error", "error": {"type": "ThrottlingException", "message"}}``,
+the gateway's rewriting of Bedrock's ``x-amzn-errortype`` header and ``{"message"}`` body;
+a bare ``{"message"}`` is read too, by its status). The exception names the kind
+(:data:`ANTHROPIC_OF_AWS`, matched lowercased, ``Exception`` left off, so that a stream's
+``throttlingException`` reads as ``ThrottlingException``); an unknown one is kept as the
+OpenAI ``code`` and the status decides. No client speaks Converse: its errors are only read.
+
 References: https://platform.openai.com/docs/guides/error-codes,
 https://docs.anthropic.com/en/api/errors.
 """
@@ -73,6 +81,29 @@ _ANTHROPIC_OF_OPENAI = {
     "server_error": "api_error",
     "api_error": "api_error",
 }
+#: An AWS exception (lowercased, without ``Exception``) -> the Anthropic type it means.
+ANTHROPIC_OF_AWS = {
+    "throttling": "rate_limit_error",
+    "servicequotaexceeded": "rate_limit_error",
+    "toomanyrequests": "rate_limit_error",
+    "serviceunavailable": "overloaded_error",
+    "modelnotready": "overloaded_error",
+    "internalserver": "api_error",
+    "internalfailure": "api_error",
+    "modelerror": "api_error",
+    "modelstreamerror": "api_error",
+    "modeltimeout": "timeout_error",
+    "validation": "invalid_request_error",
+    "accessdenied": "permission_error",
+    "unrecognizedclient": "authentication_error",
+    "expiredtoken": "authentication_error",
+    "invalidsignature": "authentication_error",
+    "incompletesignature": "authentication_error",
+    "missingauthenticationtoken": "authentication_error",
+    "signaturedoesnotmatch": "authentication_error",
+    "resourcenotfound": "not_found_error",
+}
+
 # Codes that decide on their own; a bare ``type`` such as invalid_request_error only when
 # the status says nothing more precise.
 _GENERIC_TYPES = frozenset({"invalid_request_error", "server_error", "api_error"})
@@ -193,6 +224,16 @@ def from_openai(err: Any, status: int | None = None) -> UpstreamError:
     return UpstreamError(message, kind, otype, code, _str(e.get("param")), too_long)
 
 
+def from_aws(err: Any, status: int | None = None) -> UpstreamError:
+    """A Bedrock error (``{"type": <AWS exception>, "message"}``, or a bare ``{"message"}``):
+    the exception's kind (:data:`ANTHROPIC_OF_AWS`), else the status's."""
+    e = err if isinstance(err, dict) else {}
+    message = _str(e.get("message")) or _str(e.get("Message"))
+    exception = (_str(e.get("type")) or "").rpartition("#")[2]  # com.amazon...#Name
+    kind = ANTHROPIC_OF_AWS.get(exception.lower().removesuffix("exception"))
+    return from_anthropic({"type": kind or exception or None, "message": message}, status)
+
+
 def read_error(obj: Any, source: str, status: int | None = None) -> UpstreamError | None:
     """The error in a decoded body of ``source`` format (its shape decides when it is
     clearly the other format's); None when the body holds no error object."""
@@ -201,6 +242,12 @@ def read_error(obj: Any, source: str, status: int | None = None) -> UpstreamErro
     if not isinstance(obj, dict):
         return None
     err = obj.get("error")
+    if source == "converse":
+        if isinstance(err, dict):
+            return from_aws(err, status)
+        if _str(obj.get("message")) or _str(obj.get("Message")):
+            return from_aws(obj, status)
+        return None
     if isinstance(err, dict):
         # Anthropic's error objects have no ``code``; OpenAI's always do (maybe null)
         anthropic_shape = "code" not in err and (

@@ -3,6 +3,7 @@
 Anthropic's own ``pause_turn``, ``model_context_window_exceeded``).
 
 References: https://platform.openai.com/docs/api-reference/chat/object (finish_reason),
+https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html (stopReason),
 https://docs.anthropic.com/en/api/messages (stop_reason),
 https://platform.openai.com/docs/api-reference/responses/object (status, incomplete_details).
 """
@@ -27,6 +28,23 @@ TO_CHAT = {
     "tool_use": "tool_calls",
     "refusal": "content_filter",
 }
+
+
+#: Bedrock Converse ``stopReason`` (read only: no client speaks Converse); another reason
+#: (``malformed_model_output``, ``malformed_tool_use``, a newer one) reads as ``end_turn``.
+FROM_CONVERSE = {
+    "end_turn": "end_turn",
+    "stop_sequence": "stop_sequence",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "model_context_window_exceeded",
+    "tool_use": "tool_use",
+    "guardrail_intervened": "refusal",
+    "content_filtered": "refusal",
+}
+
+
+def from_converse(reason: Any) -> str:
+    return FROM_CONVERSE.get(reason, "end_turn")
 
 
 def from_chat(reason: Any) -> str:

@@ -16,6 +16,9 @@ and ``cache_creation_input_tokens``. The neutral :class:`Usage` keeps OpenAI's t
     Usage.reasoning    = OpenAI reasoning_tokens = anth output_tokens_details.thinking_tokens
     total_tokens       = input + output
 
+Bedrock Converse counts as Anthropic does (``inputTokens`` without
+``cacheReadInputTokens`` and ``cacheWriteInputTokens``; ``outputTokens``); it is only read.
+
 OpenAI's ``cached_tokens`` and ``cache_write_tokens`` (``prompt_tokens_details`` /
 ``input_tokens_details``) are parts of its prompt total; a provider that reports no
 cache writes counts as 0 written. A count that is not a non-negative 64-bit integer
@@ -24,7 +27,8 @@ cache writes counts as 0 written. A count that is not a non-negative 64-bit inte
 
 References: https://platform.openai.com/docs/api-reference/chat/object (usage),
 https://docs.anthropic.com/en/api/messages (usage),
-https://platform.openai.com/docs/api-reference/responses/object (usage).
+https://platform.openai.com/docs/api-reference/responses/object (usage),
+https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html.
 """
 
 from __future__ import annotations
@@ -108,6 +112,13 @@ def to_anthropic(u: Usage) -> dict[str, Any]:
     if u.reasoning is not None:
         out["output_tokens_details"] = {"thinking_tokens": u.reasoning}
     return out
+
+
+def from_converse(u: Any) -> Usage:
+    read = _int(u.get("cacheReadInputTokens"))
+    written = _int(u.get("cacheWriteInputTokens"))
+    uncached = _int(u.get("inputTokens"))
+    return Usage(uncached + read + written, _int(u.get("outputTokens")), read, written)
 
 
 def from_responses(u: Any) -> Usage:

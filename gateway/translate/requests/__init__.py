@@ -2,7 +2,8 @@
 
 Each format has a reader (body -> :class:`~gateway.translate.ir.Conv`) and a writer
 (``Conv`` -> body); a translation is one read and one write. Formats: ``openai`` (Chat
-Completions), ``responses`` (OpenAI Responses), ``anthropic`` (Messages).
+Completions), ``responses`` (OpenAI Responses), ``anthropic`` (Messages), and ``converse``
+(Bedrock Converse: a writer only, no client speaks it).
 
 Every field follows one rule: **mapped** (carried, renamed where the formats differ),
 **dropped** (not sent; its name goes into :class:`~gateway.translate.ir.Dropped`, which
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped, Refused
-from gateway.translate.requests import anthropic, chat, responses
+from gateway.translate.requests import anthropic, chat, converse, responses
 
 READERS: dict[str, Callable[[dict[str, Any], Dropped], Conv]] = {
     "openai": chat.read,
@@ -39,8 +40,8 @@ def write(
     max_output_tokens: int | None,
     caps: Caps = DEFAULT_CAPS,
 ) -> dict[str, Any]:
-    """The body for ``provider`` ("openai", "responses" or "anthropic"); ``max_output_tokens``
-    is the model's own output cap (None when unknown)."""
+    """The body for ``provider`` ("openai", "responses", "anthropic" or "converse");
+    ``max_output_tokens`` is the model's own output cap (None when unknown)."""
     if not conv.tools:  # none offered, or every one dropped (built-in tools)
         conv.tools = None
         if conv.tool_choice in ("auto", "none"):
@@ -54,6 +55,8 @@ def write(
         return anthropic.write(conv, drops, max_output_tokens, caps)
     if provider == "responses":
         return responses.write(conv, drops, caps)
+    if provider == "converse":
+        return converse.write(conv, drops, max_output_tokens, caps)
     return chat.write(conv, drops, caps)
 
 

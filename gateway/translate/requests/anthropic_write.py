@@ -14,8 +14,6 @@ import hashlib
 import re
 from typing import Any
 
-import orjson
-
 from gateway.translate.ir import (
     DEFAULT_ANTHROPIC_MAX_TOKENS,
     DEFAULT_CAPS,
@@ -35,7 +33,10 @@ from gateway.translate.ir import (
 from gateway.translate.requests.common import (
     BUDGET_OF_EFFORT,
     EFFORT_TO_ANTHROPIC,
+    call_input,
     effort_of_budget,
+    json_schema,
+    system_texts,
 )
 
 _BAD_ID = re.compile(r"[^a-zA-Z0-9_-]")
@@ -53,7 +54,7 @@ def tool_id(value: str) -> str:
     return f"{_BAD_ID.sub('_', value)}_{digest}"
 
 
-def _one_id(seen: dict[str, str], client_id: str) -> None:
+def one_id(seen: dict[str, str], client_id: str) -> None:
     """Two different ids of the request must not be one id on the wire (an id that is
     already another's rewritten form): refused rather than paired wrongly. ``seen``: the
     request's ids on the wire -> the client's."""
@@ -91,7 +92,7 @@ def write(
                 if block is not None:
                     content.append(block)
                 if type(p) is ToolCall or type(p) is ToolResult:
-                    _one_id(ids, p.id)
+                    one_id(ids, p.id)
             if not content:
                 continue  # nothing Anthropic accepts (an empty turn): skipped
         if last is not None and last["role"] == role:
@@ -125,14 +126,7 @@ def _write_system(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
     if len(system) == 1 and system[0].as_string:
         body["system"] = "".join(p.text for p in system[0].parts if isinstance(p, Text))
         return
-    blocks = []
-    for m in system:
-        for p in m.parts:
-            if isinstance(p, Text):
-                if p.text:
-                    blocks.append({"type": "text", "text": p.text})
-            else:
-                drops.add(f"system.{type(p).__name__.lower()}")
+    blocks = [{"type": "text", "text": t} for t in system_texts(system, drops)]
     body["system"] = blocks
 
 
@@ -155,13 +149,7 @@ def _write_part(p: Part, drops: Dropped) -> dict[str, Any] | None:
     if type(p) is Text:  # the most common part first, by its exact type
         return {"type": "text", "text": p.text} if p.text else None
     if isinstance(p, ToolCall):
-        try:
-            args = orjson.loads(p.arguments) if p.arguments else {}
-        except orjson.JSONDecodeError:
-            args = None
-        if not isinstance(args, dict):
-            drops.add("tool_calls.function.arguments")  # not a JSON object: sent as {}
-            args = {}
+        args = call_input(p, drops)
         return {"type": "tool_use", "id": tool_id(p.id), "name": p.name, "input": args}
     if isinstance(p, ToolResult):
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id(p.id)}
@@ -317,15 +305,9 @@ def _write_sampling(
 
 
 def _write_format(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
-    rf = conv.response_format
-    if not isinstance(rf, dict) or rf.get("type") in (None, "text"):
+    spec = json_schema(conv)
+    if spec is None:
         return
-    if rf.get("type") != "json_schema":
-        raise Refused(
-            f"response_format.{rf.get('type')}",
-            "JSON mode without a schema is not available on this model (give a json_schema)",
-        )
-    spec = rf.get("json_schema") or {}
     for key in ("name", "description"):
         if spec.get(key) is not None:
             drops.add(f"response_format.json_schema.{key}")
@@ -333,4 +315,4 @@ def _write_format(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
     config["format"] = {"type": "json_schema", "schema": spec.get("schema") or {}}
 
 
-__all__ = ["THINKING_MAX_TOKENS", "tool_id", "write"]
+__all__ = ["THINKING_MAX_TOKENS", "one_id", "tool_id", "write"]

@@ -1,8 +1,13 @@
-"""What the request readers and writers share: stop sequences and reasoning effort."""
+"""What the request readers and writers share: stop sequences, reasoning effort, the text
+of system messages, a tool call's arguments as an object, the JSON schema of an answer."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import orjson
+
+from gateway.translate.ir import Conv, Dropped, Msg, Refused, Text, ToolCall
 
 #: Anthropic thinking budget for an OpenAI reasoning effort (budget_tokens >= 1024).
 BUDGET_OF_EFFORT = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
@@ -29,3 +34,45 @@ def read_stop(value: Any) -> tuple[list[str] | None, bool]:
     if isinstance(value, str):
         return [value], True
     return list(value), False
+
+
+def system_texts(system: list[Msg], drops: Dropped) -> list[str]:
+    """The non-empty texts of system messages, for a format whose system is text blocks;
+    any other part is dropped and named (``system.image``)."""
+    texts = []
+    for m in system:
+        for p in m.parts:
+            if isinstance(p, Text):
+                if p.text:
+                    texts.append(p.text)
+            else:
+                drops.add(f"system.{type(p).__name__.lower()}")
+    return texts
+
+
+def call_input(p: ToolCall, drops: Dropped) -> dict[str, Any]:
+    """A tool call's arguments as the JSON object Anthropic and Converse carry; arguments
+    that are not a JSON object are sent as ``{}``, named."""
+    try:
+        args = orjson.loads(p.arguments) if p.arguments else {}
+    except orjson.JSONDecodeError:
+        args = None
+    if not isinstance(args, dict):
+        drops.add("tool_calls.function.arguments")
+        args = {}
+    return args
+
+
+def json_schema(conv: Conv) -> dict[str, Any] | None:
+    """The ``json_schema`` the answer must follow (``response_format``), for a format that
+    takes only a schema; None when the answer is free text. JSON mode without a schema is
+    refused."""
+    rf = conv.response_format
+    if not isinstance(rf, dict) or rf.get("type") in (None, "text"):
+        return None
+    if rf.get("type") != "json_schema":
+        raise Refused(
+            f"response_format.{rf.get('type')}",
+            "JSON mode without a schema is not available on this model (give a json_schema)",
+        )
+    return rf.get("json_schema") or {}

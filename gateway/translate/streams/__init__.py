@@ -5,7 +5,8 @@ Streams; the stream rules of docs/recovery.md, Streams, hold for them).
 a time (as framed by :class:`gateway.streams.sse.Splitter`) and returns the client-format
 events it makes complete; :meth:`~StreamTranslator.finish` returns what is still owed
 when the upstream body ended after its final event. Formats: ``openai`` (chat
-completions chunks), ``anthropic`` (Messages events), ``responses`` (Responses events).
+completions chunks), ``anthropic`` (Messages events), ``responses`` (Responses events);
+``converse`` (Bedrock ConverseStream events, read_converse.py) is a source only.
 A reader per source format (read.py) calls a writer per target format (write.py,
 write_responses.py): no intermediate objects, so a text delta costs one ``orjson.loads``
 and one ``dumps``.
@@ -84,7 +85,8 @@ import time
 import orjson
 
 from gateway.translate.ir import Names, Usage
-from gateway.translate.streams.read import READERS
+from gateway.translate.streams.read import READERS, Reader
+from gateway.translate.streams.read_converse import ConverseReader
 from gateway.translate.streams.write import AnthropicWriter, ChatWriter, Writer
 from gateway.translate.streams.write_responses import ResponsesWriter
 
@@ -93,8 +95,22 @@ WRITERS: dict[str, type[Writer]] = {
     "anthropic": AnthropicWriter,
     "responses": ResponsesWriter,
 }
-FORMATS = frozenset(READERS)
+#: The formats a stream is read from: the clients' and Bedrock Converse.
+SOURCES: dict[str, type[Reader]] = {**READERS, "converse": ConverseReader}
+#: The formats a stream is written in: the clients'.
+FORMATS = frozenset(WRITERS)
 _DECODE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+
+def _name(event: bytes) -> bytes:
+    """The name of one SSE event (its ``event:`` line), or b""."""
+    if event[:6] == b"event:":
+        start = 6
+    else:
+        start = event.find(b"\nevent:") + 7
+        if start == 6:
+            return b""
+    return event[start : event.find(b"\n", start)].strip()
 
 
 def _payload(event: bytes) -> bytes | None:
@@ -123,7 +139,7 @@ class StreamTranslator:
     as undecodable.
     """
 
-    __slots__ = ("_r", "_w", "malformed", "source", "target")
+    __slots__ = ("_named", "_r", "_w", "malformed", "source", "target")
 
     def __init__(
         self,
@@ -134,14 +150,15 @@ class StreamTranslator:
         include_usage: bool = True,
         names: Names | None = None,
     ):
-        if source not in FORMATS or target not in FORMATS:
+        if source not in SOURCES or target not in FORMATS:
             raise ValueError(f"unknown stream format: {source} -> {target}")
         self.source = source
         self.target = target
         self._w = WRITERS[target](model, include_usage, int(time.time()))
         if names and isinstance(self._w, ResponsesWriter):
             self._w.names = names  # calls of namespaced functions named in their namespace
-        self._r = READERS[source](self._w)
+        self._r = SOURCES[source](self._w)
+        self._named = self._r.named
         self.malformed = 0
 
     @property
@@ -179,7 +196,10 @@ class StreamTranslator:
             self.malformed += 1
             return out
         try:
-            self._r.feed(obj)
+            if self._named:
+                self._r.feed_named(_name(event), obj)
+            else:
+                self._r.feed(obj)
         except _DECODE_ERRORS:  # a field of an unexpected type: what was made still holds
             self.malformed += 1
         return out
@@ -194,4 +214,4 @@ class StreamTranslator:
         return out
 
 
-__all__ = ["FORMATS", "WRITERS", "StreamTranslator"]
+__all__ = ["FORMATS", "SOURCES", "WRITERS", "StreamTranslator"]

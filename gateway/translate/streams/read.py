@@ -43,11 +43,18 @@ def _name(value: Any, default: str = "") -> str:
 class Reader:
     __slots__ = ("final", "w")
 
+    #: The events' type is only in their name (``event:``): :meth:`feed_named` is called.
+    named = False
+
     def __init__(self, w: Writer) -> None:
         self.w = w
         self.final = False  # the upstream's final event arrived
 
     def feed(self, obj: Obj) -> None:
+        raise NotImplementedError
+
+    def feed_named(self, name: bytes, obj: Obj) -> None:
+        """One event of a :attr:`named` reader: its name and decoded data."""
         raise NotImplementedError
 
     def done_marker(self) -> None:
