@@ -24,7 +24,7 @@ from urllib.parse import quote
 import orjson
 from yarl import URL
 
-from gateway.formats import CHAT, MESSAGES, RESPONSES, Format, by_name
+from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
 from gateway.policy.schema import AZURE_API_VERSION, Provider
 
 __all__ = [
@@ -64,10 +64,6 @@ def native_paths(api: str) -> frozenset[str]:
     return _NATIVE[api]
 
 
-def _converse() -> Format:
-    return by_name("converse")
-
-
 def formats_of(
     api: str, upstream_model: str, chosen: str | None, model_api: tuple[str, ...]
 ) -> tuple[Format, ...]:
@@ -85,8 +81,8 @@ def formats_of(
         return picked or (CHAT,)
     if api == "bedrock":
         if chosen:
-            return (MESSAGES,) if chosen == MESSAGES.label else (_converse(),)
-        return (MESSAGES,) if "anthropic." in upstream_model else (_converse(),)
+            return (MESSAGES,) if chosen == MESSAGES.label else (CONVERSE,)
+        return (MESSAGES,) if "anthropic." in upstream_model else (CONVERSE,)
     if chosen:
         return (MESSAGES,) if chosen == MESSAGES.label else (CHAT,)
     return (MESSAGES,) if upstream_model.startswith("claude") else (CHAT,)
