@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import aiohttp
 import botocore.session
 import pytest
+from awscrt.auth import AwsCredentialsProvider, AwsSigningConfig, aws_sign_request
+from awscrt.http import HttpHeaders, HttpRequest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
@@ -177,10 +180,13 @@ async def test_context_window_is_input_too_long(fake: FakeBedrock) -> None:
     }  # fmt: skip
 
 
-async def test_an_exception_frame_mid_stream(fake: FakeBedrock) -> None:
+@pytest.mark.parametrize(
+    "exception", ["throttlingException", "modelStreamErrorException", "internalServerException"]
+)
+async def test_an_exception_frame_mid_stream(fake: FakeBedrock, exception: str) -> None:
     """A scripted exception after two deltas is botocore's EventStreamError of that code,
     after the events before it."""
-    fake.push(stream_exception(2, "throttlingException", "Too many tokens"))
+    fake.push(stream_exception(2, exception, "Something went wrong"))
     c = client(fake)
     r = await call(c.invoke_model_with_response_stream, modelId=MODEL, body=json.dumps(INVOKE))
     seen: list[Any] = []
@@ -190,7 +196,7 @@ async def test_an_exception_frame_mid_stream(fake: FakeBedrock) -> None:
 
     with pytest.raises(EventStreamError) as e:
         await asyncio.to_thread(drain)
-    assert e.value.response["Error"]["Code"] == "throttlingException"
+    assert e.value.response["Error"] == {"Code": exception, "Message": "Something went wrong"}
     deltas = [json.loads(x["chunk"]["bytes"]) for x in seen]
     assert sum(d["type"] == "content_block_delta" for d in deltas) == 2
 
@@ -365,3 +371,34 @@ async def test_success_step_shapes_a_converse_stream(fake: FakeBedrock) -> None:
     got = await asyncio.to_thread(lambda: list(r["stream"]))
     text = "".join(e["contentBlockDelta"]["delta"]["text"] for e in got if "contentBlockDelta" in e)
     assert text == "Forced words."
+
+
+async def test_a_converse_stream_with_an_exception_through_the_splitter(fake: FakeBedrock) -> None:
+    """A raw ConverseStream answer decodes into ``event: <type>`` SSE events, the scripted
+    exception frame last as the error event of its type."""
+    fake.push(stream_exception(1, "modelStreamErrorException", "The model broke."))
+    body = json.dumps({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}).encode()
+    path = "/model/amazon.nova-pro-v1%3A0/converse-stream"
+    h = signed(fake, path, body, key=fake.access_key, secret=fake.secret_key)
+    status, _, raw = await post(fake, path, body, h)
+    assert status == 200
+    events = EventStreamSplitter().feed(raw)
+    names = [e.split(b"\n", 1)[0] for e in events]
+    assert names == [b"event: messageStart", b"event: contentBlockDelta", b"event: error"]
+    error = json.loads(events[-1].split(b"data: ", 1)[1])
+    assert error["error"] == {"type": "modelStreamErrorException", "message": "The model broke."}
+
+
+async def test_a_request_signed_by_awscrt(fake: FakeBedrock) -> None:
+    """A request signed by awscrt (AWS's C signer) verifies too, session token included."""
+    fake.add_key("ASIACRTSIGNED0000001", "crt-secret", session_token="crt-token")
+    provider = AwsCredentialsProvider.new_static("ASIACRTSIGNED0000001", "crt-secret", "crt-token")
+    config = AwsSigningConfig(credentials_provider=provider, region=REGION, service="bedrock")
+    host = URL(fake.url).raw_authority
+    path = PATH + "/invoke"
+    req = HttpRequest("POST", path, HttpHeaders([("host", host), ("content-type", "application/json")]),
+                      io.BytesIO(BODY))  # fmt: skip
+    await asyncio.wrap_future(aws_sign_request(req, config))
+    status, _, raw = await post(fake, path, BODY, {k: v for k, v in req.headers if k != "host"})
+    assert status == 200, raw
+    assert json.loads(raw)["type"] == "message"
