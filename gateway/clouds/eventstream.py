@@ -25,8 +25,8 @@ several may come in one read.
 
 from __future__ import annotations
 
-import binascii
 import struct
+from binascii import a2b_base64
 from typing import TYPE_CHECKING
 
 from botocore.eventstream import EventStreamBuffer, ParserError
@@ -39,6 +39,8 @@ __all__ = ["CORRUPT", "EventStreamSplitter", "error_event"]
 
 #: The error type of the event that ends a stream whose framing broke.
 CORRUPT = "internalServerException"
+
+_SSE = b"event: %b\ndata: %b\n\n"
 
 #: What botocore raises on a frame it cannot parse: a CRC, a length, a header (its value
 #: truncated, of an unknown type, not UTF-8).
@@ -101,7 +103,7 @@ class EventStreamSplitter:
             if etype == "chunk":
                 return self._chunk(payload)
             if type(etype) is str and payload[:1] == b"{":
-                return b"event: " + etype.encode() + b"\ndata: " + _one_line(payload) + b"\n\n"
+                return _SSE % (etype.encode(), _one_line(payload))
         elif kind == "exception":
             try:
                 message = loads(payload).get("message")
@@ -116,11 +118,20 @@ class EventStreamSplitter:
 
     def _chunk(self, payload: bytes) -> bytes | None:
         """An InvokeModelWithResponseStream chunk: the Anthropic event it wraps."""
-        try:
-            inner = binascii.a2b_base64(loads(payload)["bytes"], strict_mode=True)
-        except (JSONDecodeError, TypeError, KeyError, ValueError):  # binascii.Error too
-            self._dropped += 1
-            return None
+        inner = None
+        if payload[:10] == b'{"bytes":"' and (end := payload.find(b'"', 10)) > 0:
+            # the usual payload, read without decoding it: base64 has no quote, and a value
+            # with an escape in it (``\/``) is not base64 as is, decoded as JSON below
+            try:
+                inner = a2b_base64(payload[10:end], strict_mode=True)
+            except ValueError:  # binascii.Error
+                inner = None
+        if inner is None:
+            try:
+                inner = a2b_base64(loads(payload)["bytes"], strict_mode=True)
+            except (JSONDecodeError, TypeError, KeyError, ValueError):  # binascii.Error too
+                self._dropped += 1
+                return None
         if inner[:9] == b'{"type":"' and (end := inner.find(b'"', 9)) > 0:
             name = inner[9:end]  # the usual event: its type comes first
         else:
@@ -132,7 +143,7 @@ class EventStreamSplitter:
                 self._dropped += 1
                 return None
             name = etype.encode()
-        return b"event: " + name + b"\ndata: " + _one_line(inner) + b"\n\n"
+        return _SSE % (name, _one_line(inner))
 
     def _through(self, events: list[bytes]) -> list[bytes]:
         inner = self._inner

@@ -35,18 +35,19 @@ class AwsAccounts:
     """What the fake AWS knows: secrets per access key, the session token a temporary
     access key needs, expired tokens, and Bedrock API keys (bearer tokens)."""
 
-    secrets: dict[str, str] = field(default_factory=dict)
-    tokens: dict[str, str] = field(default_factory=dict)
-    expired: set[str] = field(default_factory=set)
-    api_keys: set[str] = field(default_factory=set)
+    # repr=False: no secret in a repr (a test's failure message, a log)
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    tokens: dict[str, str] = field(default_factory=dict, repr=False)
+    expired: set[str] = field(default_factory=set, repr=False)
+    api_keys: set[str] = field(default_factory=set, repr=False)
 
 
 @dataclass(frozen=True)
 class Caller:
     """Who a request that passed the check is: its access key id or its API key."""
 
-    key: str
-    signed: bool
+    key: str = field(repr=False)  # an API key is a secret
+    signed: bool = True
 
 
 def check(

@@ -178,6 +178,16 @@ def test_inner_json_with_a_type_not_first_and_line_breaks() -> None:
     )
 
 
+def test_a_base64_value_with_json_escapes() -> None:
+    """A ``bytes`` value whose slashes are JSON-escaped (``\\/``) decodes as JSON would."""
+    raw = orjson.dumps({"type": "ping", "pad": "\u00ff\u00ff\u00ff"})  # base64 with "/"
+    encoded = base64.b64encode(raw).decode()
+    assert "/" in encoded
+    payload = b'{"bytes":"' + encoded.replace("/", "\\/").encode() + b'"}'
+    (out,) = EventStreamSplitter().feed(frame(_event_headers("chunk"), payload))
+    assert out == b"event: ping\ndata: " + raw + b"\n\n"
+
+
 def _event_headers(etype: str) -> dict[str, str]:
     return {":event-type": etype, ":content-type": "application/json", ":message-type": "event"}
 

@@ -37,22 +37,30 @@ WEATHER = {"toolSpec": {"name": "get_weather", "description": "The weather in a 
                                     "properties": {"city": {"type": "string"}}}}}}  # fmt: skip
 
 
+#: The SDK clients a test made, closed (with their connections) when it ends.
+_CLIENTS: list[Any] = []
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeBedrock]:
     async with FakeBedrock(region=REGION) as f:
         yield f
+        while _CLIENTS:
+            _CLIENTS.pop().close()
 
 
 def client(fake: FakeBedrock, **creds: Any) -> Any:
     """botocore's own bedrock-runtime client on the fake, no retries."""
     keys = {"aws_access_key_id": fake.access_key, "aws_secret_access_key": fake.secret_key}
-    return botocore.session.get_session().create_client(
+    c = botocore.session.get_session().create_client(
         "bedrock-runtime",
         region_name=creds.pop("region", REGION),
         endpoint_url=fake.url,
         config=Config(retries={"total_max_attempts": 1}),
         **{**keys, **creds},
     )
+    _CLIENTS.append(c)
+    return c
 
 
 async def call(fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -196,6 +204,7 @@ async def test_an_exception_frame_mid_stream(fake: FakeBedrock, exception: str) 
 
     with pytest.raises(EventStreamError) as e:
         await asyncio.to_thread(drain)
+    r["body"].close()
     assert e.value.response["Error"] == {"Code": exception, "Message": "Something went wrong"}
     deltas = [json.loads(x["chunk"]["bytes"]) for x in seen]
     assert sum(d["type"] == "content_block_delta" for d in deltas) == 2
