@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -371,3 +373,31 @@ def _dump(value: Any) -> str:
 
 
 __all__ = ["openai"]
+
+
+async def test_simulate_tells_the_cloud_chain_the_live_gateway_follows(clouds: Clouds) -> None:
+    """``llm-gateway simulate`` on the same policies: Anthropic overloaded, Bedrock
+    throttled, Vertex answers on the third attempt with no wait, as live."""
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable, "-m", "gateway.cli", "simulate", "--policies",
+            str(clouds.gw.policy_dir), "--team", "apps", "--model", CLAUDE, "--path",
+            "/v1/messages", "--script", "200", "--deployment", "anthropic=529",
+            "--deployment", "bedrock-us=429",
+        ],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    rows = [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert [(r[0], r[2]) for r in rows] == [
+        ("1", f"{CLAUDE}@anthropic"),
+        ("2", f"{CLAUDE}@bedrock-us"),
+        ("3", f"{CLAUDE}@vertex-eu"),
+    ]
+    assert all(r[1] == "0.00" for r in rows)
+    clouds.direct.push(Error.anthropic_overloaded(), model=CLAUDE)
+    clouds.bedrock.push(BedrockError.throttling(), model=BEDROCK_CLAUDE)
+    raw = await clouds.gw.async_anthropic().messages.with_raw_response.create(
+        model=CLAUDE, max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert raw.headers["x-gateway-attempts"] == "3" and len(clouds.vertex.requests) == 1
