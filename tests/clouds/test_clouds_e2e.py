@@ -23,8 +23,8 @@ from gateway.policy.merge import deep_merge
 from gateway.policy.policyset import hash_key
 from gateway.testing import CutAfter, Error, FakeProvider
 from gateway.testing.bedrock_errors import BedrockError
-from gateway.testing.fake_azure import FakeAzure
-from gateway.testing.fake_bedrock import FakeBedrock
+from gateway.testing.fake_azure import FakeAzure, azure_content_filter
+from gateway.testing.fake_bedrock import FakeBedrock, stream_exception
 from gateway.testing.fake_google_token import FakeGoogleToken
 from gateway.testing.fake_vertex import FakeVertex
 from tests.clouds.cloud_env import isolate, leaked
@@ -35,6 +35,8 @@ CLAUDE = "claude-sonnet-4-5"
 BEDROCK_CLAUDE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 VERTEX_CLAUDE = "claude-sonnet-4-5@20250929"
 NOVA = "amazon.nova-pro-v1:0"
+GEMINI = "google/gemini-2.0-flash-001"
+BEDROCK_API_KEY = "bedrock-api-key-0123456789abcdef"
 AZURE_KEY = "azure-secret-key-0123456789"
 PROVIDER_KEY = "direct-provider-secret-key"
 REPLY = "Streams carry an answer piece by piece, and a gateway keeps them whole when one breaks."
@@ -53,6 +55,7 @@ class Clouds:
     def secrets(self) -> list[str]:
         """Every credential the gateway held or sent: none may show anywhere."""
         found = [self.bedrock.secret_key, self.bedrock.access_key, AZURE_KEY, PROVIDER_KEY]
+        found.append(BEDROCK_API_KEY)
         found += list(self.google.issued)
         for fake in (self.bedrock, self.vertex, self.azure):
             for r in fake.requests:
@@ -92,6 +95,12 @@ def policy(urls: dict[str, str]) -> dict[str, Any]:
                     "base_url": urls["azure"],
                     "api_key_env": "AZURE_EU_KEY",
                 },
+                "bedrock-key": {
+                    "api": "bedrock",
+                    "region": "us-east-1",
+                    "base_url": urls["bedrock"],
+                    "api_key_env": "BEDROCK_API_KEY",
+                },
             },
             "models": {
                 CLAUDE: {
@@ -111,6 +120,12 @@ def policy(urls: dict[str, str]) -> dict[str, Any]:
                     "balance": "ordered",
                 },
                 "nova-pro": {"provider": "bedrock-us", "upstream_model": NOVA},
+                "claude-keyed": {
+                    "provider": "bedrock-key",
+                    "upstream_model": BEDROCK_CLAUDE,
+                    "prefill": True,
+                },
+                "gemini-flash": {"provider": "vertex-eu", "upstream_model": GEMINI},
             },
             "policies": {
                 "fast": deep_merge(FAST_POLICY, {"stream": {"on_midstream_failure": "continue"}})
@@ -143,6 +158,8 @@ async def clouds(
         await azure.start()
         monkeypatch.setenv("DIRECT_KEY", PROVIDER_KEY)
         monkeypatch.setenv("AZURE_EU_KEY", AZURE_KEY)
+        monkeypatch.setenv("BEDROCK_API_KEY", BEDROCK_API_KEY)
+        bedrock.add_api_key(BEDROCK_API_KEY)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", bedrock.access_key)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", bedrock.secret_key)
         monkeypatch.setenv(
@@ -372,9 +389,6 @@ def _dump(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-__all__ = ["openai"]
-
-
 async def test_simulate_tells_the_cloud_chain_the_live_gateway_follows(clouds: Clouds) -> None:
     """``llm-gateway simulate`` on the same policies: Anthropic overloaded, Bedrock
     throttled, Vertex answers on the third attempt with no wait, as live."""
@@ -401,3 +415,54 @@ async def test_simulate_tells_the_cloud_chain_the_live_gateway_follows(clouds: C
         model=CLAUDE, max_tokens=50, messages=[{"role": "user", "content": "hi"}]
     )
     assert raw.headers["x-gateway-attempts"] == "3" and len(clouds.vertex.requests) == 1
+
+
+async def test_bedrock_with_an_api_key_and_an_exception_frame_mid_stream(clouds: Clouds) -> None:
+    """A Bedrock API key goes as a bearer token (no signature); an exception frame in the
+    middle of the event stream is a mid-stream failure, resumed: the client reads the
+    whole answer once."""
+    clouds.bedrock.reply[BEDROCK_CLAUDE] = REPLY
+    clouds.bedrock.push(stream_exception(3, "modelStreamErrorException"), model=BEDROCK_CLAUDE)
+    client = clouds.gw.async_anthropic()
+    async with client.messages.stream(
+        model="claude-keyed", max_tokens=300, messages=[{"role": "user", "content": "hello"}]
+    ) as stream:
+        text = "".join([t async for t in stream.text_stream])
+    assert text == REPLY
+    first, resumed = clouds.bedrock.requests
+    assert first.headers["authorization"] == f"Bearer {BEDROCK_API_KEY}"
+    assert resumed.body["messages"][-1]["role"] == "assistant"
+    line = await event(clouds.logs, "stream_interrupted")
+    assert line["category"] == "server_error" and line["action"] == "resume"
+
+
+async def test_a_gemini_model_on_vertex_by_its_openai_endpoint(clouds: Clouds) -> None:
+    """A non-Claude Vertex model goes to Vertex's OpenAI-compatible chat completions with
+    the model in the body and a Google token; a Messages client is translated to it."""
+    chat = await clouds.gw.async_openai().chat.completions.create(
+        model="gemini-flash", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert GEMINI in (chat.choices[0].message.content or "")
+    msg = await clouds.gw.async_anthropic().messages.create(
+        model="gemini-flash", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert GEMINI in msg.content[0].text  # type: ignore[union-attr]
+    for call in clouds.vertex.requests:
+        assert call.path.endswith("/locations/europe-west1/endpoints/openapi/chat/completions")
+        assert call.body["model"] == GEMINI
+        assert clouds.google.valid(call.headers["authorization"][7:])
+
+
+async def test_azure_content_filter_is_the_clients_answer_not_a_retry(clouds: Clouds) -> None:
+    """Azure's content filter (400 content_filter) is classified content filter: the
+    client gets the 400 with Azure's reason, after one attempt on Azure."""
+    clouds.direct.push(Error.openai_rate_limit(retry_after=30), model="gpt-4o")
+    clouds.azure.push(azure_content_filter(), model="gpt-4o-prod")
+    with pytest.raises(openai.BadRequestError) as refused:
+        await clouds.gw.async_openai().chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert "content management policy" in refused.value.message
+    assert len(clouds.azure.requests) == 1
+    line = await event(clouds.logs, "request_completed")
+    assert line["status"] == 400 and line["attempts"] == 2
