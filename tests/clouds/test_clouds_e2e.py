@@ -29,6 +29,7 @@ from gateway.testing.fake_google_token import FakeGoogleToken
 from gateway.testing.fake_vertex import FakeVertex
 from tests.clouds.cloud_env import isolate, leaked
 from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
+from tests.integration.test_tracing import Collector
 from tests.log_sink import Sink
 
 CLAUDE = "claude-sonnet-4-5"
@@ -466,3 +467,46 @@ async def test_azure_content_filter_is_the_clients_answer_not_a_retry(clouds: Cl
     assert len(clouds.azure.requests) == 1
     line = await event(clouds.logs, "request_completed")
     assert line["status"] == 400 and line["attempts"] == 2
+
+
+async def test_no_credential_reaches_a_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_sink: Sink, collector: Collector
+) -> None:
+    """Traced requests on Bedrock (signed) and Azure (keyed): the exported spans name the
+    deployments and models, and hold no key, secret or signature."""
+    isolate(monkeypatch, tmp_path / "home")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    async with FakeProvider() as direct, FakeBedrock() as bedrock:
+        azure = FakeAzure(keys={AZURE_KEY}, deployments={"gpt-4o-prod"})
+        await azure.start()
+        monkeypatch.setenv("DIRECT_KEY", PROVIDER_KEY)
+        monkeypatch.setenv("AZURE_EU_KEY", AZURE_KEY)
+        monkeypatch.setenv("BEDROCK_API_KEY", BEDROCK_API_KEY)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", bedrock.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", bedrock.secret_key)
+        urls = {"direct": direct.url, "bedrock": bedrock.url, "vertex": "http://127.0.0.1:9",
+                "azure": azure.url}  # fmt: skip
+        log_sink.configure()
+        gw = await Harness(direct, write_policies(tmp_path / "p", policy(urls))).start()
+        try:
+            direct.push(Error.anthropic_overloaded(), model=CLAUDE)
+            direct.push(Error.openai_rate_limit(retry_after=30), model="gpt-4o")
+            await gw.async_anthropic().messages.create(
+                model=CLAUDE, max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+            )
+            await gw.async_openai().chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+            deadline = time.monotonic() + 5
+            while len({s.attributes.get("llm_gateway.deployment") for s in collector.spans}) < 4:
+                assert time.monotonic() < deadline, "spans not exported"
+                await asyncio.sleep(0.05)
+        finally:
+            await gw.stop()
+            await azure.stop()
+    signatures = [r.headers["authorization"].rsplit("=", 1)[-1] for r in bedrock.requests]
+    exported = b"".join(collector.raw).decode("utf-8", "replace")
+    assert "bedrock-us" in exported and "azure-eu" in exported
+    secrets = [bedrock.secret_key, bedrock.access_key, AZURE_KEY, PROVIDER_KEY, *signatures]
+    assert not leaked(secrets, exported)
