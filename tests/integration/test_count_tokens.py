@@ -159,3 +159,28 @@ async def test_count_in_the_access_log(gw: Harness, log_sink: Sink) -> None:
         ("gpt-test", 200, 0),
     ]
     assert gw.metric("llm_gateway_requests_total", team="team-a", model="gpt-test", status="200")
+
+
+async def test_sibling_without_count_estimates(
+    make_gateway: Callable[..., Awaitable[Harness]], fake: FakeProvider
+) -> None:
+    """A model served by Anthropic and an OpenAI-format sibling: with Anthropic rate-limited,
+    the sibling answers the count at once with the estimate, marked as one."""
+    mixed = {
+        "deployments": [
+            {"provider": "fake-anthropic", "upstream_model": "claude-test"},
+            {"provider": "fake", "upstream_model": "gpt-test"},
+        ],
+        "balance": "ordered",
+    }
+    gw = await make_gateway(models={"claude-mixed": mixed})
+    fake.push(Error.anthropic_rate_limit(retry_after=30), model="claude-test")
+    client = gw.async_anthropic()
+    raw = await client.messages.with_raw_response.count_tokens(
+        model="claude-mixed", messages=MESSAGES
+    )
+    chars = sum(len(m["content"]) for m in MESSAGES)
+    assert (await raw.parse()).input_tokens == math.ceil(chars / 4) + 4 * len(MESSAGES)
+    assert raw.headers["x-gateway-estimate"] == "true"
+    assert raw.headers["x-gateway-attempts"] == "2"
+    assert [r.path for r in fake.requests] == ["/v1/messages/count_tokens"]
