@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
+from yarl import URL
 
 from gateway.admission import past_deadline, untranslatable
 from gateway.deadlines import Limit
@@ -228,12 +229,23 @@ class HttpAttempter:
         path = self.endpoint.value if own else (fmt.paths[0] if fmt.paths else "")
         beta = self.request.headers.get("anthropic-beta") if own else None
         url, shaped = cloud.call(path, fmt, d.upstream_model, body, stream, beta)
+        signed = self.cloud_target(wiring, d, url, shaped, beta)
+        if isinstance(signed, Failure):
+            return signed
+        return *signed, cloud.eventstream(fmt, stream)
+
+    def cloud_target(
+        self, wiring: Wiring, d: Deployed, url: URL, shaped: dict[str, Any], beta: str | None
+    ) -> tuple[Target, Body] | Failure:
+        """A cloud call to ``url`` with the body ``shaped``: its headers (the client's
+        ``anthropic-beta`` where the cloud takes it as a header), encoded, authorized last;
+        a credential with nothing to sign with is a failure (auth)."""
+        assert wiring.cloud is not None
         headers = dict(wiring.headers)
-        if beta is not None and cloud.passes_beta():
+        if beta is not None and wiring.cloud.passes_beta():
             headers["anthropic-beta"] = beta
         headers["x-request-id"] = self.log.request_id
         raw = orjson.dumps(shaped)
-        del shaped
         credential = wiring.credential
         if credential is not None:
             from gateway.clouds.credentials import CredentialUnavailable
@@ -242,7 +254,7 @@ class HttpAttempter:
                 credential.authorize("POST", str(url), headers, raw)
             except CredentialUnavailable as e:
                 return transport_failure(Category.auth, f"provider {d.provider!r}: {e}")
-        return Target(url, headers), Body(raw), cloud.eventstream(fmt, stream)
+        return Target(url, headers), Body(raw)
 
     def _crossing(
         self, fmts: tuple[Format, ...], model: str, body: dict[str, Any]

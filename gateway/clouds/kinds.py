@@ -17,6 +17,7 @@ A cloud deployment's request differs from a plain provider's in four ways, all h
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -115,6 +116,13 @@ class Cloud:
         its format's own); ``beta``: the client's ``anthropic-beta`` header."""
         raise NotImplementedError
 
+    def count(
+        self, model: str, body: dict[str, Any], beta: str | None
+    ) -> tuple[URL, dict[str, Any]]:
+        """The URL and body of Anthropic's token count for a Messages ``body`` on ``model``
+        (a Claude model this cloud serves with Messages)."""
+        raise NotImplementedError
+
     def eventstream(self, fmt: Format, stream: bool) -> bool:
         """A stream of this call comes in AWS event-stream frames."""
         return False
@@ -147,17 +155,27 @@ class Bedrock(Cloud):
         stream: bool,
         beta: str | None,
     ) -> tuple[URL, dict[str, Any]]:
-        model_path = f"{self.root}/model/{quote(model, safe='')}/"
         if fmt is MESSAGES:
-            out = _without(body, "model", "stream")
-            out["anthropic_version"] = BEDROCK_VERSION
-            if beta:
-                out["anthropic_beta"] = [b.strip() for b in beta.split(",") if b.strip()]
+            out = _invoke_body(body, beta)
             op = "invoke-with-response-stream" if stream else "invoke"
         else:
             out = _without(body, "model", "stream")
             op = "converse-stream" if stream else "converse"
-        return URL(model_path + op, encoded=True), out
+        return self._model_url(model, op), out
+
+    def count(
+        self, model: str, body: dict[str, Any], beta: str | None
+    ) -> tuple[URL, dict[str, Any]]:
+        """Bedrock's CountTokens: the InvokeModel body (``max_tokens`` required there: 1
+        when the count request has none) in base64, as ``input.invokeModel.body``; the
+        answer is ``{"inputTokens": N}``."""
+        inner = _invoke_body(body, beta)
+        inner.setdefault("max_tokens", 1)
+        wrapped = base64.b64encode(orjson.dumps(inner)).decode("ascii")
+        return self._model_url(model, "count-tokens"), {"input": {"invokeModel": {"body": wrapped}}}
+
+    def _model_url(self, model: str, op: str) -> URL:
+        return URL(f"{self.root}/model/{quote(model, safe='')}/{op}", encoded=True)
 
     def eventstream(self, fmt: Format, stream: bool) -> bool:
         return stream
@@ -186,6 +204,16 @@ class Bedrock(Cloud):
         return orjson.dumps({"type": "error", "error": error})
 
 
+def _invoke_body(body: dict[str, Any], beta: str | None) -> dict[str, Any]:
+    """InvokeModel's body for Claude: the Messages body without ``model`` and ``stream``,
+    with Bedrock's ``anthropic_version`` and the client's betas as ``anthropic_beta``."""
+    out = _without(body, "model", "stream")
+    out["anthropic_version"] = BEDROCK_VERSION
+    if beta:
+        out["anthropic_beta"] = [b.strip() for b in beta.split(",") if b.strip()]
+    return out
+
+
 class Vertex(Cloud):
     """Google Vertex AI: Claude by ``rawPredict`` / ``streamRawPredict`` with Anthropic's
     Messages body, other models by the OpenAI-compatible chat completions endpoint."""
@@ -212,6 +240,16 @@ class Vertex(Cloud):
             url = f"{self.base}/publishers/anthropic/models/{quote(model, safe='@')}:{op}"
             return URL(url, encoded=True), out
         return URL(f"{self.base}/endpoints/openapi/chat/completions"), {**body, "model": model}
+
+    def count(
+        self, model: str, body: dict[str, Any], beta: str | None
+    ) -> tuple[URL, dict[str, Any]]:
+        """Vertex's ``count-tokens:rawPredict``: the Messages body naming the model."""
+        out = _without(body, "stream")
+        out["model"] = model
+        out["anthropic_version"] = VERTEX_VERSION
+        url = f"{self.base}/publishers/anthropic/models/count-tokens:rawPredict"
+        return URL(url, encoded=True), out
 
     def passes_beta(self) -> bool:
         return True

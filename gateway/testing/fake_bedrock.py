@@ -16,7 +16,9 @@ Routes (the model id URL-encoded in the path, as AWS SDKs send it):
 wrapping Anthropic's stream events in base64, the last ``message_stop`` carrying
 ``amazon-bedrock-invocationMetrics``), ``/converse`` and ``/converse-stream``
 (messageStart, contentBlockStart for a tool use, contentBlockDelta, contentBlockStop,
-messageStop, metadata).
+messageStop, metadata), ``/count-tokens`` (CountTokens: the InvokeModel body in base64 as
+``{"input": {"invokeModel": {"body": ...}}}``, checked as an invoke body; the answer is
+``{"inputTokens": N}`` by the fake provider's tokens rule; scripted as the others).
 
 **Authentication**, as AWS checks it (:mod:`gateway.testing.sigv4_check`): every request's
 Signature V4 is computed again with botocore for service ``bedrock`` and the fake's
@@ -52,6 +54,7 @@ id), whatever their fate.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import ssl
 from typing import Any
@@ -83,7 +86,13 @@ from gateway.testing.script import (
 from gateway.testing.sigv4_check import AwsAccounts, Caller, check
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
-_OPERATIONS = ("invoke", "invoke-with-response-stream", "converse", "converse-stream")
+_OPERATIONS = (
+    "invoke", "invoke-with-response-stream", "converse", "converse-stream", "count-tokens",
+)  # fmt: skip
+_MISSING_BODY = (
+    "1 validation error detected: Value at 'input.invokeModel.body' failed to satisfy "
+    "constraint: Member must not be null"
+)
 _MALFORMED = "Malformed input request: {}, please reformat your input and try again."
 _DEFAULT_EXCEPTION = (
     "internalServerException",
@@ -118,6 +127,20 @@ def invoke_problem(body: Any) -> str | None:
     if beta is not None and not (isinstance(beta, list) and all(isinstance(b, str) for b in beta)):
         return _MALFORMED.format("#/anthropic_beta: expected type: JSONArray")
     return None
+
+
+def counted_body(body: Any) -> tuple[Any, str | None]:
+    """The InvokeModel body a CountTokens body wraps (``{"input": {"invokeModel":
+    {"body": "<base64 of the JSON>"}}}``), or what Bedrock's validation says of it."""
+    wrapper = body.get("input") if isinstance(body, dict) else None
+    invoke = wrapper.get("invokeModel") if isinstance(wrapper, dict) else None
+    encoded = invoke.get("body") if isinstance(invoke, dict) else None
+    if not isinstance(encoded, str):
+        return None, _MISSING_BODY
+    try:
+        return json.loads(base64.b64decode(encoded, validate=True)), None
+    except ValueError:
+        return None, _MALFORMED.format("#: the body is not base64-encoded JSON")
 
 
 class FakeBedrock(FakeProvider):
@@ -179,14 +202,19 @@ class FakeBedrock(FakeProvider):
         )
         if not isinstance(caller, Caller):
             return replies.error_response(ex, caller)
-        invoke = op.startswith("invoke")
-        problem = invoke_problem(body) if invoke else converse_problem(body)
+        counting, problem = op == "count-tokens", None
+        if counting:
+            body, problem = counted_body(body)
+        invoke = counting or op.startswith("invoke")
+        problem = problem or (invoke_problem(body) if invoke else converse_problem(body))
         if problem is not None or not isinstance(body, dict):
             return replies.error_response(ex, BedrockError.validation(problem or ""))
         ex.steps = self._steps(model, caller.key)
         early = await replies.before_answer(ex, body)
         if early is not None:
             return early
+        if counting:
+            return await replies.token_count(ex, body, "inputTokens")
         stream = op.endswith("stream")
         if invoke:
             conv = parse_messages(body)

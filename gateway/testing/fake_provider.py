@@ -13,7 +13,9 @@ scripted request by request::
         assert fp.requests[0].headers["authorization"] == "Bearer x"
 
 Endpoints: ``POST /v1/chat/completions``, ``/v1/responses``, ``/v1/completions``,
-``/v1/embeddings`` (OpenAI), ``POST /v1/messages`` (Anthropic), ``GET /v1/models``.
+``/v1/embeddings`` (OpenAI), ``POST /v1/messages`` and ``/v1/messages/count_tokens``
+(Anthropic: ``{"input_tokens": N}`` by the tokens rule below, scripted as the others),
+``GET /v1/models``.
 JSON answers, and SSE streams for ``"stream": true``. The OpenAI ``base_url`` is
 ``fp.url + "/v1"``; the Anthropic base URL is ``fp.url``.
 
@@ -200,6 +202,7 @@ class FakeProvider:
             ("/v1/completions", "completions"),
             ("/v1/responses", "responses"),
             ("/v1/messages", "messages"),
+            ("/v1/messages/count_tokens", "count_tokens"),
             ("/v1/embeddings", "embeddings"),
         ):
             app.router.add_post(path, self._endpoint(api))
@@ -373,10 +376,15 @@ class FakeProvider:
                 ex, Error.bad_request("you must provide a model parameter")
             )
 
+        counting = ex.api == "count_tokens"
+        if counting:
+            ex.api = "messages"  # Anthropic's ids and error shape
         ex.steps = self._steps(model, record.key)
         early = await replies.before_answer(ex, body)
         if early is not None:
             return early
+        if counting:
+            return await replies.token_count(ex, body, "input_tokens")
 
         if ex.api == "embeddings":
             return await replies.embeddings(

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from gateway.testing import shapes
 from gateway.testing.answer import dump
-from gateway.testing.conversation import Conversation, example_arguments, tokens_of
+from gateway.testing.conversation import Conversation, example_arguments, parse_messages, tokens_of
 from gateway.testing.script import (
     CutAfter,
     Delay,
@@ -228,6 +228,11 @@ async def send_answer(
         "messages": lambda: shapes.messages_json(answer),
     }[ex.api]()
     return await json_answer(ex, payload)
+
+
+async def token_count(ex: Exchange, body: dict[str, Any], name: str) -> web.StreamResponse:
+    """A token count's answer: the prompt tokens of the Messages ``body``, as ``{name: N}``."""
+    return await json_answer(ex, {name: parse_messages(body).prompt_tokens})
 
 
 async def json_answer(ex: Exchange, payload: dict[str, Any]) -> web.StreamResponse:

@@ -35,7 +35,7 @@ async def answer(
     result = await recover(req, log, env, attempter)
     out = result.outcome
     if out.failure is not None:
-        return await _fail(attempter, result, log)
+        return await fail(attempter, result, log)
     if isinstance(out.stream, OpenStream):
         return await relay(attempter, out.stream, req, log, env)
     body = out.body
@@ -72,7 +72,7 @@ def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> 
         )
 
 
-async def _fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
+async def fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
     out = result.outcome
     f = out.failure
     assert f is not None

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from aiohttp import web
 
 from gateway.admission import admit, has_limits, prepare, request_for, resolve
 from gateway.deadlines import Limit
+from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.events import RequestLog
+from gateway.policy.policyset import PolicySet
 from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint
 from gateway.proxy import HttpAttempter
 from gateway.settings import Limits
@@ -146,18 +149,27 @@ def parse_body(raw: bytes, endpoint: Endpoint, limits: Limits) -> dict[str, Any]
 
 
 async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.StreamResponse:
-    """Every model endpoint: chat, responses, completions, embeddings, messages.
+    """Every model endpoint: chat, responses, completions, embeddings, messages."""
+    return await holding_slot(gw, request, log, _completion)
 
-    A team with ``limits.max_concurrent`` holds one of its slots (gateway/web/concurrency.py)
-    from the key check, before its body is read, until the answer or the stream is done."""
+
+Serve = Callable[["Gateway", web.BaseRequest, RequestLog, str], Awaitable[web.StreamResponse]]
+
+
+async def holding_slot(
+    gw: Gateway, request: web.BaseRequest, log: RequestLog, serve: Serve
+) -> web.StreamResponse:
+    """``serve`` the caller's team (its key checked first). A team with
+    ``limits.max_concurrent`` holds one of its slots (gateway/web/concurrency.py) from the
+    key check, before its body is read, until the answer or the stream is done."""
     team = log.team = authenticate(gw, request)
     limit = gw.policies.teams[team].limits.max_concurrent
     if limit is None:
-        return await _completion(gw, request, log, team)
+        return await serve(gw, request, log, team)
     slots = gw.team_slots
     slots.take(team, limit)  # 429 at once when they are all taken
     try:
-        return await _completion(gw, request, log, team)
+        return await serve(gw, request, log, team)
     finally:
         slots.give_back(team)
 
@@ -186,7 +198,30 @@ async def _completion(
         await admit(gw.state, team, limits, time.time())
     req = request_for(endpoint.fmt, body, route, spec.context_window, log.started, request.headers)
     req = await prepare(req, log, gw.env)
-    attempter = HttpAttempter(
+    stream = body.get("stream") is True
+    attempter = attempter_of(HttpAttempter, gw, policies, request, req, log, endpoint, stream)
+    resp = await answer(attempter, req, log, gw.env)
+    if limited and (tokens := log.prompt_tokens + log.completion_tokens):
+        await gw.state.add_tokens(team, limits, tokens, time.time())
+    return resp
+
+
+A = TypeVar("A", bound=HttpAttempter)
+
+
+def attempter_of(
+    kind: type[A],
+    gw: Gateway,
+    policies: PolicySet,
+    request: web.BaseRequest,
+    req: Request,
+    log: RequestLog,
+    endpoint: Endpoint,
+    stream: bool,
+) -> A:
+    """The attempter (``kind``) of a request to ``endpoint`` under ``policies`` (the set
+    the request began with), on the gateway's upstream client, events and tracing."""
+    return kind(
         policies=policies,
         upstream=gw.upstream,
         events=gw.events,
@@ -194,16 +229,12 @@ async def _completion(
         request=request,
         req=req,
         log=log,
-        stream=body.get("stream") is True,
+        stream=stream,
         wiring=gw.wiring,
-        write_timeout=settings.client_write_timeout_s,
+        write_timeout=gw.settings.client_write_timeout_s,
         tracing=gw.tracing,
         streams=gw.streams,
     )
-    resp = await answer(attempter, req, log, gw.env)
-    if limited and (tokens := log.prompt_tokens + log.completion_tokens):
-        await gw.state.add_tokens(team, limits, tokens, time.time())
-    return resp
 
 
 async def models(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.Response:

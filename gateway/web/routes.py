@@ -25,7 +25,7 @@ from gateway.errors import GatewayError
 from gateway.observe.events import RequestLog
 from gateway.providers import Endpoint
 from gateway.relay import ClientStalled
-from gateway.web import admin, handlers
+from gateway.web import admin, count, handlers
 from gateway.web.listener import GUARDS
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ _BIG_ANSWER = 256 * 1024
 
 V1: dict[str, dict[str, V1Handler]] = {
     **{ep.value: {"POST": handlers.completion} for ep in Endpoint},
+    count.PATH: {"POST": count.count_tokens},
     "/v1/models": {"GET": handlers.models},
 }
 ROUTES: dict[str, dict[str, Handler]] = {
@@ -62,7 +63,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/admin/deployments": {"GET": admin.deployments},
 }
 METRICS: dict[str, dict[str, Handler]] = {"/metrics": {"GET": handlers.metrics}}
-_ENDPOINTS = ", ".join(f"POST {ep.value}" for ep in Endpoint) + ", GET /v1/models"
+_ENDPOINTS = ", ".join(f"POST {p}" for p in (*Endpoint, count.PATH)) + ", GET /v1/models"
 
 
 def error_response(err: GatewayError, path: str, log: RequestLog | None) -> web.Response:

@@ -1,0 +1,107 @@
+"""Anthropic's token count (``POST /v1/messages/count_tokens``) as attempts of the engine.
+
+A deployment that speaks Anthropic's Messages where the provider has a count endpoint
+(Anthropic itself, Claude on Bedrock, Claude on Vertex) is asked for its own count; the
+attempts go through :func:`gateway.engine.recover` like any request's (retries, sibling
+deployments, fallback), with no compaction (a count is not a conversation to shrink).
+Any other deployment (an OpenAI-format model, a Bedrock Converse model) answers with the
+gateway's own estimate, the one compaction sizes prompts with
+(:func:`gateway.resilience.conversation.estimate_tokens`), marked ``x-gateway-estimate:
+true``; a model with no deployment of the first kind is estimated without an attempt.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from yarl import URL
+
+from gateway.admission import past_deadline
+from gateway.engine import Outcome, Request
+from gateway.errors import Category
+from gateway.formats import MESSAGES
+from gateway.policy.policyset import Deployed, PolicySet
+from gateway.policy.schema import Compaction
+from gateway.providers import Target, Wiring, endpoint_of, target
+from gateway.proxy import HttpAttempter
+from gateway.resilience.classify import transport_failure
+from gateway.resilience.conversation import estimate_tokens
+from gateway.resilience.decide import Progress
+from gateway.resilience.failure import Failure
+from gateway.upstream import Body
+
+#: The header of an answer that is the gateway's estimate, not the provider's count.
+ESTIMATE_HEADER = "x-gateway-estimate"
+_COUNTING_APIS = frozenset({"anthropic", "bedrock", "vertex"})
+_NO_COMPACTION = Compaction(enabled=False)
+
+
+def counts(policies: PolicySet, d: Deployed) -> bool:
+    """The deployment has a count endpoint: Claude through Anthropic, Bedrock or Vertex."""
+    return MESSAGES in d.fmts and policies.providers[d.provider].api in _COUNTING_APIS
+
+
+def estimate(body: dict[str, Any]) -> Outcome:
+    """The gateway's own count of a Messages body, marked as an estimate."""
+    n = estimate_tokens(body, MESSAGES)
+    return Outcome(body=orjson.dumps({"input_tokens": n}), headers={ESTIMATE_HEADER: "true"})
+
+
+class CountAttempter(HttpAttempter):
+    """The engine's attempts of a count request (never streamed; ``endpoint`` is Messages)."""
+
+    async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
+        d = self._deployment(model, progress.deployment)
+        self.log.provider = d.provider
+        self.log.deployment = d.name
+        if not counts(self.policies, d):
+            return estimate(body)
+        remaining = self.req.deadline - time.monotonic()
+        if remaining <= 0:
+            return Outcome(past_deadline())
+        wiring = self.wiring(d.provider, d.key_env)
+        call = self._count_call(wiring, d, body)
+        if isinstance(call, Failure):
+            self._count(d.provider, model, call)
+            return Outcome(call, status=0)
+        t, data = call
+        out = await self._exchange(d.provider, model, t, wiring, data, remaining, False)
+        if out.failure is not None:
+            return out
+        n = _input_tokens(out.json())
+        if n is None:  # a broken provider: retried like a server error
+            f = transport_failure(Category.server_error, "the provider's count has no token count")
+            return Outcome(f, status=502)
+        return Outcome(body=orjson.dumps({"input_tokens": n}))
+
+    def _count_call(
+        self, wiring: Wiring, d: Deployed, body: dict[str, Any]
+    ) -> tuple[Target, Body] | Failure:
+        """The target and body of the count on ``d``, or a failure (no credential)."""
+        cloud = wiring.cloud
+        beta = self.request.headers.get("anthropic-beta")
+        if cloud is not None:
+            url, shaped = cloud.count(d.upstream_model, body, beta)
+            return self.cloud_target(wiring, d, url, shaped, beta)
+        base = wiring.targets[endpoint_of(MESSAGES)]
+        counting = Target(URL(f"{base.url}/count_tokens"), base.headers)
+        t = target(counting, self.request.headers, "")
+        t.headers["x-request-id"] = self.log.request_id
+        return t, Body(self.req.encode(body, d.upstream_model))
+
+
+def _input_tokens(data: dict[str, Any] | None) -> int | None:
+    """The count of an answer: Anthropic's and Vertex's ``input_tokens``, Bedrock's
+    ``inputTokens``; None when there is no whole number there."""
+    if data is None:
+        return None
+    n = data.get("input_tokens", data.get("inputTokens"))
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
+def without_compaction(req: Request) -> Request:
+    """The engine's request for a count: its route's recovery, without compaction."""
+    req.policy = req.policy.model_copy(update={"compaction": _NO_COMPACTION})
+    return req
