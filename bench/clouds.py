@@ -303,6 +303,89 @@ def check_answers(port: int, targets: list[str]) -> dict[str, Any]:
     return seen
 
 
+# ---- instructions (callgrind): steady where CPU time is not ------------------------------
+
+
+async def _fixed(
+    port: int, n: int, path: str, body: dict[str, Any], c: int = 8, query: str = ""
+) -> None:
+    """``n`` requests (or streams) of ``body`` to ``path``, ``c`` at once, each read whole."""
+    import aiohttp
+
+    url = f"http://127.0.0.1:{port}{path}" + (f"?{query}" if query else "")
+    headers = {"authorization": f"Bearer {loadgen.KEY}"}
+    left = iter(range(n))
+    async with aiohttp.ClientSession() as session:
+
+        async def worker() -> None:
+            for _ in left:
+                async with session.post(url, json=body, headers=headers) as r:
+                    await r.read()
+                    if r.status != 200:
+                        raise RuntimeError(f"HTTP {r.status} on {path}")
+
+        await asyncio.gather(*(worker() for _ in range(c)))
+
+
+def instructions(
+    args: argparse.Namespace, targets: list[str], env: dict[str, str], tmp: Path, cpu: int | None
+) -> dict[str, Any]:
+    """The gateway under callgrind, against an upstream whose chunks come 25 ms apart (as
+    bench/ratios.py does, so that each is read alone), for a fixed load: instructions per
+    request of every target, per stream of both lengths of both framings."""
+    import ratios
+
+    up_port = bench._port(18190)
+    up = procs.spawn(
+        [sys.executable, str(HERE / "upstream.py"), "--port", str(up_port),
+         "--chunk-gap-ms", str(ratios.IR_GAP_MS)],
+        cpu=cpu,
+    )  # fmt: skip
+    procs.wait_http(up, up_port, "/v1/models", 15, "the bench upstream")
+    pdir = policy_dir(up_port)
+    out_file = tmp / "callgrind-gateway.out"
+    prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+              "--dump-line=no"]  # fmt: skip
+    port = bench._port(18191)
+    gw = bench.start_gateway(pdir, port, "info", None, tmp / "gw-callgrind.log", extra_env=env,
+                             prefix=prefix)  # fmt: skip
+    found: dict[str, Any] = {"requests": args.ir_requests, "streams": args.ir_streams}
+    try:
+        bench.say(f"gateway under callgrind: {args.ir_requests} requests per target,"
+                  f" {args.ir_streams} streams of {SHORT} and {LONG} events per framing")  # fmt: skip
+        for target in targets:  # warm every path
+            asyncio.run(_fixed(port, 40, REQUESTS[target][0], _body(target)))
+        for kind in STREAMS:
+            body, query = _stream_args(kind, SHORT)
+            asyncio.run(_fixed(port, 8, "/v1/messages", body, 8, query))
+        ratios._dump(gw.pid, out_file)
+        for target in targets:
+            asyncio.run(_fixed(port, args.ir_requests, REQUESTS[target][0], _body(target)))
+            found[target] = ratios._dump(gw.pid, out_file) / args.ir_requests
+            if args.keep_callgrind:  # the dump just written, for callgrind_annotate
+                keep = Path(args.keep_callgrind)
+                keep.mkdir(parents=True, exist_ok=True)
+                last = max(tmp.glob("callgrind-gateway.out*"), key=lambda f: f.stat().st_mtime)
+                shutil.copy(last, keep / f"callgrind-{target}.out")
+            bench.say(f"   {target:<12} {found[target] / 1e3:7.1f}k instructions per request")
+        for kind in STREAMS:
+            for n in (SHORT, LONG):
+                body, query = _stream_args(kind, n)
+                asyncio.run(_fixed(port, args.ir_streams, "/v1/messages", body,
+                                   ratios.IR_STREAMS_AT_ONCE, query))  # fmt: skip
+                found[f"{kind}-{n}"] = ratios._dump(gw.pid, out_file) / args.ir_streams
+            found[f"{kind}-per-chunk"] = (found[f"{kind}-{LONG}"] - found[f"{kind}-{SHORT}"]) / (
+                LONG - SHORT
+            )
+            bench.say(f"   {kind:<12} {found[f'{kind}-per-chunk'] / 1e3:7.1f}k instructions"
+                      " per chunk")  # fmt: skip
+    finally:
+        procs.stop(gw)
+        procs.stop(up)
+        shutil.rmtree(pdir, ignore_errors=True)
+    return found
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     isolation = bench._loopback_up()
     if procs.cpu_count() >= 2:
@@ -374,6 +457,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             log = (tmp / "gateway.log").read_bytes()
             out["access_log_lines"] = log.count(b'"request_completed"')
             out["secrets_in_log"] = sum(s.encode() in log for s in (AWS_SECRET,))
+            if not args.no_instructions and shutil.which("callgrind_control"):
+                out["instructions"] = instructions(args, targets, env, tmp, load_cpu)
     finally:
         procs.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -444,6 +529,10 @@ def derive(out: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
+def ir_ratio(ir: dict[str, Any]) -> float:
+    return float(ir["eventstream-per-chunk"] / ir["sse-per-chunk"])
+
+
 def _ok(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
@@ -511,10 +600,29 @@ def report(out: dict[str, Any]) -> str:
         f"| **event stream / SSE** | | | **{m['chunk_ratio']:.2f}x** |"
         f" {', '.join(f'{x:.2f}' for x in m['rounds_chunk_ratio'])} (paired median"
         f" {m['paired_median_chunk_ratio']:.2f}x) | | |",
-        "",
-        "## Guards",
-        "",
     ]
+    ir = out.get("instructions")
+    if ir:
+        L += [
+            "",
+            f"## Instructions (callgrind, user space; {ir['requests']} requests per target,"
+            f" {ir['streams']} streams per length, chunks 25 ms apart)",
+            "",
+            "| provider | per request | + vs plain |",
+            "|---|---:|---:|",
+        ]
+        for t in out["targets"]:
+            plain = REQUESTS[t][2]
+            added = f"{(ir[t] - ir[plain]) / 1e3:+.1f}k" if plain else ""
+            L.append(f"| {REQUESTS[t][3]} | {ir[t] / 1e3:.1f}k | {added} |")
+        L += [
+            "",
+            "| upstream framing | per chunk (slope) |",
+            "|---|---:|",
+            *(f"| {label} | {ir[f'{k}-per-chunk'] / 1e3:.1f}k |" for k, label in STREAMS.items()),
+            f"| **event stream / SSE** | **{ir_ratio(ir):.2f}x** |",
+        ]
+    L += ["", "## Guards", ""]
     for t in out["targets"]:
         r = m["requests"][t]
         if "added_us" in r:
@@ -528,6 +636,12 @@ def report(out: dict[str, Any]) -> str:
         f" {m['paired_median_chunk_ratio']:.2f}x); guard <= {GUARD_CHUNK_RATIO}x:"
         f" {_ok(m['chunk_ratio'] <= GUARD_CHUNK_RATIO)}"
     )
+    if ir:
+        for t in out["targets"]:
+            plain = REQUESTS[t][2]
+            if plain:
+                L.append(f"- {t}, in instructions: {(ir[t] - ir[plain]) / 1e3:+.1f}k per attempt")
+        L.append(f"- an event-stream chunk in instructions: {ir_ratio(ir):.2f}x an SSE chunk")
     bad = sum(r["errors"] for r in m["requests"].values()) + sum(
         s["incomplete"] for s in m["streams"].values()
     )
@@ -550,6 +664,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=None, help="seconds per phase (5)")
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (5)")
     p.add_argument("--no-vertex", action="store_true", help="Bedrock and Azure only")
+    p.add_argument("--no-instructions", action="store_true", help="skip the callgrind counts")
+    p.add_argument("--ir-requests", type=int, default=200, help="requests per target (callgrind)")
+    p.add_argument("--ir-streams", type=int, default=8, help="streams per length (callgrind)")
+    p.add_argument("--keep-callgrind", metavar="DIR", help="copy each target's dump there")
     p.add_argument("--wait-quiet", type=float, default=None, help="see bench/run.py (10, quick 0)")
     p.add_argument("--no-netns", action="store_true", help="no private network namespace")
     p.add_argument("--no-save", action="store_true", help="print only")
