@@ -45,12 +45,16 @@ class Frames:
     says why (the frames before it are given) and nothing more is read: past a broken
     frame the framing is lost."""
 
-    __slots__ = ("_buf", "_checked", "broken")
+    __slots__ = ("_buf", "_checked", "_head", "_headers", "broken")
 
     def __init__(self) -> None:
         self._buf = b""
         self._checked = False  # the prelude of the frame begun in _buf has been checked
         self.broken: str | None = None
+        # the last frame's header bytes and what they parse to: a stream's frames mostly
+        # carry the same headers, parsed once (the dict is shared: read it, never change it)
+        self._head = b""
+        self._headers: dict[str, object] = {}
 
     @property
     def pending(self) -> bytes:
@@ -82,7 +86,10 @@ class Frames:
                 if crc32(buf[pos + 8 : end], prelude_crc) != _UINT32(buf, end)[0]:
                     raise BrokenFrame("a frame failed its CRC")
                 body = pos + 12 + head_len
-                out.append((_headers(buf[pos + 12 : body]), buf[body:end]))
+                head = buf[pos + 12 : body]
+                if head != self._head:
+                    self._headers, self._head = _headers(head), head
+                out.append((self._headers, buf[body:end]))
                 pos = end + 4
                 self._checked = False
         except (BrokenFrame, struct.error, KeyError, IndexError, UnicodeDecodeError) as e:
