@@ -12,8 +12,8 @@ a typical text delta of about ten words, in two shapes:
 - a ConverseStream ``contentBlockDelta`` against ``event: contentBlockDelta`` SSE;
 
 each read alone (one frame per read, as a model's stream is read), and botocore's decoder
-alone (``EventStreamBuffer``, reading each frame's headers and payload), the part of the
-cost that is not the gateway's own; by:
+alone (``EventStreamBuffer``, reading each frame's headers and payload), which the
+gateway's own frame reader (``gateway/clouds/frames.py``) stands in for; by:
 
 - wall time: ``timeit``, the best of ``--repeat`` runs, ns per frame;
 - instructions: this script under ``valgrind --tool=callgrind``, a run of N frames less a

@@ -971,6 +971,10 @@ def main() -> int:
         import ratios
 
         return int(ratios.main(sys.argv[3:]))
+    if sys.argv[1:3] == ["--phase", "clouds"]:  # cloud vs plain providers: bench/clouds.py
+        import clouds
+
+        return int(clouds.main(sys.argv[3:]))
     if sys.argv[1:3] == ["--phase", "translation"]:  # translated vs same-format: translation.py
         import translation
 

@@ -19,6 +19,21 @@ Streams:
     stream open until ``GET /_bench/release?hold=ID`` (a stream arriving after its
     release does not hold), or 45 s, for the RSS-with-open-streams phase.
 
+Anthropic's and the clouds' paths (bench/clouds.py), answered from the request's path:
+
+  * ``/v1/messages``, Bedrock's ``/model/{id}/invoke`` and Vertex's ``:rawPredict``: a
+    canned Anthropic Messages answer; ``/v1/messages`` with ``"stream": true`` and
+    ``:streamRawPredict``: the same answer as Anthropic's SSE events (``message_start``,
+    ``content_block_start``, text deltas, ``content_block_stop``, ``message_delta``,
+    ``message_stop``: N events in all for ``chunks=N``);
+  * Bedrock's ``/model/{id}/invoke-with-response-stream``: the same events, each in an
+    AWS event-stream ``chunk`` frame (``application/vnd.amazon.eventstream``, the event's
+    JSON in base64, made once with ``gateway.testing.eventstream_frames``); a cloud call
+    carries no client query, so the length comes from the model id too
+    (``anthropic.claude-bench-chunks-100``);
+  * Azure OpenAI's ``/openai/deployments/{d}/chat/completions`` is a chat completion,
+    as every other path.
+
 Run: ``python bench/upstream.py --port 18090`` (prints ``READY <port>``).
 """
 
@@ -28,6 +43,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import signal
 import socket
 from urllib.parse import parse_qsl
@@ -106,6 +122,96 @@ def stream_parts(chunks: int) -> list[bytes]:
         events = [_sse_chunk(i, chunks) for i in range(chunks)] + [b"data: [DONE]\n\n"]
         parts = _PARTS[chunks] = [_http_chunk(e) for e in events]
     return parts
+
+
+# ---- Anthropic Messages, as SSE and as Bedrock's event stream (bench/clouds.py) ----------
+
+_MESSAGE = json.dumps(
+    {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [
+            {"type": "text", "text": "Hello! This is the bench upstream answering your request."}
+        ],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 14},
+    },
+    separators=(",", ":"),
+).encode()
+MESSAGE_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+    + str(len(_MESSAGE)).encode()
+    + b"\r\n\r\n"
+    + _MESSAGE
+)
+EVENTSTREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.amazon.eventstream\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+)
+
+
+def anthropic_events(chunks: int) -> list[dict[str, object]]:
+    """An Anthropic Messages stream of ``chunks`` events (at least 6): its start, one text
+    block of ``chunks - 5`` deltas, its end."""
+    deltas = [
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": f"tok{i} "}}
+        for i in range(1, max(6, chunks) - 4)
+    ]  # fmt: skip
+    return [
+        {"type": "message_start", "message": {
+            "id": "msg_bench", "type": "message", "role": "assistant", "model": MODEL,
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "text", "text": ""}},
+        *deltas,
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+         "usage": {"output_tokens": len(deltas)}},
+        {"type": "message_stop"},
+    ]  # fmt: skip
+
+
+_KIND_PARTS: dict[tuple[str, int], list[bytes]] = {}
+
+
+def kind_parts(kind: str, chunks: int) -> list[bytes]:
+    """The HTTP chunks of an Anthropic stream of ``chunks`` events: ``kind`` ``sse`` (as
+    Anthropic sends it) or ``eventstream`` (as Bedrock does), made once."""
+    parts = _KIND_PARTS.get((kind, chunks))
+    if parts is None:
+        events = anthropic_events(chunks)
+        if kind == "eventstream":
+            from gateway.testing.eventstream_frames import chunk_frame
+
+            raw = [chunk_frame(e) for e in events]
+        else:
+            raw = [
+                b"event: %s\ndata: %s\n\n"
+                % (str(e["type"]).encode(), json.dumps(e, separators=(",", ":")).encode())
+                for e in events
+            ]
+        parts = _KIND_PARTS[(kind, chunks)] = [_http_chunk(e) for e in raw]
+    return parts
+
+
+_CHUNKS_IN_PATH = re.compile(rb"chunks-(\d+)")
+
+
+def _kind(target: bytes, body: bytes) -> tuple[str, bool]:
+    """What a POST asks for: (``chat``, ``anthropic`` or ``eventstream``, whether it streams)."""
+    streams = b'"stream":true' in body or b'"stream": true' in body
+    if target.startswith(b"/v1/messages") or b"rawPredict" in target:
+        return "anthropic", streams or b":streamRawPredict" in target
+    if target.startswith(b"/model/"):
+        if b"/invoke-with-response-stream" in target:
+            return "eventstream", True
+        return "anthropic", False
+    return "chat", streams
 
 
 _MODELS = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
@@ -199,26 +305,34 @@ class Conn(asyncio.Protocol):
                     t.write(_RELEASED)
                 else:
                     t.write(_OK)
-            elif b'"stream":true' in body or b'"stream": true' in body:
-                self.busy = True
-                self.buf = buf
-                asyncio.get_running_loop().create_task(self._stream(target, close))
-                return
             else:
-                t.write(RESPONSE)
+                kind, streams = _kind(target, body)
+                if streams:
+                    self.busy = True
+                    self.buf = buf
+                    asyncio.get_running_loop().create_task(self._stream(target, close, kind))
+                    return
+                t.write(MESSAGE_RESPONSE if kind == "anthropic" else RESPONSE)
             if close:
                 t.close()
                 self.buf = b""
                 return
         self.buf = buf
 
-    async def _stream(self, target: bytes, close: bool) -> None:
+    async def _stream(self, target: bytes, close: bool, kind: str = "chat") -> None:
         t = self.t
         assert t is not None
         st = self.state
         gap = st.gap_s
         hold = False
         parts = STREAM_PARTS
+        head = STREAM_HEAD
+        if kind != "chat":
+            m = _CHUNKS_IN_PATH.search(target)
+            parts = kind_parts("sse" if kind == "anthropic" else kind,
+                               int(m.group(1)) if m else CHUNKS)  # fmt: skip
+            if kind == "eventstream":
+                head = EVENTSTREAM_HEAD
         q = target.find(b"?")
         if q >= 0:
             for k, v in parse_qsl(target[q + 1 :].decode("latin-1")):
@@ -227,13 +341,15 @@ class Conn(asyncio.Protocol):
                 elif k == "gap_ms":
                     gap = float(v) / 1000.0
                 elif k == "chunks":
-                    parts = stream_parts(max(2, min(int(v), 10_000)))
+                    n = max(2, min(int(v), 10_000))
+                    parts = (stream_parts(n) if kind == "chat" else
+                             kind_parts("sse" if kind == "anthropic" else kind, n))  # fmt: skip
         try:
             if hold:  # the role chunk and the first content chunk, then hold
-                t.write(STREAM_HEAD + parts[0] + parts[1])
+                t.write(head + parts[0] + parts[1])
                 rest = parts[2:]
             else:
-                t.write(STREAM_HEAD + parts[0])
+                t.write(head + parts[0])
                 rest = parts[1:]
             if hold:
                 st.held += 1

@@ -18,19 +18,19 @@ frame into the one SSE event it stands for, and from there the stream is any oth
   (``internalServerException``, "the Bedrock event stream is corrupt"), and what follows
   it is dropped: past a broken frame the stream's framing is lost.
 
-Frames are decoded by botocore's own decoder (``botocore.eventstream.EventStreamBuffer``,
-which checks both CRCs), fed the pieces as they are read: a frame may be split anywhere,
-several may come in one read.
+Frames are read by :class:`gateway.clouds.frames.Frames` (botocore's decoder's checks,
+both CRCs and its limits, at a quarter of its cost), fed the pieces as they are read: a
+frame may be split anywhere, several may come in one read.
 """
 
 from __future__ import annotations
 
-import struct
 from binascii import a2b_base64
 from typing import TYPE_CHECKING
 
-from botocore.eventstream import EventStreamBuffer, ParserError
 from orjson import JSONDecodeError, dumps, loads
+
+from gateway.clouds.frames import Frames
 
 if TYPE_CHECKING:
     from gateway.translate.convert import Splitter
@@ -41,10 +41,6 @@ __all__ = ["CORRUPT", "EventStreamSplitter", "error_event"]
 CORRUPT = "internalServerException"
 
 _SSE = b"event: %b\ndata: %b\n\n"
-
-#: What botocore raises on a frame it cannot parse: a CRC, a length, a header (its value
-#: truncated, of an unknown type, not UTF-8).
-_BROKEN = (ParserError, struct.error, KeyError, IndexError, UnicodeDecodeError)
 
 
 def error_event(kind: str, message: str) -> bytes:
@@ -58,12 +54,10 @@ class EventStreamSplitter:
     whole SSE events out (see the module docstring). With ``inner``, a translating
     splitter, the events go through it and what it yields comes out."""
 
-    __slots__ = ("_broken", "_buf", "_dropped", "_held", "_inner", "_tail")
+    __slots__ = ("_broken", "_dropped", "_frames", "_inner")
 
     def __init__(self, inner: Splitter | None = None) -> None:
-        self._buf = EventStreamBuffer()
-        self._held = 0  # bytes fed and not yet part of a whole frame
-        self._tail = b""  # those bytes (kept only while there are any)
+        self._frames = Frames()
         self._broken = False
         self._dropped = 0
         self._inner = inner
@@ -71,28 +65,16 @@ class EventStreamSplitter:
     def feed(self, piece: bytes) -> list[bytes]:
         if self._broken:
             return []
-        buf = self._buf
-        buf.add_data(piece)
-        held = self._held + len(piece)
+        frames = self._frames
         out: list[bytes] = []
-        try:
-            for msg in buf:
-                held -= msg.prelude.total_length
-                ev = self._event(msg.headers, msg.payload)
-                if ev is not None:
-                    out.append(ev)
-        except _BROKEN as e:
+        for headers, payload in frames.feed(piece):
+            ev = self._event(headers, payload)
+            if ev is not None:
+                out.append(ev)
+        if frames.broken is not None:
             self._broken = True
-            self._buf = EventStreamBuffer()  # drops what it holds
-            self._held, self._tail = 0, b""
-            out.append(error_event(CORRUPT, f"the Bedrock event stream is corrupt ({_why(e)})"))
-            return self._through(out)
-        if held:
-            tail = self._tail + piece if self._tail else piece
-            self._tail = tail[len(tail) - held :]
-        elif self._tail:
-            self._tail = b""
-        self._held = held
+            why = f"the Bedrock event stream is corrupt ({frames.broken})"
+            out.append(error_event(CORRUPT, why))
         return self._through(out) if self._inner is not None else out
 
     def _event(self, headers: dict[str, object], payload: bytes) -> bytes | None:
@@ -163,8 +145,8 @@ class EventStreamSplitter:
     def pending(self) -> bytes:
         """What is held: a frame begun and not finished (and ``inner``'s own)."""
         if self._inner is not None and (more := self._inner.pending):
-            return self._tail + more
-        return self._tail
+            return self._frames.pending + more
+        return self._frames.pending
 
     @property
     def malformed(self) -> int:
@@ -177,14 +159,3 @@ def _one_line(data: bytes) -> bytes:
     if 10 in data or 13 in data:
         return data.replace(b"\r", b" ").replace(b"\n", b" ")
     return data
-
-
-def _why(e: Exception) -> str:
-    """What broke, in words that carry nothing of the stream's content."""
-    name = type(e).__name__
-    return {
-        "ChecksumMismatch": "a frame failed its CRC",
-        "InvalidHeadersLength": "a frame's headers are too long",
-        "InvalidPayloadLength": "a frame's payload is too long",
-        "DuplicateHeader": "a frame repeats a header",
-    }.get(name, "a frame's headers do not parse")
