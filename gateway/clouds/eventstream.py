@@ -112,7 +112,8 @@ class EventStreamSplitter:
     whole SSE events out (see the module docstring). With ``inner``, a translating
     splitter, the events go through it and what it yields comes out."""
 
-    __slots__ = ("_broken", "_dropped", "_head", "_held", "_inner", "_need", "_parts", "_plan")
+    __slots__ = ("_broken", "_dropped", "_head", "_held", "_inner", "_name", "_named", "_need",
+                 "_parts", "_plan", "_prefix")  # fmt: skip
 
     def __init__(self, inner: Splitter | None = None) -> None:
         self._parts: list[bytes] = []  # a frame begun, as read so far
@@ -123,6 +124,8 @@ class EventStreamSplitter:
         self._inner = inner
         self._head = b""  # the header block of the last frame, and what it means
         self._plan: tuple[int, bytes] = (_DROP, b"")
+        self._named, self._name = 0, b"-"  # the last chunk's type: where it ends, with its quote
+        self._prefix = b""  # and the start of its event
 
     def feed(self, piece: bytes) -> list[bytes]:
         if self._held:
@@ -169,10 +172,10 @@ class EventStreamSplitter:
                             inner = a2b_base64(data[start + 10 : q], strict_mode=True)
                         except ValueError:  # binascii.Error
                             inner = b""
-                        if (q := inner.find(34, 9)) > 0:
+                        if inner[9 : self._named] == self._name or self._new_type(inner):
                             if 10 in inner or 13 in inner:
                                 inner = _one_line(inner)
-                            out.append(_SSE % (inner[9:q], inner))
+                            out.append(b"".join((self._prefix, inner, b"\n\n")))
                             continue
                     ev = _chunk(data[start:end])
                 else:
@@ -191,6 +194,15 @@ class EventStreamSplitter:
             self._held = len(rest)
             self._need = _PRELUDE(rest)[0] if len(rest) >= 12 else 12
         return self._through(out) if self._inner is not None else out
+
+    def _new_type(self, inner: bytes) -> bool:
+        """Whether ``inner`` (``{"type":"...``) has its type's end, taken as the type of
+        the chunks to come (a model's stream sends runs of the same type of event)."""
+        if (q := inner.find(34, 9)) < 0:
+            return False
+        self._named, self._name = q + 1, inner[9 : q + 1]  # the type and its quote
+        self._prefix = b"event: " + inner[9:q] + b"\ndata: "
+        return True
 
     def _through(self, events: list[bytes]) -> list[bytes]:
         inner = self._inner

@@ -317,3 +317,11 @@ def test_header_blocks_changing_mid_stream() -> None:
     assert out[0] == anthropic_sse(START) and out[2] == anthropic_sse(DELTA)
     assert out[1] == b'event: metadata\ndata: {"usage":{}}\n\n'
     assert b"throttlingException" in out[3] and out[4] == anthropic_sse(STOP)
+
+
+def test_chunk_types_sharing_a_prefix() -> None:
+    """Each chunk is named by its own type, also when it begins like the last one's."""
+    events = [{"type": t, "index": 0} for t in ("abc", "abcd", "abc", "ab", "abc")]
+    assert EventStreamSplitter().feed(b"".join(chunk_frame(e) for e in events)) == [
+        anthropic_sse(e) for e in events
+    ]
