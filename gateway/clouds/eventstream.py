@@ -29,9 +29,9 @@ botocore's own parser (``botocore.eventstream.EventStreamHeaderParser``) only wh
 not the last frame's and not among the blocks seen lately: what a block means is cached
 by its raw bytes, as Bedrock repeats the same few blocks (``:event-type``,
 ``:content-type``, ``:message-type``) in every frame. ``bench/eventstream.py`` measures
-it (2026-12-03): an InvokeModelWithResponseStream chunk about 23.6k instructions a frame
+it (2026-12-03): an InvokeModelWithResponseStream chunk about 22.3k instructions a frame
 here (5k of them decoding its base64) against 91k through ``EventStreamBuffer`` alone,
-a ConverseStream event 13.3k against 90k, where splitting the same SSE event costs about
+a ConverseStream event 13.8k against 90k, where splitting the same SSE event costs about
 6k. Frames may be split anywhere across reads, several may come in one read.
 """
 
