@@ -287,3 +287,41 @@ def test_frames_round_trip_through_botocore() -> None:
     assert c.headers[":event-type"] == "metadata" and json.loads(c.payload) == {"usage": {}}
     assert d.headers == {":error-code": "Code", ":error-message": "msg", ":message-type": "error"}
     assert d.payload == b""
+
+
+def test_a_bad_prelude_is_caught_before_its_frame_is_whole() -> None:
+    """A prelude failing its CRC ends the stream as soon as its 12 bytes are read: its
+    lengths are not trusted to wait for the rest."""
+    bad = _corrupt(chunk_frame(DELTA), 2)  # the total length, under the prelude's CRC
+    s = EventStreamSplitter()
+    out = s.feed(bad[:12])
+    assert len(out) == 1 and b"corrupt (a frame failed its CRC)" in out[0]
+    assert s.feed(bad[12:]) == [] and s.pending == b""
+
+
+def test_lengths_out_of_bounds_end_the_stream() -> None:
+    """A prelude whose CRC holds but whose header block is over 128 KiB, or shorter than
+    the frame's fixed parts, is corrupt."""
+    for total, hlen in ((300, 200 * 1024), (15, 0)):
+        prelude = struct.pack(">II", total, hlen)
+        (out,) = EventStreamSplitter().feed(prelude + struct.pack(">I", zlib.crc32(prelude)))
+        assert out.startswith(CORRUPT_EVENT_START) and b"lengths are out of bounds" in out
+
+
+def test_header_blocks_changing_mid_stream() -> None:
+    """Frames whose header blocks alternate (a chunk, a Converse event, an exception, a
+    chunk) are each read by their own block."""
+    data = chunk_frame(START) + event_frame("metadata", {"usage": {}}) + chunk_frame(DELTA)
+    data += exception_frame("throttlingException", "slow down") + chunk_frame(STOP)
+    out = EventStreamSplitter().feed(data)
+    assert out[0] == anthropic_sse(START) and out[2] == anthropic_sse(DELTA)
+    assert out[1] == b'event: metadata\ndata: {"usage":{}}\n\n'
+    assert b"throttlingException" in out[3] and out[4] == anthropic_sse(STOP)
+
+
+def test_chunk_types_sharing_a_prefix() -> None:
+    """Each chunk is named by its own type, also when it begins like the last one's."""
+    events = [{"type": t, "index": 0} for t in ("abc", "abcd", "abc", "ab", "abc")]
+    assert EventStreamSplitter().feed(b"".join(chunk_frame(e) for e in events)) == [
+        anthropic_sse(e) for e in events
+    ]
