@@ -252,8 +252,10 @@ class HttpAttempter:
 
             try:
                 credential.authorize("POST", str(url), headers, raw)
-            except CredentialUnavailable as e:
-                return transport_failure(Category.auth, f"provider {d.provider!r}: {e}")
+            except CredentialUnavailable:  # why is in the credentials_failed event only:
+                # it may name the files and services looked at, not the client's business
+                msg = f"provider {d.provider!r} has no usable credentials"
+                return transport_failure(Category.auth, msg)
         return Target(url, headers), Body(raw)
 
     def _crossing(

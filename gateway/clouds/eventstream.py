@@ -97,7 +97,7 @@ def _plan(head: bytes) -> tuple[int, bytes]:
         etype = headers.get(":event-type")
         if etype == "chunk":
             return _CHUNK
-        if type(etype) is str:
+        if type(etype) is str and _token(etype.encode()):
             return _EVENT, b"event: " + etype.encode() + b"\ndata: "
     elif kind == "exception":
         return _EXCEPTION, str(headers.get(":exception-type")).encode()
@@ -198,7 +198,7 @@ class EventStreamSplitter:
     def _new_type(self, inner: bytes) -> bool:
         """Whether ``inner`` (``{"type":"...``) has its type's end, taken as the type of
         the chunks to come (a model's stream sends runs of the same type of event)."""
-        if (q := inner.find(34, 9)) < 0:
+        if (q := inner.find(34, 9)) < 0 or not _token(inner[9:q]):
             return False
         self._named, self._name = q + 1, inner[9 : q + 1]  # the type and its quote
         self._prefix = b"event: " + inner[9:q] + b"\ndata: "
@@ -275,6 +275,12 @@ def _named(inner: bytes) -> bytes | None:
         etype = loads(inner).get("type")
     except (JSONDecodeError, AttributeError):
         return None
-    if type(etype) is not str:
+    if type(etype) is not str or not _token(etype.encode()):
         return None
     return _SSE % (etype.encode(), _one_line(inner))
+
+
+def _token(name: bytes) -> bool:
+    """An event type fit for an ``event:`` line: ASCII letters, digits, ``_`` and ``.``
+    (a provider's line break there would make events of its own)."""
+    return name.replace(b"_", b"").replace(b".", b"").isalnum()

@@ -136,6 +136,9 @@ class Cloud:
         return raw
 
 
+_ERROR_MAX_BYTES = 1 << 20
+
+
 def _without(body: dict[str, Any], *names: str) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in names}
 
@@ -185,8 +188,8 @@ class Bedrock(Cloud):
         (``ThrottlingException:http://...``) as Anthropic's error:
         ``{"type": "error", "error": {"type": "ThrottlingException", "message": M}}``."""
         kind = headers.get("x-amzn-errortype", "").split(":", 1)[0].strip()
-        try:
-            data = orjson.loads(raw)
+        try:  # an error body is small: a large one is not read (as the classifier does)
+            data = orjson.loads(raw) if len(raw) <= _ERROR_MAX_BYTES else None
         except orjson.JSONDecodeError:
             data = None
         if not isinstance(data, dict):

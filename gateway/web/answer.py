@@ -118,9 +118,13 @@ def _gateway_error(f: Failure, result: Result) -> GatewayError | None:
     if f.category is Category.auth:
         return GatewayError(
             502,
-            f"the provider rejected the gateway's credentials for model "
-            f"{result.progress.model!r} (HTTP {f.status}); this is a gateway configuration "
-            "problem, not your API key",
+            (
+                f"the provider rejected the gateway's credentials for model "
+                f"{result.progress.model!r} (HTTP {f.status})"
+                if f.status
+                else f"the gateway has no usable credentials for model {result.progress.model!r}"
+            )
+            + "; this is a gateway configuration problem, not your API key",
             type="upstream_auth_error",
             code="upstream_auth_error",
         )

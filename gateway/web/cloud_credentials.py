@@ -128,7 +128,8 @@ class CloudCredentials:
             last_error=Category.auth.value,
         )
         for model, name in self._deployments(provider):
-            self._board.put(model, name, out)
+            # this replica's credentials: the others, with their own, are not told
+            self._board.put(model, name, out, local=False)
 
     def _restore(self, provider: str) -> None:
         """Put back the deployments of ``provider`` that are out for auth."""
@@ -136,7 +137,8 @@ class CloudCredentials:
         for model, name in self._deployments(provider):
             (state,) = self._board.states(model, (name,))
             if state.why == Category.auth.value and not state.serving(now):
-                self._board.put(model, name, DeploymentState(last_error=state.last_error))
+                back = DeploymentState(last_error=state.last_error)
+                self._board.put(model, name, back, local=False)
 
     def _deployments(self, provider: str) -> list[tuple[str, str]]:
         """(model, deployment) of every deployment ``provider``'s credential authorizes."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 import pytest
 
@@ -382,6 +383,15 @@ async def test_vertex_without_credentials_is_out_while_the_others_serve(
             # than trying it, and that deployment answers
             assert VERTEX_CLAUDE not in answer.content[0].text  # type: ignore[union-attr]
             assert raw.headers["x-gateway-attempts"] == "3"
+            with pytest.raises(anthropic.APIStatusError) as refused:  # Vertex's only model
+                await gw.async_anthropic().messages.create(
+                    model="gemini-flash",
+                    max_tokens=50,
+                    messages=[{"role": "user", "content": "hi"}],
+                )
+            message = refused.value.body["error"]["message"]  # type: ignore[index]
+            assert message.startswith("the gateway has no usable credentials for model")
+            assert "missing.json" not in message  # why is in the credentials_failed event
         finally:
             await gw.stop()
 

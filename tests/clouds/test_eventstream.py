@@ -325,3 +325,14 @@ def test_chunk_types_sharing_a_prefix() -> None:
     assert EventStreamSplitter().feed(b"".join(chunk_frame(e) for e in events)) == [
         anthropic_sse(e) for e in events
     ]
+
+
+def test_an_event_type_that_is_not_a_name_makes_no_sse_line() -> None:
+    """A chunk or Converse event whose type holds a line break (a broken or hostile
+    provider) is dropped and counted, never written as SSE lines of its own."""
+    splitter = EventStreamSplitter()
+    forged = {"type": "ping\nevent: error\ndata: {}", "x": 1}
+    out = splitter.feed(chunk_frame(forged) + event_frame("contentBlockDelta\ndata: {}", {"a": 1}))
+    assert out == [] and splitter.malformed == 2
+    good = splitter.feed(chunk_frame({"type": "message_stop"}))
+    assert good == [b'event: message_stop\ndata: {"type":"message_stop"}\n\n']
