@@ -90,7 +90,7 @@ def test_fast_line_is_the_chain_line(log_sink: Sink) -> None:
         assert _without_timestamp(f) == _without_timestamp(c)
     first = orjson.loads(fast[0])
     assert list(first) == [
-        "request_id", "team", "route", "model", "requested_model", "status", "attempts",
+        "request_id", "team", "path", "route", "model", "requested_model", "status", "attempts",
         "recovery", "duration_s", "ttfb_s", "tokens", "error", "event", "level", "timestamp",
     ]  # fmt: skip
     assert first["event"] == "request_completed" and first["level"] == "info"

@@ -19,8 +19,10 @@ import structlog
 
 from gateway.observe import logs
 from gateway.observe.metrics import Metrics
+from gateway.pricing import Price
 from gateway.resilience.deployments import Transition
 from gateway.resilience.failure import Failure
+from gateway.usage import Usage
 
 log = structlog.get_logger("gateway")
 
@@ -70,6 +72,45 @@ class RequestLog:
     traceparent: str | None = None  # sent upstream for a request traced but not sampled
     finish_reasons: tuple[str, ...] = ()  # set when traced
     dropped: DroppedNames | None = None  # request fields a translation dropped
+    path: str = "-"  # the client's endpoint
+    # what the recovery cost: attempts the client never got the output of (billed)
+    recovery_prompt_tokens: int = 0
+    recovery_completion_tokens: int = 0
+    cost_usd: float = 0.0  # of the answer's priced parts (USD)
+    recovery_cost_usd: float = 0.0
+    unpriced: str | None = None  # a model billed with no price: costs leave it out
+    estimated: bool = False  # a part's tokens were estimated (no usage from the provider)
+
+    def bill(
+        self,
+        u: Usage,
+        price: Price | None,
+        model: str,
+        *,
+        recovery: bool = False,
+        estimated: bool = False,
+    ) -> None:
+        """Count one billed part: a part of the answer, or (``recovery``) an attempt whose
+        output the client never got; priced by ``price`` (None: tokens only)."""
+        if recovery:
+            self.recovery_prompt_tokens += u.input
+            self.recovery_completion_tokens += u.output
+        else:
+            self.prompt_tokens += u.input
+            self.completion_tokens += u.output
+        if estimated:
+            self.estimated = True
+        if price is None:
+            self.unpriced = model
+        elif recovery:
+            self.recovery_cost_usd += price.cost(u)
+        else:
+            self.cost_usd += price.cost(u)
+
+    @property
+    def priced(self) -> bool:
+        """The costs cover every part billed."""
+        return self.unpriced is None
 
     def used(self, what: str) -> None:
         if what not in self.recovery:
@@ -171,6 +212,7 @@ class Events:
         fields = {
             "request_id": r.request_id,
             "team": r.team,
+            "path": r.path,
             "route": r.route,
             "model": model,
             "requested_model": r.model,

@@ -10,7 +10,9 @@ all of them; :func:`_missing_key_warnings` names unset provider key variables.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -135,6 +137,7 @@ def build_policy_set(
     for team_name, entry in defined["teams"].items():
         routes[team_name] = _team_routes(team_name, entry, refs, problems)
         keys.add(team_name, entry, problems)
+        problems.extend(_budget_problems(entry, refs))
 
     if problems:
         raise PolicyError(sorted(problems, key=lambda p: (p.file, p.line)))
@@ -247,6 +250,20 @@ class _Refs:
                     problems.append(
                         entry.src.problem((*entry.loc, *loc), _unknown("model", ref, self.models))
                     )
+
+
+def _budget_problems(entry: Entry, refs: _Refs) -> Iterator[Problem]:
+    """A budget's ``downgrade_to`` names models the team may use."""
+    team: Team = entry.value
+    if team.budget is None:
+        return
+    allowed = [fnmatch.translate(g) for g in team.models]
+    for i, name in enumerate(team.budget.downgrade_to):
+        loc = (*entry.loc, "budget", "downgrade_to", i)
+        if not refs.known("models", refs.models, name):
+            yield entry.src.problem(loc, _unknown("model", name, refs.models))
+        elif not any(re.fullmatch(g, name) for g in allowed):
+            yield entry.src.problem(loc, f"the team may not use model '{name}' (see its models)")
 
 
 def _team_routes(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from gateway import formats
+from gateway import formats, pricing
 from gateway.clouds import kinds as clouds
 from gateway.formats import CHAT, Format
 from gateway.policy.schema import Model, Policy, Provider, Team
@@ -175,6 +175,7 @@ class PolicySet:
         "files",
         "models",
         "policies",
+        "prices",
         "providers",
         "teams",
         "uses_sim",
@@ -187,6 +188,7 @@ class PolicySet:
     teams: Mapping[str, Team]
     deployments: Mapping[str, tuple[Deployed, ...]]
     files: Mapping[str, str]
+    prices: Mapping[tuple[str, str], pricing.Price | None]
     version: str
     uses_sim: bool
 
@@ -213,6 +215,10 @@ class PolicySet:
         #: Per model, its deployments (one for a model with one provider and one key).
         self.deployments = MappingProxyType(
             {n: resolve_deployments(n, m, self.providers) for n, m in self.models.items()}
+        )
+        #: Per (model, deployment name), its price (None: not priced), see gateway/pricing.py.
+        self.prices = MappingProxyType(
+            pricing.prices_of(dict(self.models), dict(self.deployments), dict(self.providers))
         )
         self.policies = MappingProxyType(dict(policies))
         self.teams = MappingProxyType(
@@ -291,6 +297,10 @@ class PolicySet:
             del self._memo[next(iter(self._memo))]  # oldest first
         self._memo[memo_key] = found
         return found
+
+    def price_of(self, model: str, deployment: str) -> pricing.Price | None:
+        """The price of ``model`` on ``deployment`` (a :class:`Deployed` name), or None."""
+        return self.prices.get((model, deployment))
 
     def model_allowed(self, team: str, model: str) -> bool:
         """Whether one of the team's ``models`` globs matches ``model``."""

@@ -270,6 +270,19 @@ class Deployment(Frozen):
             " default chosen from upstream_model), azure (chat or responses)"
         ),
     )
+    price: Price | None = Field(
+        default=None, description="USD per million tokens on this deployment (over the model's)"
+    )
+
+
+class Price(Frozen):
+    """What a model costs, in USD per million tokens (``cache_read`` and ``cache_write``
+    default to ``input``): it replaces the ``genai-prices`` table's price."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 UpstreamApi = Literal["chat", "responses"]
@@ -288,6 +301,9 @@ class Model(Frozen):
     prefill: bool = False
     upstream_api: UpstreamApi | tuple[UpstreamApi, ...] = "chat"
     reasoning: bool | None = None
+    price: Price | None = Field(
+        default=None, description="USD per million tokens (default: the genai-prices table)"
+    )
 
     @model_validator(mode="after")
     def _provider_or_deployments(self) -> Self:
@@ -445,6 +461,27 @@ class Limits(Frozen):
     )
 
 
+class Budget(Frozen):
+    """What a team may spend per period (UTC; weeks start on Monday), and what happens once
+    it is spent: ``refuse`` answers 429; ``downgrade`` serves the ``downgrade_to`` models
+    only (a request for another model is answered by the first of them that serves its
+    endpoint) until the period ends."""
+
+    usd: float = Field(gt=0)
+    per: Literal["day", "week", "month"] = "month"
+    warn_at: float | None = Field(default=None, gt=0, le=1)
+    when_spent: Literal["refuse", "downgrade"] = "refuse"
+    downgrade_to: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _downgrade_needs_models(self) -> Self:
+        if self.when_spent == "downgrade" and not self.downgrade_to:
+            raise ValueError("when_spent: downgrade needs downgrade_to (the models served)")
+        if self.when_spent == "refuse" and self.downgrade_to:
+            raise ValueError("downgrade_to is for when_spent: downgrade")
+        return self
+
+
 class RouteMatch(Frozen):
     model: str = "*"
     path: str | None = None
@@ -464,6 +501,7 @@ class Team(Frozen):
     models: tuple[str, ...] = ("*",)
     limits: Limits = Limits()
     routes: tuple[Route, ...] = (Route(),)
+    budget: Budget | None = None
 
 
 class PolicyFile(Frozen):

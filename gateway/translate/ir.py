@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.usage import Usage
 
 #: Anthropic requires ``max_tokens``; used when neither the request nor the model's
 #: ``max_output_tokens`` gives one. 4096 is accepted by every Claude model.
@@ -150,18 +151,6 @@ class Conv:
     shared: dict[str, Any] = field(
         default_factory=dict
     )  # same name and meaning in chat and Responses
-
-
-@dataclass(slots=True)
-class Usage:
-    """Token counts, neutral: ``input`` is every prompt token (OpenAI's ``prompt_tokens``,
-    cached ones included); Anthropic's ``input_tokens`` excludes cache reads and writes."""
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_creation: int = 0
-    reasoning: int | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,171 @@
+"""What an attempt costs: a price per token kind, found once per policy load.
+
+A model's price is the policy's ``price:`` (on the deployment, else on the model), else
+the ``genai-prices`` package's table, looked up by the provider (its kind, or for an
+OpenAI- or Anthropic-format provider its ``base_url``) and the model's name upstream.
+The table is read when policies load, never on a request: pricing a part of an answer is
+:meth:`Price.cost`, a few multiplications. genai-prices' own calculation takes 0.2 ms a
+call; ``tests/test_pricing.py`` holds :meth:`Price.cost` to it over the models the table
+prices.
+
+Token counts are neutral (:class:`~gateway.translate.ir.Usage`): ``input`` counts every
+prompt token, the cached ones (read or written) included, as OpenAI and genai-prices do.
+A tiered price (Anthropic's long-context rates) applies the tier to every token of a
+part once its prompt is over the tier's start, as the providers bill it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.policy.schema import Price as PolicyPrice
+    from gateway.policy.schema import Provider
+    from gateway.usage import Usage
+
+PER_MILLION = 1_000_000
+
+#: The genai-prices provider of each cloud kind (the others are found by ``base_url``).
+_CLOUD_PROVIDER = {"bedrock": "aws", "vertex": "google", "azure": "azure"}
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """USD per token of each kind."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A model's price on one deployment; ``tiers``: (prompt tokens over which, rates)."""
+
+    rates: Rates
+    tiers: tuple[tuple[int, Rates], ...] = ()
+    source: str = "policy"  # or "genai-prices"
+
+    def cost(self, u: Usage) -> float:
+        """USD for one part of an answer (or one recovery call)."""
+        r = self.rates
+        for start, tier in reversed(self.tiers):
+            if u.input > start:
+                r = tier
+                break
+        uncached = u.input - u.cache_read - u.cache_creation
+        if uncached < 0:
+            uncached = 0
+        return (
+            uncached * r.input
+            + u.cache_read * r.cache_read
+            + u.cache_creation * r.cache_write
+            + u.output * r.output
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """USD per million tokens, as ``/admin`` and ``check`` show it."""
+        r = self.rates
+        return {
+            "input": round(r.input * PER_MILLION, 6),
+            "output": round(r.output * PER_MILLION, 6),
+            "cache_read": round(r.cache_read * PER_MILLION, 6),
+            "cache_write": round(r.cache_write * PER_MILLION, 6),
+            "source": self.source,
+        }
+
+
+def from_policy(p: PolicyPrice) -> Price:
+    """A policy's ``price:`` (USD per million tokens; cache kinds default to ``input``)."""
+    read = p.input if p.cache_read is None else p.cache_read
+    write = p.input if p.cache_write is None else p.cache_write
+    return Price(Rates(*(v / PER_MILLION for v in (p.input, p.output, read, write))))
+
+
+def from_table(provider: Provider, upstream_model: str) -> Price | None:
+    """genai-prices' price of ``upstream_model`` on ``provider``, or None (not in the table,
+    or the built-in simulated provider)."""
+    if provider.api == "sim":
+        return None
+    try:
+        from genai_prices import Usage as TableUsage
+        from genai_prices import calc_price
+    except ImportError:  # pragma: no cover - a core dependency
+        return None
+    where: dict[str, str] = {}
+    if provider.api in _CLOUD_PROVIDER:
+        where["provider_id"] = _CLOUD_PROVIDER[provider.api]
+    elif provider.base_url:
+        where["provider_api_url"] = provider.base_url
+    try:
+        found = calc_price(TableUsage(input_tokens=1, output_tokens=1), upstream_model, **where)
+    except LookupError:
+        return None
+    return _from_model_price(found.model_price)
+
+
+def _rate(value: Any, fallback: Decimal) -> tuple[Decimal, list[tuple[int, Decimal]]]:
+    """(base, [(start, price)]) USD per million of one genai-prices price field."""
+    if value is None:
+        return fallback, []
+    if isinstance(value, Decimal):
+        return value, []
+    return value.base, [(int(t.start), t.price) for t in value.tiers]
+
+
+def _from_model_price(mp: Any) -> Price | None:
+    inp = getattr(mp, "input_mtok", None)
+    out = getattr(mp, "output_mtok", None)
+    if inp is None and out is None:
+        return None
+    zero = Decimal(0)
+    fields = [
+        _rate(inp, zero),
+        _rate(out, zero),
+        None,
+        None,
+    ]
+    fields[2] = _rate(getattr(mp, "cache_read_mtok", None), fields[0][0])
+    fields[3] = _rate(getattr(mp, "cache_write_mtok", None), fields[0][0])
+    starts = sorted({s for _, tiers in fields for s, _ in tiers})  # type: ignore[misc]
+
+    def at(start: int | None) -> Rates:
+        values = []
+        for base, tiers in fields:  # type: ignore[misc]
+            price = base
+            for s, p in tiers:
+                if start is not None and s <= start:
+                    price = p
+            values.append(float(price) / PER_MILLION)
+        return Rates(*values)
+
+    return Price(at(None), tuple((s, at(s)) for s in starts), "genai-prices")
+
+
+def prices_of(
+    models: dict[str, Any], deployments: dict[str, Any], providers: dict[str, Any]
+) -> dict[tuple[str, str], Price | None]:
+    """Every (model, deployment name) of a policy set and its price (None: unpriced)."""
+    return dict(_prices(models, deployments, providers))
+
+
+def _prices(
+    models: dict[str, Any], deployments: dict[str, Any], providers: dict[str, Any]
+) -> Iterator[tuple[tuple[str, str], Price | None]]:
+    for name, model in models.items():
+        given = {d.name or d.provider: d.price for d in model.deployments}
+        for d in deployments.get(name, ()):
+            base = d.name.split("#", 1)[0]
+            policy_price = given.get(base) or model.price
+            if policy_price is not None:
+                yield (name, d.name), from_policy(policy_price)
+                continue
+            provider = providers.get(d.provider)
+            yield (
+                (name, d.name),
+                None if provider is None else from_table(provider, d.upstream_model),
+            )
