@@ -96,13 +96,12 @@ def from_table(provider: Provider, upstream_model: str) -> Price | None:
         from genai_prices import calc_price
     except ImportError:  # pragma: no cover - a core dependency
         return None
-    where: dict[str, str] = {}
-    if provider.api in _CLOUD_PROVIDER:
-        where["provider_id"] = _CLOUD_PROVIDER[provider.api]
-    elif provider.base_url:
-        where["provider_api_url"] = provider.base_url
+    one = TableUsage(input_tokens=1, output_tokens=1)
     try:
-        found = calc_price(TableUsage(input_tokens=1, output_tokens=1), upstream_model, **where)
+        if provider.api in _CLOUD_PROVIDER:
+            found = calc_price(one, upstream_model, provider_id=_CLOUD_PROVIDER[provider.api])
+        else:
+            found = calc_price(one, upstream_model, provider_api_url=provider.base_url or None)
     except LookupError:
         return None
     return _from_model_price(found.model_price)
@@ -123,19 +122,18 @@ def _from_model_price(mp: Any) -> Price | None:
     if inp is None and out is None:
         return None
     zero = Decimal(0)
+    in_rate = _rate(inp, zero)
     fields = [
-        _rate(inp, zero),
+        in_rate,
         _rate(out, zero),
-        None,
-        None,
+        _rate(getattr(mp, "cache_read_mtok", None), in_rate[0]),
+        _rate(getattr(mp, "cache_write_mtok", None), in_rate[0]),
     ]
-    fields[2] = _rate(getattr(mp, "cache_read_mtok", None), fields[0][0])
-    fields[3] = _rate(getattr(mp, "cache_write_mtok", None), fields[0][0])
-    starts = sorted({s for _, tiers in fields for s, _ in tiers})  # type: ignore[misc]
+    starts = sorted({s for _, tiers in fields for s, _ in tiers})
 
     def at(start: int | None) -> Rates:
         values = []
-        for base, tiers in fields:  # type: ignore[misc]
+        for base, tiers in fields:
             price = base
             for s, p in tiers:
                 if start is not None and s <= start:

@@ -35,11 +35,11 @@ from gateway.translate.ir import (
     Refusal,
     Text,
     ToolCall,
-    Usage,
     seal_signature,
     unseal_signature,
 )
 from gateway.translate.requests.anthropic import tool_id
+from gateway.usage import Usage
 
 # ---------------------------------------------------------------- reading
 

@@ -20,9 +20,10 @@ from typing import Any
 import orjson
 
 from gateway.translate import stops, usage
-from gateway.translate.ir import Answer, Dropped, Part, Reasoning, Refusal, Text, ToolCall, Usage
+from gateway.translate.ir import Answer, Dropped, Part, Reasoning, Refusal, Text, ToolCall
 from gateway.translate.requests.common import call_input
 from gateway.translate.streams.write import base_id
+from gateway.usage import Usage
 
 
 def read_converse(body: dict[str, Any]) -> Answer:

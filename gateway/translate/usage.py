@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.streams.sse import token_count as _int
-from gateway.translate.ir import Usage
+from gateway.usage import Usage
 
 
 def _maybe(value: Any) -> int | None:

@@ -84,11 +84,12 @@ import time
 
 import orjson
 
-from gateway.translate.ir import Names, Usage
+from gateway.translate.ir import Names
 from gateway.translate.streams.read import READERS, Reader
 from gateway.translate.streams.read_converse import ConverseReader
 from gateway.translate.streams.write import AnthropicWriter, ChatWriter, Writer
 from gateway.translate.streams.write_responses import ResponsesWriter
+from gateway.usage import Usage
 
 WRITERS: dict[str, type[Writer]] = {
     "openai": ChatWriter,

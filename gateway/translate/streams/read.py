@@ -15,8 +15,8 @@ import orjson
 
 from gateway.translate import stops, usage
 from gateway.translate.errors import from_anthropic, from_openai, read_error
-from gateway.translate.ir import Usage
 from gateway.translate.streams.write import Writer
+from gateway.usage import Usage
 
 Obj = dict[str, Any]
 

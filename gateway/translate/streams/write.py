@@ -20,8 +20,8 @@ import orjson
 from gateway.formats import CHAT, MESSAGES
 from gateway.translate import stops, usage
 from gateway.translate.errors import UpstreamError
-from gateway.translate.ir import Usage
 from gateway.translate.requests.anthropic import tool_id
+from gateway.usage import Usage
 
 dumps = orjson.dumps
 _PREFIXES = ("chatcmpl-", "msg_", "resp_")
