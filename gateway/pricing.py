@@ -8,7 +8,7 @@ The table is read when policies load, never on a request: pricing a part of an a
 call; ``tests/test_pricing.py`` holds :meth:`Price.cost` to it over the models the table
 prices.
 
-Token counts are neutral (:class:`~gateway.translate.ir.Usage`): ``input`` counts every
+Token counts are neutral (:class:`~gateway.usage.Usage`): ``input`` counts every
 prompt token, the cached ones (read or written) included, as OpenAI and genai-prices do.
 A tiered price (Anthropic's long-context rates) applies the tier to every token of a
 part once its prompt is over the tier's start, as the providers bill it.

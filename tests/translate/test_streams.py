@@ -14,8 +14,8 @@ import pytest
 
 from gateway.streams.sse import Splitter
 from gateway.translate import stops, usage
-from gateway.translate.ir import Usage
 from gateway.translate.streams import StreamTranslator
+from gateway.usage import Usage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "streams"
 MODEL = "public-model"

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.streams.sse import Splitter
-from gateway.translate.ir import Usage
 from gateway.translate.streams import WRITERS
+from gateway.usage import Usage
 from tests.translate.test_streams import (
     CHECK,
     CREATED,
