@@ -3,15 +3,26 @@
 A model's price is the policy's ``price:`` (on the deployment, else on the model), else
 the ``genai-prices`` package's table, looked up by the provider (its kind, or for an
 OpenAI- or Anthropic-format provider its ``base_url``) and the model's name upstream.
+A ``base_url`` the table does not know (a self-hosted server, a proxy) leaves the model
+unpriced: the table is never searched by the model's name alone, as a model served on
+one's own hardware is not billed at a public rate. The built-in simulated provider
+(``api: sim``) is never in the table.
+
 The table is read when policies load, never on a request: pricing a part of an answer is
 :meth:`Price.cost`, a few multiplications. genai-prices' own calculation takes 0.2 ms a
-call; ``tests/test_pricing.py`` holds :meth:`Price.cost` to it over the models the table
-prices.
+call; ``tests/cost/test_pricing.py`` holds :meth:`Price.cost` to it over every model of
+the table it prices.
 
 Token counts are neutral (:class:`~gateway.usage.Usage`): ``input`` counts every
 prompt token, the cached ones (read or written) included, as OpenAI and genai-prices do.
-A tiered price (Anthropic's long-context rates) applies the tier to every token of a
-part once its prompt is over the tier's start, as the providers bill it.
+A tiered price (long-context rates) applies the tier to every token of a part once its
+prompt is over the tier's start, as the providers bill it; a cache rate the table does
+not give is the input rate, its tiers included. A per-request fee (``requests_kcount``)
+is added to every part. What the usage does not tell apart is priced as text tokens:
+audio and image tokens at the input and output rates, every cache write at the table's
+``cache_write_mtok`` (its 5-minute rate, not the 1-hour one). Not priced: web searches
+and other tool fees, and models the table prices only by the character, the second or
+the page (they are unpriced, as is a table entry with no token price).
 """
 
 from __future__ import annotations
@@ -44,11 +55,13 @@ class Rates:
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """A model's price on one deployment; ``tiers``: (prompt tokens over which, rates)."""
+    """A model's price on one deployment; ``tiers``: (prompt tokens over which, rates);
+    ``per_call``: USD added to every part (a provider's per-request fee)."""
 
     rates: Rates
     tiers: tuple[tuple[int, Rates], ...] = ()
     source: str = "policy"  # or "genai-prices"
+    per_call: float = 0.0
 
     def cost(self, u: Usage) -> float:
         """USD for one part of an answer (or one recovery call)."""
@@ -65,18 +78,25 @@ class Price:
             + u.cache_read * r.cache_read
             + u.cache_creation * r.cache_write
             + u.output * r.output
+            + self.per_call
         )
 
     def describe(self) -> dict[str, Any]:
-        """USD per million tokens, as ``/admin`` and ``check`` show it."""
+        """USD per million tokens (the base rates: tiers are not shown), as ``/admin``
+        shows it, and where the price comes from."""
         r = self.rates
-        return {
+        shown: dict[str, Any] = {
             "input": round(r.input * PER_MILLION, 6),
             "output": round(r.output * PER_MILLION, 6),
             "cache_read": round(r.cache_read * PER_MILLION, 6),
             "cache_write": round(r.cache_write * PER_MILLION, 6),
-            "source": self.source,
         }
+        if self.tiers:
+            shown["tiers_over_prompt_tokens"] = [start for start, _ in self.tiers]
+        if self.per_call:
+            shown["per_call"] = self.per_call
+        shown["source"] = self.source
+        return shown
 
 
 def from_policy(p: PolicyPrice) -> Price:
@@ -88,9 +108,21 @@ def from_policy(p: PolicyPrice) -> Price:
 
 def from_table(provider: Provider, upstream_model: str) -> Price | None:
     """genai-prices' price of ``upstream_model`` on ``provider``, or None (not in the table,
-    or the built-in simulated provider)."""
+    a ``base_url`` the table does not know, or the built-in simulated provider)."""
     if provider.api == "sim":
         return None
+    if provider.api in _CLOUD_PROVIDER:
+        return table_price(upstream_model, provider_id=_CLOUD_PROVIDER[provider.api])
+    if not provider.base_url:  # never found by the model's name alone
+        return None
+    return table_price(upstream_model, provider_api_url=provider.base_url)
+
+
+def table_price(
+    upstream_model: str, *, provider_id: str | None = None, provider_api_url: str | None = None
+) -> Price | None:
+    """genai-prices' price of ``upstream_model`` at the provider ``provider_id`` (the
+    table's id) or the one whose API is at ``provider_api_url``, or None."""
     try:
         from genai_prices import Usage as TableUsage
         from genai_prices import calc_price
@@ -98,19 +130,23 @@ def from_table(provider: Provider, upstream_model: str) -> Price | None:
         return None
     one = TableUsage(input_tokens=1, output_tokens=1)
     try:
-        if provider.api in _CLOUD_PROVIDER:
-            found = calc_price(one, upstream_model, provider_id=_CLOUD_PROVIDER[provider.api])
+        if provider_id is not None:
+            found = calc_price(one, upstream_model, provider_id=provider_id)
         else:
-            found = calc_price(one, upstream_model, provider_api_url=provider.base_url or None)
+            found = calc_price(one, upstream_model, provider_api_url=provider_api_url)
     except LookupError:
         return None
     return _from_model_price(found.model_price)
 
 
-def _rate(value: Any, fallback: Decimal) -> tuple[Decimal, list[tuple[int, Decimal]]]:
-    """(base, [(start, price)]) USD per million of one genai-prices price field."""
+#: One genai-prices price field: (base, [(tier start, price)]), USD per million (or thousand).
+_Field = tuple[Decimal, list[tuple[int, Decimal]]]
+
+
+def _rate(value: Any, fallback: _Field) -> _Field:
+    """One genai-prices price field, ``fallback`` when the table gives none."""
     if value is None:
-        return fallback, []
+        return fallback
     if isinstance(value, Decimal):
         return value, []
     return value.base, [(int(t.start), t.price) for t in value.tiers]
@@ -121,13 +157,13 @@ def _from_model_price(mp: Any) -> Price | None:
     out = getattr(mp, "output_mtok", None)
     if inp is None and out is None:
         return None
-    zero = Decimal(0)
+    zero: _Field = (Decimal(0), [])
     in_rate = _rate(inp, zero)
     fields = [
         in_rate,
         _rate(out, zero),
-        _rate(getattr(mp, "cache_read_mtok", None), in_rate[0]),
-        _rate(getattr(mp, "cache_write_mtok", None), in_rate[0]),
+        _rate(getattr(mp, "cache_read_mtok", None), in_rate),
+        _rate(getattr(mp, "cache_write_mtok", None), in_rate),
     ]
     starts = sorted({s for _, tiers in fields for s, _ in tiers})
 
@@ -141,7 +177,10 @@ def _from_model_price(mp: Any) -> Price | None:
             values.append(float(price) / PER_MILLION)
         return Rates(*values)
 
-    return Price(at(None), tuple((s, at(s)) for s in starts), "genai-prices")
+    per_call, _ = _rate(getattr(mp, "requests_kcount", None), zero)
+    return Price(
+        at(None), tuple((s, at(s)) for s in starts), "genai-prices", float(per_call) / 1000
+    )
 
 
 def prices_of(

@@ -74,8 +74,8 @@ providers:
   an: {api: anthropic, base_url: https://y, api_key_env: CLI_TEST_EMPTY_KEY}
   spare: {api: openai, base_url: https://z/v1, api_key_env: CLI_TEST_UNUSED_KEY}
 models:
-  gpt: {provider: oa}
-  claude: {provider: an}
+  gpt: {provider: oa, price: {input: 1, output: 2}}
+  claude: {provider: an, price: {input: 3, output: 15}}
 """
 WARNINGS = [
     "p/providers.yaml:5: warning: providers.oa.api_key_env: environment variable"

@@ -53,7 +53,17 @@ VARIANTS = [
     request(answered_by="", status=499, request_id='quote" back\\ slash \u00e9 \u4e2d \n'),
     request(started=10.0 - 1e-9, ttfb=-0.0),
     request(started=9.0000005, ttfb=601.25),
+    # costs: rounded to 1e-8 USD; recovery tokens only when not 0; null when nothing priced
+    request(cost_usd=0.000123456789, recovery_cost_usd=1.5e-7, recovery_prompt_tokens=5),
+    request(cost_usd=1234.5, recovery_completion_tokens=3, estimated=True),
+    request(unpriced="gpt-test"),
+    request(unpriced="gpt-x", cost_usd=2e-9, recovery_cost_usd=0.1),
 ]
+
+
+def completed(lines: list[bytes]) -> list[bytes]:
+    """The ``request_completed`` lines of ``lines`` (not ``price_unknown``)."""
+    return [line for line in lines if b'"event":"request_completed"' in line]
 
 
 def chain_lines(log_sink: Sink, reqs: list[RequestLog], now: float) -> list[bytes]:
@@ -64,7 +74,7 @@ def chain_lines(log_sink: Sink, reqs: list[RequestLog], now: float) -> list[byte
         ev = Events(Metrics())
         for r in reqs:
             ev.request_completed(r, now)
-        return log_sink.raw()[before:]
+        return completed(log_sink.raw()[before:])
     finally:
         logs.fast_json = fast
 
@@ -82,7 +92,7 @@ def test_fast_line_is_the_chain_line(log_sink: Sink) -> None:
     ev = Events(Metrics())
     for r in VARIANTS:
         ev.request_completed(r, 10.25)
-    fast = log_sink.raw()
+    fast = completed(log_sink.raw())
     chain = chain_lines(log_sink, VARIANTS, 10.25)
     assert len(fast) == len(chain) == len(VARIANTS)
     for f, c in zip(fast, chain, strict=True):
@@ -91,12 +101,21 @@ def test_fast_line_is_the_chain_line(log_sink: Sink) -> None:
     first = orjson.loads(fast[0])
     assert list(first) == [
         "request_id", "team", "path", "route", "model", "requested_model", "status", "attempts",
-        "recovery", "duration_s", "ttfb_s", "tokens", "error", "event", "level", "timestamp",
+        "recovery", "duration_s", "ttfb_s", "tokens", "cost_usd", "recovery_cost_usd", "error",
+        "event", "level", "timestamp",
     ]  # fmt: skip
     assert first["event"] == "request_completed" and first["level"] == "info"
     assert first["duration_s"] == 0.25 and first["ttfb_s"] == 0.012346
     assert first["tokens"] == {"prompt": 12, "completion": 34}
+    assert first["cost_usd"] == 0.0 and first["recovery_cost_usd"] == 0.0
     assert "logger" not in first
+    costs = [orjson.loads(line) for line in fast[-4:]]
+    assert list(costs[0])[11:15] == ["tokens", "cost_usd", "recovery_cost_usd", "recovery_tokens"]
+    assert (costs[0]["cost_usd"], costs[0]["recovery_cost_usd"]) == (0.00012346, 1.5e-7)
+    assert costs[0]["recovery_tokens"] == {"prompt": 5, "completion": 0}
+    assert (costs[1]["cost_usd"], costs[1]["recovery_tokens"]["completion"]) == (1234.5, 3)
+    assert costs[2]["cost_usd"] is None and "recovery_tokens" not in costs[2]
+    assert (costs[3]["cost_usd"], costs[3]["recovery_cost_usd"]) == (0.0, 0.1)  # some priced
 
 
 def test_request_completed_fields_are_not_secret_names(log_sink: Sink) -> None:
@@ -254,6 +273,12 @@ class Reference:
             ["team", "model", "kind"],
             registry=r,
         )
+        self.cost = Counter(
+            P + "cost_usd_total",
+            "What answers (kind answer) and recovery attempts (kind recovery) cost, USD",
+            ["team", "model", "kind"],
+            registry=r,
+        )
 
     def request_completed(self, r: RequestLog, now: float) -> None:
         model = r.answered_by or r.model
@@ -265,6 +290,10 @@ class Reference:
             self.tokens.labels(r.team, model, "prompt").inc(r.prompt_tokens)
         if r.completion_tokens:
             self.tokens.labels(r.team, model, "completion").inc(r.completion_tokens)
+        if r.cost_usd > 0:
+            self.cost.labels(r.team, model, "answer").inc(r.cost_usd)
+        if r.recovery_cost_usd > 0:
+            self.cost.labels(r.team, model, "recovery").inc(r.recovery_cost_usd)
 
 
 NAMES = {
@@ -273,6 +302,7 @@ NAMES = {
     P + "time_to_first_byte_seconds",
     P + "upstream_attempts_total",
     P + "tokens_total",
+    P + "cost_usd_total",
 }
 
 
@@ -312,6 +342,8 @@ def test_collected_metrics_equal_direct_prometheus_calls() -> None:
                 ttfb=rng.choice([None, rng.choice(specials), rng.random()]),
                 prompt_tokens=rng.choice([0, rng.randrange(1, 500)]),
                 completion_tokens=rng.choice([0, rng.randrange(1, 500)]),
+                cost_usd=rng.choice([0.0, rng.random() / 1000]),
+                recovery_cost_usd=rng.choice([0.0, 0.0, 1e-9, rng.random()]),
             )
             ev.request_completed(r, now)
             ref.request_completed(r, now)
@@ -368,6 +400,8 @@ def feed(ev: Events, ref: Reference, n: int, seed: int = 5) -> None:
             ttfb=rng.choice([None, rng.random()]),
             prompt_tokens=rng.choice([0, 7]),
             completion_tokens=rng.choice([0, 9]),
+            cost_usd=rng.choice([0.0, 0.25]),
+            recovery_cost_usd=rng.choice([0.0, 0.125]),
         )
         now = 10.0 + rng.expovariate(1.0)
         ev.request_completed(r, now)
@@ -401,10 +435,10 @@ def test_exposition_is_that_of_plain_metrics() -> None:
         exposition(m.render()[0]),
         exposition(generate_latest(ref.registry)),
     )
-    assert sorted(meta) == sorted(ref_meta) and len(meta) == 2 * 5 + 2 * 5  # + _created
+    assert sorted(meta) == sorted(ref_meta) and len(meta) == 2 * 6 + 2 * 6  # + _created
     assert got.keys() == want.keys()
     created = [k for k in want if k[0].endswith("_created")]
-    assert len(created) == 4 + 2 + 2 + 2 + 4  # one per child, as before
+    assert len(created) == 4 + 2 + 2 + 2 + 4 + 4  # one per child, as before
     for key, value in want.items():
         if key[0].endswith("_created"):
             assert abs(got[key] - value) < 60, key
@@ -430,7 +464,7 @@ def test_workers_count_on_the_same_path_and_a_scrape_adds_every_process(
 
     alone, mine, ref = Metrics(), Metrics(multiprocess_dir=str(tmp_path)), Reference()
     assert not alone.multiprocess and mine.multiprocess
-    for name in ("requests", "duration", "ttfb", "upstream_attempts", "tokens"):
+    for name in ("requests", "duration", "ttfb", "upstream_attempts", "tokens", "cost"):
         assert type(getattr(mine, name)) is type(getattr(alone, name)), name
     feed(Events(alone), Reference(), 100)
     feed(Events(mine), ref, 100)
@@ -471,12 +505,16 @@ def test_counts_file_keeps_every_value() -> None:
     for started, ttfb in ((10.0 - math.inf, math.nan), (9.5, None), (9.9, 0.004)):
         ev.request_completed(request(started=started, ttfb=ttfb, status=429), 10.0)
     ev.upstream_attempt("fake", "gpt-test", "ok")
+    ev.request_completed(request(cost_usd=0.1, recovery_cost_usd=0.2), 10.0)
     own = m._counts()
     back = Counts.load(own.dump())
     assert back.dump() == own.dump()
+    assert {k: c.value for k, c in back.costs.items()} == {
+        ("team-a", "gpt-test", "answer"): 0.1, ("team-a", "gpt-test", "recovery"): 0.2,
+    }  # fmt: skip
     (s,) = back.series.values()
     assert s.duration.sum == math.inf and math.isnan(s.ttfb.sum)  # type: ignore[union-attr]
-    assert list(s.by_status) == [429] and s.by_status[429].value == 3
+    assert s.by_status[429].value == 3
 
 
 def test_only_public_library_api() -> None:

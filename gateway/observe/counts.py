@@ -96,19 +96,23 @@ class Series:
 
 class Counts:
     """The per-request counts of one process (or of several, added up): ``series`` by
-    (team, model), ``attempts`` by (provider, model, category)."""
+    (team, model), ``attempts`` by (provider, model, category), ``costs`` (USD) by (team,
+    model, kind)."""
 
-    __slots__ = ("attempts", "series")
+    __slots__ = ("attempts", "costs", "series")
 
     def __init__(self) -> None:
         self.series: dict[tuple[str, str], Series] = {}
         self.attempts: dict[tuple[str, str, str], Count] = {}
+        self.costs: dict[tuple[str, str, str], Count] = {}
 
     def add(self, other: Counts) -> None:
         for key, s in other.series.items():
             self.series.setdefault(key, Series()).add(s)
         for key3, c in other.attempts.items():
             self.attempts.setdefault(key3, Count()).add(c)
+        for key3, c in other.costs.items():
+            self.costs.setdefault(key3, Count()).add(c)
 
     def dump(self) -> bytes:
         """The counts as a file's content (JSON, where NaN and infinite sums survive)."""
@@ -119,7 +123,8 @@ class Counts:
             for (team, model), s in self.series.items()
         ]  # fmt: skip
         attempts = [[*key, c.value, c.created] for key, c in self.attempts.items()]
-        return json.dumps({"series": series, "attempts": attempts}).encode()
+        costs = [[*key, c.value, c.created] for key, c in self.costs.items()]
+        return json.dumps({"series": series, "attempts": attempts, "costs": costs}).encode()
 
     @classmethod
     def load(cls, data: bytes) -> Counts:
@@ -135,6 +140,8 @@ class Counts:
             s.completion = None if completion is None else _count_of(*completion)
         for provider, model, category, value, created in doc["attempts"]:
             new.attempts[provider, model, category] = _count_of(value, created)
+        for team, model, kind, value, created in doc.get("costs", ()):
+            new.costs[team, model, kind] = _count_of(value, created)
         return new
 
 

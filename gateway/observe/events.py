@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from gateway.observe import logs
+from gateway.observe import cost, logs
 from gateway.observe.metrics import Metrics
 from gateway.pricing import Price
 from gateway.resilience.deployments import Transition
@@ -206,6 +206,11 @@ class Events:
         self.metrics.request_done(
             r.team, model, r.status, duration, r.ttfb, r.prompt_tokens, r.completion_tokens
         )
+        cost_usd = r.cost_usd
+        if cost_usd > 0 or r.recovery_cost_usd > 0:
+            self.metrics.cost_done(r.team, model, cost_usd, r.recovery_cost_usd)
+        if r.unpriced is not None:
+            cost.price_unknown(r)
         fast = logs.fast_json  # the JSON line without structlog's chain, while it is in force
         if fast is not None and not fast.info and fast.current():
             return  # below the configured level: nothing to build
@@ -222,6 +227,19 @@ class Events:
             "duration_s": round(duration, 6),
             "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
             "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
+            # null: billed without a price, nothing priced (gateway/observe/cost.py)
+            "cost_usd": None if r.unpriced is not None and not cost_usd else round(cost_usd, 8),
+            "recovery_cost_usd": round(r.recovery_cost_usd, 8),
+            **(
+                {
+                    "recovery_tokens": {
+                        "prompt": r.recovery_prompt_tokens,
+                        "completion": r.recovery_completion_tokens,
+                    }
+                }
+                if r.recovery_prompt_tokens or r.recovery_completion_tokens
+                else {}
+            ),
             "error": r.error,
             **({"dropped": r.dropped.text()} if r.dropped is not None else {}),
             # what structlog's chain appends: event, then level and timestamp

@@ -4,9 +4,9 @@ creates Prometheus objects.
 Label values come from policy files (team, model, provider, strategy) or fixed sets
 (category, status code), never raw from requests, so cardinality stays bounded.
 
-The per-request series (requests, duration, time to first byte, tokens, upstream attempts)
-are counted in plain Python under one lock (gateway/observe/counts.py) and exposed by custom
-collectors (prometheus_client's ``Collector`` interface: ``collect()`` builds a
+The per-request series (requests, duration, time to first byte, tokens, cost, upstream
+attempts) are counted in plain Python under one lock (gateway/observe/counts.py) and exposed
+by custom collectors (prometheus_client's ``Collector`` interface: ``collect()`` builds a
 ``CounterMetricFamily`` / ``HistogramMetricFamily`` from the counts at every scrape,
 ``render()``, ``get_sample_value``): a Prometheus ``inc()`` or ``observe()`` takes its own
 lock and walks the buckets in Python, about a microsecond each, five of them per request
@@ -100,6 +100,11 @@ _ATTEMPTS = (
     ("provider", "model", "category"),
 )
 _TOKENS = (P + "tokens_total", "Tokens reported by upstream usage", ("team", "model", "kind"))
+_COST = (
+    P + "cost_usd_total",
+    "What answers (kind answer) and recovery attempts (kind recovery) cost, USD",
+    ("team", "model", "kind"),
+)
 _DEPLOYMENT_UP = (
     P + "deployment_up",
     "1 while a deployment of a model with several is in service, 0 while it is out"
@@ -150,6 +155,7 @@ class Metrics:
             self._own.add(_read_counts(_counts_file(where, os.getpid())) or Counts())
         self._series = self._own.series
         self._attempts = self._own.attempts
+        self._costs = self._own.costs
         self._families: list[Family] = []
         self._snapshot: Counts | None = None  # the counts of the scrape being rendered
         #: Read at every scrape for ``deployment_up`` (set by the gateway; None: no series).
@@ -205,6 +211,7 @@ class Metrics:
             registry=r,
         )
         self.tokens = self._family(_TOKENS, counter, self._collect_tokens)
+        self.cost = self._family(_COST, counter, self._collect_cost)
         self.inflight = Gauge(
             P + "inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
         )
@@ -316,6 +323,20 @@ class Metrics:
         finally:
             lock.release()
 
+    def cost_done(self, team: str, model: str, answer: float, recovery: float) -> None:
+        """Count what one request cost in ``cost_usd_total`` (the kinds that are over 0)."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            for kind, usd in (("answer", answer), ("recovery", recovery)):
+                if usd > 0:
+                    c = self._costs.get((team, model, kind))
+                    if c is None:
+                        c = self._costs[team, model, kind] = Count()
+                    c.value += usd
+        finally:
+            lock.release()
+
     # ---- with workers: this process's counts out, every process's in -----------------
     def flush(self) -> None:
         """Multiprocess mode: write this process's counts to its file in the multiprocess
@@ -400,11 +421,7 @@ class Metrics:
         return family
 
     def _collect_attempts(self) -> Metric:
-        name, doc, labels = _ATTEMPTS
-        family = CounterMetricFamily(name, doc, labels=labels)
-        for key, c in self._current().attempts.items():
-            add_count(family, key, c, self._with_created)
-        return family
+        return self._collect_keyed(_ATTEMPTS, self._current().attempts)
 
     def _collect_tokens(self) -> Metric:
         name, doc, labels = _TOKENS
@@ -415,6 +432,19 @@ class Metrics:
                 add_count(family, [team, model, "prompt"], s.prompt, created)
             if s.completion is not None:
                 add_count(family, [team, model, "completion"], s.completion, created)
+        return family
+
+    def _collect_cost(self) -> Metric:
+        return self._collect_keyed(_COST, self._current().costs)
+
+    def _collect_keyed(
+        self, spec: tuple[str, str, tuple[str, ...]], counts: dict[tuple[str, str, str], Count]
+    ) -> Metric:
+        """A counter of ``spec`` with a series per key (its label values) of ``counts``."""
+        name, doc, labels = spec
+        family = CounterMetricFamily(name, doc, labels=labels)
+        for key, c in counts.items():
+            add_count(family, key, c, self._with_created)
         return family
 
     def _collect_deployment_up(self) -> Metric:

@@ -153,6 +153,7 @@ def build_policy_set(
     if warnings is not None:
         warnings.extend(_missing_key_warnings(policy_set, defined["providers"], env))
         warnings.extend(_credential_warnings(policy_set, defined["providers"]))
+        warnings.extend(_price_warnings(policy_set, defined["models"]))
     return policy_set
 
 
@@ -363,6 +364,29 @@ class _Keys:
                 continue
             self.hashes[digest] = team_name
             self.where[digest] = kloc
+
+
+def _price_warnings(policy_set: PolicySet, models: Mapping[str, Entry]) -> list[Problem]:
+    """One warning per model with a deployment that has no price (no ``price:``, and none
+    in the genai-prices table: gateway/pricing.py): its requests are counted in tokens
+    only; ``check --strict`` fails on it."""
+    found = list(_unpriced_models(policy_set, models))
+    return sorted(found, key=lambda p: (p.file, p.line))
+
+
+def _unpriced_models(policy_set: PolicySet, models: Mapping[str, Entry]) -> Iterator[Problem]:
+    for name, entry in models.items():
+        deployed = policy_set.deployments.get(name, ())
+        unpriced = [d.name for d in deployed if policy_set.price_of(name, d.name) is None]
+        if not unpriced:
+            continue
+        where = "" if len(deployed) == 1 else f" on deployment {', '.join(unpriced)}"
+        yield entry.src.problem(
+            entry.loc,
+            f"no price{where}: neither price: nor the genai-prices table (by provider and"
+            " upstream model) gives one, so its requests are counted in tokens only; give"
+            " the model price: (USD per million tokens)",
+        )
 
 
 def _missing_key_warnings(

@@ -25,7 +25,7 @@ providers:
 models:
   claude-sonnet-4-5:
     deployments:
-      - {provider: direct}
+      - {provider: direct, price: {input: 3, output: 15}}  # no table knows 127.0.0.1
       - {provider: vertex-eu, upstream_model: claude-sonnet-4-5@20250929}
       - {provider: bedrock-us, upstream_model: us.anthropic.claude-sonnet-4-5-20250929-v1:0}
 """

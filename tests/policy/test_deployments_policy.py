@@ -70,6 +70,8 @@ models:
 
 
 def test_check_warns_about_each_unset_key_of_a_list(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "a.yaml").write_text(PROVIDERS + "models:\n  gpt: {provider: openai}\n")
+    (tmp_path / "a.yaml").write_text(
+        PROVIDERS + "models:\n  gpt: {provider: openai, price: {input: 1, output: 2}}\n"
+    )
     _, warnings = check_policy_dir(tmp_path, env={"KEY_A": "x"})
     assert [(w.line, w.message.split()[3]) for w in warnings] == [(3, "KEY_B")]

@@ -1,0 +1,53 @@
+"""What requests cost, as the access log and the events say it (the metric
+``llm_gateway_cost_usd_total`` is counted in gateway/observe/metrics.py).
+
+``request_completed`` carries ``cost_usd`` (the answer's billed parts) and
+``recovery_cost_usd`` (attempts whose output the client never got), in USD rounded to
+1e-8 (gateway/observe/events.py writes them). ``cost_usd`` is ``null`` when a part was
+billed without a price and no part of the answer was priced: the cost is not known, which
+is not the same as 0. When some parts were priced and one was not (a continued answer
+whose parts came from two deployments, one unpriced), the costs are of the priced parts
+only, and ``x-gateway-cost-usd`` is left out. The event ``price_unknown`` says, the first
+time a process bills a model without a price, which one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from gateway.observe.events import RequestLog
+
+log = structlog.get_logger("gateway")
+
+#: The models this process has said ``price_unknown`` about.
+_told: set[str] = set()
+
+
+def price_unknown(r: RequestLog) -> None:
+    """The event ``price_unknown``, once per model per process: ``r`` billed a part of
+    :attr:`RequestLog.unpriced` without a price. ``deployment`` and ``provider`` are those
+    of the request's last attempt when that was the model's, else null (a recovery call
+    of another model: a compaction summary)."""
+    model = r.unpriced
+    if model is None or model in _told:
+        return
+    _told.add(model)
+    answered = model == (r.answered_by or r.model)
+    log.warning(
+        "price_unknown",
+        model=model,
+        deployment=(r.deployment or r.provider) if answered else None,
+        provider=r.provider if answered else None,
+        request_id=r.request_id,
+    )
+
+
+def cost_header(r: RequestLog) -> str | None:
+    """``x-gateway-cost-usd``: what the request cost, its recovery included, as decimal
+    text (``0.00012345``); None when a part was unpriced (the total is not known)."""
+    if r.unpriced is not None:
+        return None
+    return f"{r.cost_usd + r.recovery_cost_usd:.8f}"
