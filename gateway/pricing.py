@@ -27,7 +27,7 @@ the page (they are unpriced, as is a table entry with no token price).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -181,6 +181,17 @@ def _from_model_price(mp: Any) -> Price | None:
     return Price(
         at(None), tuple((s, at(s)) for s in starts), "genai-prices", float(per_call) / 1000
     )
+
+
+def shown(prices: Mapping[tuple[str, str], Price | None]) -> dict[str, dict[str, Any]]:
+    """Per model, per deployment, its price as ``GET /admin/policies`` shows it
+    (:meth:`Price.describe`; ``{"source": "none"}``: not priced)."""
+    found: dict[str, dict[str, Any]] = {}
+    for (model, deployment), price in prices.items():
+        found.setdefault(model, {})[deployment] = (
+            {"source": "none"} if price is None else price.describe()
+        )
+    return found
 
 
 def prices_of(

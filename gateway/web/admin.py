@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
-from gateway import formats
+from gateway import formats, pricing
 from gateway.errors import GatewayError
 from gateway.web.bearer import bears
 
@@ -73,10 +73,13 @@ async def reload(gw: Gateway, request: web.BaseRequest) -> web.Response:
 
 
 async def policies(gw: Gateway, request: web.BaseRequest) -> web.Response:
-    """``GET /admin/policies``: the active set's files and hashes, counts, the last reload error."""
+    """``GET /admin/policies``: the active set's files and hashes, counts, the last reload
+    error, and each model's price per deployment with its source (policy, genai-prices or
+    none)."""
     if refused := _refused(gw, request):
         return refused
-    return web.Response(body=orjson.dumps(_snapshot(gw)), content_type="application/json")
+    body = {**_snapshot(gw), "prices": pricing.shown(gw.policies.prices)}
+    return web.Response(body=orjson.dumps(body), content_type="application/json")
 
 
 async def deployments(gw: Gateway, request: web.BaseRequest) -> web.Response:
