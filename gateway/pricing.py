@@ -5,7 +5,9 @@ the ``genai-prices`` package's table, looked up by the provider (its kind, or fo
 OpenAI- or Anthropic-format provider its ``base_url``) and the model's name upstream.
 A ``base_url`` the table does not know (a self-hosted server, a proxy) leaves the model
 unpriced: the table is never searched by the model's name alone, as a model served on
-one's own hardware is not billed at a public rate. The built-in simulated provider
+one's own hardware is not billed at a public rate; one whose host is an IP address or a
+name without a dot is not even looked up (a gateway whose providers are all local never
+reads the table). The built-in simulated provider
 (``api: sim``) is never in the table.
 
 The table is read when policies load, never on a request: pricing a part of an answer is
@@ -27,10 +29,12 @@ the page (they are unpriced, as is a table entry with no token price).
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Price as PolicyPrice
@@ -113,9 +117,23 @@ def from_table(provider: Provider, upstream_model: str) -> Price | None:
         return None
     if provider.api in _CLOUD_PROVIDER:
         return table_price(upstream_model, provider_id=_CLOUD_PROVIDER[provider.api])
-    if not provider.base_url:  # never found by the model's name alone
-        return None
+    if not provider.base_url or _private_host(provider.base_url):
+        return None  # never found by the model's name alone; a local server is in no table
     return table_price(upstream_model, provider_api_url=provider.base_url)
+
+
+def _private_host(url: str) -> bool:
+    """Whether ``url``'s host is an IP address or a name without a dot (``localhost``, a
+    cluster service): no provider of the table is reached there, so the table (5 MB once
+    read) is not read for it."""
+    host = urlsplit(url).hostname or ""
+    if "." not in host:
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def table_price(

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("gateway")
 
 #: The models this process has said ``price_unknown`` about.
-_told: set[str] = set()
+told: set[str] = set()
 
 
 def price_unknown(r: RequestLog) -> None:
@@ -32,9 +32,9 @@ def price_unknown(r: RequestLog) -> None:
     of the request's last attempt when that was the model's, else null (a recovery call
     of another model: a compaction summary)."""
     model = r.unpriced
-    if model is None or model in _told:
+    if model is None or model in told:
         return
-    _told.add(model)
+    told.add(model)
     answered = model == (r.answered_by or r.model)
     log.warning(
         "price_unknown",
@@ -43,11 +43,3 @@ def price_unknown(r: RequestLog) -> None:
         provider=r.provider if answered else None,
         request_id=r.request_id,
     )
-
-
-def cost_header(r: RequestLog) -> str | None:
-    """``x-gateway-cost-usd``: what the request cost, its recovery included, as decimal
-    text (``0.00012345``); None when a part was unpriced (the total is not known)."""
-    if r.unpriced is not None:
-        return None
-    return f"{r.cost_usd + r.recovery_cost_usd:.8f}"

@@ -209,7 +209,7 @@ class Events:
         cost_usd = r.cost_usd
         if cost_usd > 0 or r.recovery_cost_usd > 0:
             self.metrics.cost_done(r.team, model, cost_usd, r.recovery_cost_usd)
-        if r.unpriced is not None:
+        if r.unpriced is not None and r.unpriced not in cost.told:
             cost.price_unknown(r)
         fast = logs.fast_json  # the JSON line without structlog's chain, while it is in force
         if fast is not None and not fast.info and fast.current():
@@ -229,7 +229,7 @@ class Events:
             "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
             # null: billed without a price, nothing priced (gateway/observe/cost.py)
             "cost_usd": None if r.unpriced is not None and not cost_usd else round(cost_usd, 8),
-            "recovery_cost_usd": round(r.recovery_cost_usd, 8),
+            "recovery_cost_usd": round(r.recovery_cost_usd, 8) if r.recovery_cost_usd else 0.0,
             **(
                 {
                     "recovery_tokens": {

@@ -17,7 +17,6 @@ from gateway.billing import bill_answer
 from gateway.continuing import continue_answer
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError, exhausted
-from gateway.observe.cost import cost_header
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
@@ -58,8 +57,8 @@ async def answer(
     log.status = 200
     headers = log.headers()
     headers["content-type"] = out.content_type.split(";")[0]
-    if (usd := cost_header(log)) is not None:
-        headers["x-gateway-cost-usd"] = usd
+    if log.unpriced is None:  # what the request cost, recovery included (docs/reference.md)
+        headers["x-gateway-cost-usd"] = f"{log.cost_usd + log.recovery_cost_usd:.8f}"
     log.ttfb = time.monotonic() - log.started
     return web.Response(body=body, headers=headers)
 

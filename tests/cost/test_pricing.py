@@ -4,10 +4,14 @@ policy's ``price:`` over the table, a deployment's over its model's."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from genai_prices import Usage as TableUsage
@@ -195,8 +199,6 @@ def test_policy_prices_over_the_table(load: Load) -> None:
 
 def test_check_warns_once_per_unpriced_model_at_its_line(load: Load) -> None:
     """check: one warning per model with an unpriced deployment, at the model's line."""
-    from pathlib import Path
-
     from gateway.policy.load import check_policy_dir
 
     load({"a.yaml": POLICY})  # written to ./p
@@ -213,8 +215,6 @@ def test_check_warns_once_per_unpriced_model_at_its_line(load: Load) -> None:
 def test_check_names_the_unpriced_deployments_of_a_model_with_several(load: Load) -> None:
     """A model with several deployments: the warning names the unpriced ones; check
     --strict fails on it."""
-    from pathlib import Path
-
     from gateway.cli import main
 
     text = POLICY.replace("    price: {input: 5, output: 6}\n", "")
@@ -226,3 +226,23 @@ def test_check_names_the_unpriced_deployments_of_a_model_with_several(load: Load
     assert "no price on deployment vllm:" in mixed.message
     assert main(["check", "p"]) == 0
     assert main(["check", "--strict", "p"]) == 1
+
+
+def test_local_providers_do_not_read_the_table(tmp_path: Path) -> None:
+    """A set whose providers are all local (an IP address, a dotless host) loads without
+    importing genai-prices (its table holds 5 MB in every process): they are unpriced."""
+    (tmp_path / "a.yaml").write_text(
+        "providers:\n"
+        "  a: {api: openai, base_url: http://127.0.0.1:8000/v1}\n"
+        "  b: {api: anthropic, base_url: http://vllm:8000}\n"
+        "models:\n  m: {provider: a}\n  n: {provider: b}\n"
+    )
+    code = (
+        "import sys; from pathlib import Path; from gateway.policy.load import load_policy_dir;"
+        f"ps = load_policy_dir(Path({str(tmp_path)!r}), env={{}});"
+        "assert ps.price_of('m', 'a') is None and ps.price_of('n', 'b') is None;"
+        "assert 'genai_prices' not in sys.modules, 'the table was read'"
+    )
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True)
