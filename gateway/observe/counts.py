@@ -68,9 +68,9 @@ class Observed:
 
 
 class Series:
-    """The per-request series of one (team, model)."""
+    """The per-request series of one (team, model); ``cost`` and ``recovery_cost`` in USD."""
 
-    __slots__ = ("by_status", "completion", "duration", "prompt", "ttfb")
+    __slots__ = ("by_status", "completion", "cost", "duration", "prompt", "recovery_cost", "ttfb")
 
     def __init__(self) -> None:
         self.by_status: dict[int, Count] = {}
@@ -78,6 +78,8 @@ class Series:
         self.ttfb: Observed | None = None
         self.prompt: Count | None = None
         self.completion: Count | None = None
+        self.cost: Count | None = None
+        self.recovery_cost: Count | None = None
 
     def add(self, other: Series) -> None:
         for status, c in other.by_status.items():
@@ -92,56 +94,59 @@ class Series:
         if other.completion is not None:
             self.completion = self.completion or Count()
             self.completion.add(other.completion)
+        if other.cost is not None:
+            self.cost = self.cost or Count()
+            self.cost.add(other.cost)
+        if other.recovery_cost is not None:
+            self.recovery_cost = self.recovery_cost or Count()
+            self.recovery_cost.add(other.recovery_cost)
 
 
 class Counts:
     """The per-request counts of one process (or of several, added up): ``series`` by
-    (team, model), ``attempts`` by (provider, model, category), ``costs`` (USD) by (team,
-    model, kind)."""
+    (team, model), ``attempts`` by (provider, model, category)."""
 
-    __slots__ = ("attempts", "costs", "series")
+    __slots__ = ("attempts", "series")
 
     def __init__(self) -> None:
         self.series: dict[tuple[str, str], Series] = {}
         self.attempts: dict[tuple[str, str, str], Count] = {}
-        self.costs: dict[tuple[str, str, str], Count] = {}
 
     def add(self, other: Counts) -> None:
         for key, s in other.series.items():
             self.series.setdefault(key, Series()).add(s)
         for key3, c in other.attempts.items():
             self.attempts.setdefault(key3, Count()).add(c)
-        for key3, c in other.costs.items():
-            self.costs.setdefault(key3, Count()).add(c)
 
     def dump(self) -> bytes:
         """The counts as a file's content (JSON, where NaN and infinite sums survive)."""
         series = [
             [team, model, [[st, c.value, c.created] for st, c in s.by_status.items()],
              _observed_row(s.duration), _observed_row(s.ttfb),
-             _count_row(s.prompt), _count_row(s.completion)]
+             _count_row(s.prompt), _count_row(s.completion),
+             _count_row(s.cost), _count_row(s.recovery_cost)]
             for (team, model), s in self.series.items()
         ]  # fmt: skip
         attempts = [[*key, c.value, c.created] for key, c in self.attempts.items()]
-        costs = [[*key, c.value, c.created] for key, c in self.costs.items()]
-        return json.dumps({"series": series, "attempts": attempts, "costs": costs}).encode()
+        return json.dumps({"series": series, "attempts": attempts}).encode()
 
     @classmethod
     def load(cls, data: bytes) -> Counts:
         """What :meth:`dump` wrote."""
         doc = json.loads(data)
         new = cls()
-        for team, model, by_status, duration, ttfb, prompt, completion in doc["series"]:
+        for row in doc["series"]:
+            team, model, by_status, duration, ttfb, prompt, completion, cost, recovery = row
             s = new.series[team, model] = Series()
             s.by_status = {st: _count_of(value, created) for st, value, created in by_status}
             s.duration = _observed_of(*duration)
             s.ttfb = None if ttfb is None else _observed_of(*ttfb)
             s.prompt = None if prompt is None else _count_of(*prompt)
             s.completion = None if completion is None else _count_of(*completion)
+            s.cost = None if cost is None else _count_of(*cost)
+            s.recovery_cost = None if recovery is None else _count_of(*recovery)
         for provider, model, category, value, created in doc["attempts"]:
             new.attempts[provider, model, category] = _count_of(value, created)
-        for team, model, kind, value, created in doc.get("costs", ()):
-            new.costs[team, model, kind] = _count_of(value, created)
         return new
 
 

@@ -203,12 +203,11 @@ class Events:
     def request_completed(self, r: RequestLog, now: float) -> None:
         duration = now - r.started
         model = r.answered_by or r.model
+        cost_usd, recovery_usd = r.cost_usd, r.recovery_cost_usd
         self.metrics.request_done(
-            r.team, model, r.status, duration, r.ttfb, r.prompt_tokens, r.completion_tokens
-        )
-        cost_usd = r.cost_usd
-        if cost_usd > 0 or r.recovery_cost_usd > 0:
-            self.metrics.cost_done(r.team, model, cost_usd, r.recovery_cost_usd)
+            r.team, model, r.status, duration, r.ttfb, r.prompt_tokens, r.completion_tokens,
+            cost_usd, recovery_usd,
+        )  # fmt: skip
         if r.unpriced is not None and r.unpriced not in cost.told:
             cost.price_unknown(r)
         fast = logs.fast_json  # the JSON line without structlog's chain, while it is in force
@@ -227,9 +226,11 @@ class Events:
             "duration_s": round(duration, 6),
             "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
             "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
-            # null: billed without a price, nothing priced (gateway/observe/cost.py)
-            "cost_usd": None if r.unpriced is not None and not cost_usd else round(cost_usd, 8),
-            "recovery_cost_usd": round(r.recovery_cost_usd, 8) if r.recovery_cost_usd else 0.0,
+            # to 1e-8 USD; null: billed without a price, nothing priced (observe/cost.py)
+            "cost_usd": None
+            if r.unpriced is not None and not cost_usd
+            else int(cost_usd * 1e8 + 0.5) / 1e8,
+            "recovery_cost_usd": int(recovery_usd * 1e8 + 0.5) / 1e8 if recovery_usd else 0.0,
             **(
                 {
                     "recovery_tokens": {

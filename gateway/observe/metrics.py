@@ -155,7 +155,6 @@ class Metrics:
             self._own.add(_read_counts(_counts_file(where, os.getpid())) or Counts())
         self._series = self._own.series
         self._attempts = self._own.attempts
-        self._costs = self._own.costs
         self._families: list[Family] = []
         self._snapshot: Counts | None = None  # the counts of the scrape being rendered
         #: Read at every scrape for ``deployment_up`` (set by the gateway; None: no series).
@@ -272,10 +271,12 @@ class Metrics:
         ttfb: float | None,
         prompt_tokens: int,
         completion_tokens: int,
+        cost_usd: float = 0.0,
+        recovery_cost_usd: float = 0.0,
     ) -> None:
         """Count one answered request: ``requests_total``, ``request_duration_seconds``,
-        ``time_to_first_byte_seconds`` (when there was a first byte) and ``tokens_total``
-        (the kinds that are non-zero)."""
+        ``time_to_first_byte_seconds`` (when there was a first byte), ``tokens_total`` and
+        ``cost_usd_total`` (the kinds that are over 0)."""
         lock = self._lock
         lock.acquire()  # not ``with``: the same, cheaper by a third on this path
         try:
@@ -307,6 +308,14 @@ class Metrics:
                 if s.completion is None:
                     s.completion = Count()
                 s.completion.value += completion_tokens
+            if cost_usd > 0:
+                if s.cost is None:
+                    s.cost = Count()
+                s.cost.value += cost_usd
+            if recovery_cost_usd > 0:
+                if s.recovery_cost is None:
+                    s.recovery_cost = Count()
+                s.recovery_cost.value += recovery_cost_usd
         finally:
             lock.release()
 
@@ -320,20 +329,6 @@ class Metrics:
             if c is None:
                 c = self._attempts[key] = Count()
             c.value += 1
-        finally:
-            lock.release()
-
-    def cost_done(self, team: str, model: str, answer: float, recovery: float) -> None:
-        """Count what one request cost in ``cost_usd_total`` (the kinds that are over 0)."""
-        lock = self._lock
-        lock.acquire()
-        try:
-            for kind, usd in (("answer", answer), ("recovery", recovery)):
-                if usd > 0:
-                    c = self._costs.get((team, model, kind))
-                    if c is None:
-                        c = self._costs[team, model, kind] = Count()
-                    c.value += usd
         finally:
             lock.release()
 
@@ -421,7 +416,11 @@ class Metrics:
         return family
 
     def _collect_attempts(self) -> Metric:
-        return self._collect_keyed(_ATTEMPTS, self._current().attempts)
+        name, doc, labels = _ATTEMPTS
+        family = CounterMetricFamily(name, doc, labels=labels)
+        for key, c in self._current().attempts.items():
+            add_count(family, key, c, self._with_created)
+        return family
 
     def _collect_tokens(self) -> Metric:
         name, doc, labels = _TOKENS
@@ -435,16 +434,14 @@ class Metrics:
         return family
 
     def _collect_cost(self) -> Metric:
-        return self._collect_keyed(_COST, self._current().costs)
-
-    def _collect_keyed(
-        self, spec: tuple[str, str, tuple[str, ...]], counts: dict[tuple[str, str, str], Count]
-    ) -> Metric:
-        """A counter of ``spec`` with a series per key (its label values) of ``counts``."""
-        name, doc, labels = spec
+        name, doc, labels = _COST
         family = CounterMetricFamily(name, doc, labels=labels)
-        for key, c in counts.items():
-            add_count(family, key, c, self._with_created)
+        created = self._with_created
+        for (team, model), s in self._current().series.items():
+            if s.cost is not None:
+                add_count(family, [team, model, "answer"], s.cost, created)
+            if s.recovery_cost is not None:
+                add_count(family, [team, model, "recovery"], s.recovery_cost, created)
         return family
 
     def _collect_deployment_up(self) -> Metric:
