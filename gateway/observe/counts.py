@@ -88,18 +88,18 @@ class Series:
         if other.ttfb is not None:
             self.ttfb = self.ttfb or Observed()
             self.ttfb.add(other.ttfb)
-        if other.prompt is not None:
-            self.prompt = self.prompt or Count()
-            self.prompt.add(other.prompt)
-        if other.completion is not None:
-            self.completion = self.completion or Count()
-            self.completion.add(other.completion)
-        if other.cost is not None:
-            self.cost = self.cost or Count()
-            self.cost.add(other.cost)
-        if other.recovery_cost is not None:
-            self.recovery_cost = self.recovery_cost or Count()
-            self.recovery_cost.add(other.recovery_cost)
+        for name in _COUNTED:
+            theirs = getattr(other, name)
+            if theirs is not None:
+                mine = getattr(self, name)
+                if mine is None:
+                    mine = Count()
+                    setattr(self, name, mine)
+                mine.add(theirs)
+
+
+#: The :class:`Series` counters a request adds to only when not 0.
+_COUNTED = ("prompt", "completion", "cost", "recovery_cost")
 
 
 class Counts:

@@ -423,25 +423,24 @@ class Metrics:
         return family
 
     def _collect_tokens(self) -> Metric:
-        name, doc, labels = _TOKENS
-        family = CounterMetricFamily(name, doc, labels=labels)
-        created = self._with_created
-        for (team, model), s in self._current().series.items():
-            if s.prompt is not None:
-                add_count(family, [team, model, "prompt"], s.prompt, created)
-            if s.completion is not None:
-                add_count(family, [team, model, "completion"], s.completion, created)
-        return family
+        return self._collect_kinds(_TOKENS, (("prompt", "prompt"), ("completion", "completion")))
 
     def _collect_cost(self) -> Metric:
-        name, doc, labels = _COST
+        return self._collect_kinds(_COST, (("cost", "answer"), ("recovery_cost", "recovery")))
+
+    def _collect_kinds(
+        self, spec: tuple[str, str, tuple[str, ...]], kinds: tuple[tuple[str, str], ...]
+    ) -> Metric:
+        """A counter of ``spec`` by team, model and kind: per (:class:`Series` attribute,
+        its ``kind`` label) of ``kinds``, the series that counted it."""
+        name, doc, labels = spec
         family = CounterMetricFamily(name, doc, labels=labels)
         created = self._with_created
         for (team, model), s in self._current().series.items():
-            if s.cost is not None:
-                add_count(family, [team, model, "answer"], s.cost, created)
-            if s.recovery_cost is not None:
-                add_count(family, [team, model, "recovery"], s.recovery_cost, created)
+            for attr, kind in kinds:
+                c = getattr(s, attr)
+                if c is not None:
+                    add_count(family, [team, model, kind], c, created)
         return family
 
     def _collect_deployment_up(self) -> Metric:
