@@ -281,3 +281,18 @@ async def test_claude_code_shape_counted(gw: Harness, fake: FakeProvider) -> Non
     raw = await client.beta.messages.with_raw_response.count_tokens(model="gpt-test", **shape)
     assert raw.headers["x-gateway-estimate"] == "true"
     assert (await raw.parse()).input_tokens > 0 and len(fake.requests) == 1
+
+
+async def test_count_never_estimated_when_every_deployment_counts(
+    gw: Harness, fake: FakeProvider
+) -> None:
+    """A model whose only deployment counts and keeps answering 429: after the retries
+    the client gets Anthropic's 429, not an estimate."""
+    for _ in range(4):  # the first attempt and the test policy's 3 retries
+        fake.push(_rate_limited_ms(10), model="claude-test")
+    client = gw.async_anthropic()
+    with pytest.raises(anthropic.RateLimitError) as e:
+        await client.messages.count_tokens(model="claude-test", messages=MESSAGES)
+    assert "x-gateway-estimate" not in e.value.response.headers
+    assert e.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+    assert [r.path for r in fake.requests] == ["/v1/messages/count_tokens"] * 4
