@@ -1,5 +1,6 @@
 """The gateway's token estimate as ``count_tokens`` answers it: text outside ASCII sized
-by its UTF-8 bytes, the corpus of bench/count_error.py estimated whole."""
+by its UTF-8 bytes (and a summary's transcript cut in the same units), the corpus of
+bench/count_error.py estimated whole."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 import orjson
 
 from gateway.counting import ESTIMATE_HEADER, estimate
-from gateway.formats import MESSAGES
+from gateway.formats import CHAT, MESSAGES
+from gateway.policy.schema import Compaction
+from gateway.resilience.compaction import SNIP_MARKER, summary_request
 from gateway.resilience.conversation import estimate_tokens, text_size
 
 CORPUS = Path(__file__).resolve().parents[2] / "bench" / "count_corpus"
@@ -57,3 +60,19 @@ def test_bench_corpus_is_estimated() -> None:
     for path in bodies:
         body = json.loads(path.read_text(encoding="utf-8"))
         assert body["messages"] and _count(body) > 10, path.name
+
+
+def test_summary_transcript_sized_as_the_estimate_sizes_it() -> None:
+    """A Chinese conversation's summary transcript is cut to the size budget in estimate
+    units (a character 3), so it carries a third of the characters an English one would."""
+    policy = Compaction(keep_recent=2)
+    turns: list[dict[str, Any]] = [{"role": "user", "content": "Start."}]
+    for i in range(12):
+        turns.append({"role": "assistant", "content": f"{i}" + ZH * 40})
+        turns.append({"role": "user", "content": f"{i}" + ZH * 40})
+    request = summary_request({"messages": turns}, CHAT, policy, "m", max_input_chars=3_000)
+    assert request is not None
+    content = request["messages"][1]["content"]
+    transcript = content.split("<transcript>\n", 1)[1].rsplit("\n</transcript>", 1)[0]
+    assert SNIP_MARKER.split("{")[0] in transcript  # it was cut
+    assert 2_500 < text_size(transcript) <= 3_000 and len(transcript) <= 1_100
