@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gateway.billing import bill_answer
 from gateway.deployment_choice import ONLY, Deployments
 from gateway.observe.events import Events, RequestLog
 from gateway.resilience import compaction, summary_call
@@ -119,7 +120,11 @@ async def summarize(
         if out.failure is not None:
             last, failed = out.failure, step.pick.index
             continue
-        text = compaction.summary_text(out.json(), summary_fmt)
+        answer = out.json()
+        if answer is not None:  # the summary is billed: recovery, the client never sees it
+            price = attempter.price(model, step.pick.index)
+            bill_answer(log, summary_fmt, answer, ask, price, model, recovery=True)
+        text = compaction.summary_text(answer, summary_fmt)
         if not text:
             error = "empty_summary"
             break

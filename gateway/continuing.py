@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from gateway.billing import bill_answer
 from gateway.engine import Attempter, Env, Request, Result, recover
 from gateway.errors import Category
 from gateway.observe.events import RequestLog
@@ -52,6 +53,9 @@ async def continue_answer(
     merged (text joined, usage summed). A failed follow-up keeps what arrived."""
     model = result.progress.model
     parts: list[dict[str, Any]] = [first]
+    bill_answer(
+        log, req.fmt, first, result.body, att.price(model, result.progress.deployment), model
+    )
     policy = req.policy.output_recovery
     while True:
         last = parts[-1]
@@ -75,6 +79,7 @@ async def continue_answer(
             env.events.not_continued(log, model, CONTINUATION_FAILED, len(parts) - 1)
             break
         parts.append(part)
+        bill_answer(log, req.fmt, part, r.body, att.price(model, r.progress.deployment), model)
         log.used("continuation")
         env.events.output_continuation(log, model, d.n)
     log.answered_by = model

@@ -23,6 +23,7 @@ from gateway.formats import Format
 from gateway.observe.events import Events, RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
+from gateway.pricing import Price
 from gateway.resilience import deployments as dep
 from gateway.resilience import fallback
 from gateway.resilience.decide import (
@@ -103,6 +104,10 @@ class Attempter(Protocol):
         ...
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...
+
+    def price(self, model: str, deployment: int) -> Price | None:
+        """What ``model`` costs on its deployment ``deployment`` (None: not priced)."""
+        ...
 
     # The ``summarize`` compaction step's own call (see :func:`gateway.compacting.summarize`).
     def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:

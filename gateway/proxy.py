@@ -38,6 +38,7 @@ from gateway.upstream import MAPPED, Body, Response, Upstream, UpstreamFailure, 
 
 if TYPE_CHECKING:
     from gateway.clouds.eventstream import EventStreamSplitter
+    from gateway.pricing import Price
     from gateway.translate import convert as translate
 # Otherwise imported where a request crosses formats: a gateway whose models all speak
 # their clients' formats never loads the translation modules (0.7 MB of RSS).
@@ -437,6 +438,9 @@ class HttpAttempter:
         )
 
     # ---- the summarize compaction step's call (gateway/compacting.py summarize) --------
+    def price(self, model: str, deployment: int) -> Price | None:
+        return self.policies.price_of(model, self._deployment(model, deployment).name)
+
     def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
         fmt = self._deployment(model, deployment).fmts[0]
         return fmt, self.policies.models[model].context_window

@@ -1,9 +1,22 @@
-"""Token counts, neutral between the formats (``gateway/translate/usage.py`` reads and
-writes each format's own)."""
+"""Token counts, neutral between the formats, and the readers of each format's usage
+block (``gateway/translate/usage.py`` writes them; its docstring maps the fields)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+#: The largest token count taken from a provider (a signed 64-bit integer).
+MAX_TOKENS = 2**63 - 1
+
+
+def token_count(value: Any) -> int:
+    """A provider's token count, or 0 when it is none: a string, a float, a bool, a
+    negative number or one over 64 bits is not counted (never logged, never a metric)."""
+    return value if type(value) is int and 0 <= value <= MAX_TOKENS else 0
+
+
+_int = token_count
 
 
 @dataclass(slots=True)
@@ -25,3 +38,70 @@ class Usage:
         self.cache_creation += other.cache_creation
         if other.reasoning is not None:
             self.reasoning = (self.reasoning or 0) + other.reasoning
+
+
+def _maybe(value: Any) -> int | None:
+    """A count that may be absent (reasoning tokens): None stays None."""
+    return None if value is None else _int(value)
+
+
+def from_chat(u: Any) -> Usage:
+    details = u.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens")
+    if cached is None:
+        cached = u.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
+    out = u.get("completion_tokens_details") or {}
+    return Usage(
+        _int(u.get("prompt_tokens")),
+        _int(u.get("completion_tokens")),
+        _int(cached),
+        _int(details.get("cache_write_tokens")),
+        _maybe(out.get("reasoning_tokens")),
+    )
+
+
+def from_anthropic(u: Any) -> Usage:
+    read = _int(u.get("cache_read_input_tokens"))
+    written = _int(u.get("cache_creation_input_tokens"))
+    details = u.get("output_tokens_details") or {}
+    thinking = _maybe(details.get("thinking_tokens"))
+    uncached = _int(u.get("input_tokens"))
+    return Usage(uncached + read + written, _int(u.get("output_tokens")), read, written, thinking)
+
+
+def update_anthropic(usage: Usage, u: Any) -> None:
+    """A ``message_delta`` usage over the ``message_start`` one (its counts are totals)."""
+    if u.get("output_tokens") is not None:
+        usage.output = _int(u["output_tokens"])
+    details = u.get("output_tokens_details")
+    if isinstance(details, dict) and details.get("thinking_tokens") is not None:
+        usage.reasoning = _int(details["thinking_tokens"])
+    uncached = u.get("input_tokens")
+    read = u.get("cache_read_input_tokens")
+    written = u.get("cache_creation_input_tokens")
+    if uncached is None and read is None and written is None:
+        return
+    if uncached is None:
+        uncached = usage.input - usage.cache_read - usage.cache_creation
+    usage.cache_read = _int(read) if read is not None else usage.cache_read
+    usage.cache_creation = _int(written) if written is not None else usage.cache_creation
+    usage.input = _int(uncached) + usage.cache_read + usage.cache_creation
+
+
+def from_converse(u: Any) -> Usage:
+    read = _int(u.get("cacheReadInputTokens"))
+    written = _int(u.get("cacheWriteInputTokens"))
+    uncached = _int(u.get("inputTokens"))
+    return Usage(uncached + read + written, _int(u.get("outputTokens")), read, written)
+
+
+def from_responses(u: Any) -> Usage:
+    details = u.get("input_tokens_details") or {}
+    out = u.get("output_tokens_details") or {}
+    return Usage(
+        _int(u.get("input_tokens")),
+        _int(u.get("output_tokens")),
+        _int(details.get("cached_tokens")),
+        _int(details.get("cache_write_tokens")),
+        _maybe(out.get("reasoning_tokens")),
+    )

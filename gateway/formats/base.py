@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from gateway.streams.overlap import Diverged, Out
     from gateway.streams.splice import Splice
     from gateway.streams.transcript import Transcript
+    from gateway.usage import Usage
 
 
 class ErrorLike(Protocol):
@@ -178,6 +179,10 @@ class Format:
 
     def event_cut(self, data: Any) -> bool:
         """A decoded stream event says the answer stopped at the output token limit."""
+        raise NotImplementedError
+
+    def answer_usage(self, block: dict[str, Any]) -> Usage:
+        """The neutral counts of an answer's ``usage`` block (:mod:`gateway.usage`)."""
         raise NotImplementedError
 
     def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:

@@ -10,6 +10,7 @@ from typing import Any
 from gateway.formats.base import Format
 from gateway.formats.chat_stream import ChatStream
 from gateway.formats.parts import as_dict, plain_text, role, token_count
+from gateway.usage import Usage, from_chat
 
 
 class Chat(ChatStream, Format):
@@ -135,6 +136,9 @@ class Chat(ChatStream, Format):
             isinstance(c, dict) and c.get("finish_reason") == "length"
             for c in data.get("choices") or ()
         )
+
+    def answer_usage(self, block: dict[str, Any]) -> Usage:
+        return from_chat(block)
 
     def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
         u = obj.get("usage")

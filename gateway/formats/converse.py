@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from gateway.formats.base import Format
 from gateway.formats.messages import Messages, turn_problems
 from gateway.formats.parts import as_dict, as_list, plain_text, role, text_of, token_count
+from gateway.usage import Usage, from_converse
 
 if TYPE_CHECKING:
     from gateway.streams.kinds import Kind
@@ -152,6 +153,9 @@ class Converse(Format):
     def event_cut(self, data: Any) -> bool:
         """A ``messageStop`` payload saying ``max_tokens``."""
         return bool(data.get("stopReason") == "max_tokens")
+
+    def answer_usage(self, block: dict[str, Any]) -> Usage:
+        return from_converse(block)
 
     def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
         """A ``metadata`` payload's usage (it comes after ``messageStop``)."""

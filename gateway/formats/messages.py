@@ -13,6 +13,7 @@ import orjson
 from gateway.formats.base import ErrorLike, Format
 from gateway.formats.messages_stream import MessagesStream
 from gateway.formats.parts import as_list, blocks, is_type, plain_text, role, text_of, token_count
+from gateway.usage import Usage, from_anthropic
 
 #: The version header the gateway sends; a client's own replaces it.
 VERSION = "2023-06-01"
@@ -134,6 +135,9 @@ class Messages(MessagesStream, Format):
             data.get("type") == "message_delta"
             and (data.get("delta") or {}).get("stop_reason") == "max_tokens"
         )
+
+    def answer_usage(self, block: dict[str, Any]) -> Usage:
+        return from_anthropic(block)
 
     def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
         etype = obj.get("type")

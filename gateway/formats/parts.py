@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gateway.usage import token_count as token_count  # re-exported: the formats' own use
+
 #: Content part types that are images (each counts as a fixed number of tokens).
 IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
-
-#: The largest token count believed (64 bits); above it, or not an int: 0.
-MAX_TOKENS = 2**63 - 1
 
 
 def role(entry: Any) -> str | None:
@@ -88,9 +87,3 @@ def _texts(value: Any) -> Iterator[str]:
             yield value["text"]
         elif "content" in value:
             yield from _texts(value["content"])
-
-
-def token_count(value: Any) -> int:
-    """A provider's token count, or 0 when it is none: a string, a float, a bool, a
-    negative number or one over 64 bits is not counted (never logged, never a metric)."""
-    return value if type(value) is int and 0 <= value <= MAX_TOKENS else 0

@@ -22,6 +22,7 @@ from gateway.formats.parts import (
     token_count,
 )  # fmt: skip
 from gateway.formats.responses_stream import ResponsesStream
+from gateway.usage import Usage, from_responses
 
 _FINAL = frozenset({"response.completed", "response.incomplete"})
 
@@ -188,6 +189,9 @@ class Responses(ResponsesStream, Format):
             return False
         details = (data.get("response") or {}).get("incomplete_details") or {}
         return details.get("reason") == "max_output_tokens"
+
+    def answer_usage(self, block: dict[str, Any]) -> Usage:
+        return from_responses(block)
 
     def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
         if obj.get("type") in _FINAL:

@@ -17,6 +17,7 @@ from gateway.observe.events import Events, RequestLog
 from gateway.observe.metrics import Metrics
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
+from gateway.pricing import Price
 from gateway.providers import endpoint_of
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
@@ -204,6 +205,10 @@ class ScriptedAttempter:
             else:
                 self.last.action = f"{kind} in {seconds:.2f}s"
         self.clock.now += seconds
+
+    def price(self, model: str, deployment: int) -> Price | None:
+        """Simulated answers are not priced."""
+        return None
 
     def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
         """The summary model's format and window, from the policy set when given."""

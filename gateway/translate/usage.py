@@ -35,28 +35,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.streams.sse import token_count as _int
-from gateway.usage import Usage
+from gateway.usage import (
+    Usage,
+    from_anthropic,
+    from_chat,
+    from_converse,
+    from_responses,
+    update_anthropic,
+)
 
-
-def _maybe(value: Any) -> int | None:
-    """A count that may be absent (reasoning tokens): None stays None."""
-    return None if value is None else _int(value)
-
-
-def from_chat(u: Any) -> Usage:
-    details = u.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens")
-    if cached is None:
-        cached = u.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
-    out = u.get("completion_tokens_details") or {}
-    return Usage(
-        _int(u.get("prompt_tokens")),
-        _int(u.get("completion_tokens")),
-        _int(cached),
-        _int(details.get("cache_write_tokens")),
-        _maybe(out.get("reasoning_tokens")),
-    )
+__all__ = [
+    "from_anthropic",
+    "from_chat",
+    "from_converse",
+    "from_responses",
+    "to_anthropic",
+    "to_chat",
+    "to_responses",
+    "update_anthropic",
+]
 
 
 def to_chat(u: Usage) -> dict[str, Any]:
@@ -74,34 +71,6 @@ def to_chat(u: Usage) -> dict[str, Any]:
     return out
 
 
-def from_anthropic(u: Any) -> Usage:
-    read = _int(u.get("cache_read_input_tokens"))
-    written = _int(u.get("cache_creation_input_tokens"))
-    details = u.get("output_tokens_details") or {}
-    thinking = _maybe(details.get("thinking_tokens"))
-    uncached = _int(u.get("input_tokens"))
-    return Usage(uncached + read + written, _int(u.get("output_tokens")), read, written, thinking)
-
-
-def update_anthropic(usage: Usage, u: Any) -> None:
-    """A ``message_delta`` usage over the ``message_start`` one (its counts are totals)."""
-    if u.get("output_tokens") is not None:
-        usage.output = _int(u["output_tokens"])
-    details = u.get("output_tokens_details")
-    if isinstance(details, dict) and details.get("thinking_tokens") is not None:
-        usage.reasoning = _int(details["thinking_tokens"])
-    uncached = u.get("input_tokens")
-    read = u.get("cache_read_input_tokens")
-    written = u.get("cache_creation_input_tokens")
-    if uncached is None and read is None and written is None:
-        return
-    if uncached is None:
-        uncached = usage.input - usage.cache_read - usage.cache_creation
-    usage.cache_read = _int(read) if read is not None else usage.cache_read
-    usage.cache_creation = _int(written) if written is not None else usage.cache_creation
-    usage.input = _int(uncached) + usage.cache_read + usage.cache_creation
-
-
 def to_anthropic(u: Usage) -> dict[str, Any]:
     out: dict[str, Any] = {
         "input_tokens": max(u.input - u.cache_read - u.cache_creation, 0),
@@ -112,25 +81,6 @@ def to_anthropic(u: Usage) -> dict[str, Any]:
     if u.reasoning is not None:
         out["output_tokens_details"] = {"thinking_tokens": u.reasoning}
     return out
-
-
-def from_converse(u: Any) -> Usage:
-    read = _int(u.get("cacheReadInputTokens"))
-    written = _int(u.get("cacheWriteInputTokens"))
-    uncached = _int(u.get("inputTokens"))
-    return Usage(uncached + read + written, _int(u.get("outputTokens")), read, written)
-
-
-def from_responses(u: Any) -> Usage:
-    details = u.get("input_tokens_details") or {}
-    out = u.get("output_tokens_details") or {}
-    return Usage(
-        _int(u.get("input_tokens")),
-        _int(u.get("output_tokens")),
-        _int(details.get("cached_tokens")),
-        _int(details.get("cache_write_tokens")),
-        _maybe(out.get("reasoning_tokens")),
-    )
 
 
 def to_responses(u: Usage) -> dict[str, Any]:

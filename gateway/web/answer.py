@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any
 
 from aiohttp import web
 
+from gateway.billing import bill_answer
 from gateway.continuing import continue_answer
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError, exhausted
@@ -25,6 +25,7 @@ from gateway.relay import end, relay
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
+from gateway.usage import Usage
 
 _USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d{1,19})(?![\d.eE])')
 
@@ -40,11 +41,17 @@ async def answer(
         return await relay(attempter, out.stream, req, log, env)
     body = out.body
     data = out.json() if attempter.endpoint is not Endpoint.embeddings else None
+    model = result.progress.model
     # the usual answer is complete: decided here, without entering the continuation loop
     if attempter.endpoint.continuable and data is not None and req.fmt.cut_at_length(data):
-        prefill = attempter.policies.models[result.progress.model].prefill
+        prefill = attempter.policies.models[model].prefill
         body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
-    _count_tokens(body, data, log)
+    else:
+        price = attempter.price(model, result.progress.deployment)
+        if data is None:
+            log.bill(_embedding_usage(body), price, model)
+        else:
+            bill_answer(log, req.fmt, data, result.body, price, model)
     if log.span is not None and data is not None:
         log.finish_reasons = tuple(finish_reasons(data))
     log.status = 200
@@ -54,22 +61,11 @@ async def answer(
     return web.Response(body=body, headers=headers)
 
 
-def _count_tokens(body: bytes, data: dict[str, Any] | None, log: RequestLog) -> None:
-    """The answer's token counts into ``log``; a count that is not one is 0 (never a
-    crash, nor a count the access log or the metrics cannot hold)."""
-    if data is None:  # embeddings: vectors are large, read only the usage at the tail
-        m = _USAGE_TAIL.search(body, max(0, len(body) - 400))
-        log.prompt_tokens = sse.token_count(int(m.group(2))) if m else 0
-        return
-    usage = data.get("usage")
-    if isinstance(usage, dict):
-        get = usage.get
-        log.prompt_tokens = sse.token_count(get("prompt_tokens")) or sse.token_count(
-            get("input_tokens")
-        )
-        log.completion_tokens = sse.token_count(get("completion_tokens")) or sse.token_count(
-            get("output_tokens")
-        )
+def _embedding_usage(body: bytes) -> Usage:
+    """An embeddings answer's prompt tokens, read from the usage at its tail (the vectors
+    before it are large and not decoded); a count that is not one is 0."""
+    m = _USAGE_TAIL.search(body, max(0, len(body) - 400))
+    return Usage(sse.token_count(int(m.group(2))) if m else 0)
 
 
 async def fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:

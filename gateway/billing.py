@@ -1,0 +1,63 @@
+"""Counting what the provider billed for one request: every part of the answer once, and
+the attempts whose output the client never got as recovery (docs/recovery.md, "Tokens and
+cost").
+
+A part comes with the provider's usage, read in its format (:meth:`Format.answer_usage`);
+a part that has none (a stream cut before its usage event, a provider that reports none) is
+estimated from the text sent and received, with the compaction estimate (``ceil(chars / 4)
++ 4 per entry``), and the request's tokens are marked ``estimated``. Counting goes through
+:meth:`~gateway.observe.events.RequestLog.bill`, which also prices the part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gateway.resilience.conversation import CHARS_PER_TOKEN, estimate_tokens
+from gateway.usage import Usage
+
+if TYPE_CHECKING:
+    from gateway.formats import Format
+    from gateway.observe.events import RequestLog
+    from gateway.pricing import Price
+
+
+def estimate(body: Mapping[str, Any], fmt: Format, text: str) -> Usage:
+    """A part's usage estimated: the request ``body`` (in ``fmt``) and the ``text`` the
+    part produced."""
+    return Usage(estimate_tokens(body, fmt), -(-len(text) // CHARS_PER_TOKEN))
+
+
+def answer_usage(data: Mapping[str, Any], fmt: Format) -> Usage | None:
+    """The usage of a JSON answer in ``fmt``, or None when it has none it can be read from."""
+    block = data.get("usage")
+    if not isinstance(block, dict):
+        return None
+    try:
+        return fmt.answer_usage(block)
+    except (AttributeError, TypeError):  # a field of the wrong type
+        return None
+
+
+def bill_answer(
+    log: RequestLog,
+    fmt: Format,
+    data: Mapping[str, Any],
+    sent: Mapping[str, Any],
+    price: Price | None,
+    model: str,
+    *,
+    recovery: bool = False,
+) -> None:
+    """Count one JSON answer (or part) in ``fmt``: its usage, else estimated from ``sent``
+    (the request, in ``fmt``) and the answer's text."""
+    u = answer_usage(data, fmt)
+    if u is not None:
+        log.bill(u, price, model, recovery=recovery)
+        return
+    try:
+        text = fmt.answer_text(data)
+    except (AttributeError, TypeError):
+        text = ""
+    log.bill(estimate(sent, fmt, text), price, model, recovery=recovery, estimated=True)
