@@ -14,15 +14,18 @@ log = structlog.get_logger("gateway")
 
 def crossed(c: Crossing) -> None:
     """A team's spending crossed its ``warn_at`` share or its limit."""
-    log.warning(
-        c.kind,
-        team=c.team,
-        per=c.period.per,
-        period=c.period.key,
-        spent_usd=round(c.spent_usd, 6),
-        limit_usd=c.limit_usd,
-        resets_at=iso(c.period.end),
-    )
+    fields = {
+        "team": c.team,
+        "per": c.period.per,
+        "period": c.period.key,
+        "spent_usd": round(c.spent_usd, 6),
+        "limit_usd": c.limit_usd,
+        "resets_at": iso(c.period.end),
+    }
+    if c.kind == "budget_warning":
+        log.warning("budget_warning", **fields)
+    else:
+        log.warning("budget_exceeded", **fields)
 
 
 def not_shared(teams: list[str], workers: int) -> None:
