@@ -7,6 +7,7 @@ Keys (all prefixed ``llm-gateway:``)::
     llm-gateway:budget:{route}:retry:{sec}  retries in one second;  TTL 12 s
     llm-gateway:limit:{team}:req:{minute}   admitted requests in one minute; TTL 120 s
     llm-gateway:limit:{team}:tok:{minute}   tokens in one minute;   TTL 120 s
+    llm-gateway:spend:{team}:{period}       a team's budget spending (redis_budgets)
 
 Redis off the critical path (issue 18): a request makes at most ONE round trip to
 Redis on its happy path, and none when its team has no limits.
@@ -387,9 +388,9 @@ class RedisState(SyncedState):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self._pending and not self.degraded:
+        if (self._pending or self.spending.teams) and not self.degraded:
             with contextlib.suppress(Exception):
-                await self.sync()  # the last counts; bounded by op_timeout
+                await self.sync()  # the last counts and spending; bounded by op_timeout
         await self._admissions.close()
         try:
             await self._redis.aclose()

@@ -104,3 +104,11 @@ async def test_an_outage_keeps_the_last_total_and_own_spending(
     finally:
         await restarted.aclose()
     assert state.spending.teams["t"].usd == 2
+
+
+async def test_closing_flushes_the_last_spending(redis_server: RedisServer, redis: Redis) -> None:
+    """A replica that stops adds the spending it had not flushed yet."""
+    state = RedisState(redis_server.url, wall=lambda: NOW)
+    state.charge("t", DAY, 3, NOW)
+    await state.close()
+    assert int(await redis.get(KEY)) == 3 * MICRO
