@@ -112,3 +112,17 @@ async def test_closing_flushes_the_last_spending(redis_server: RedisServer, redi
     state.charge("t", DAY, 3, NOW)
     await state.close()
     assert int(await redis.get(KEY)) == 3 * MICRO
+
+
+async def test_rollover_flushes_the_old_period_to_its_own_key(
+    state: RedisState, redis: Redis
+) -> None:
+    """Spending of a period that ended before it was flushed goes to that period's key;
+    the new period counts from 0."""
+    before = datetime(2026, 12, 3, 23, 59, 59, tzinfo=UTC).timestamp()
+    state.charge("t", DAY, 1, before)
+    state.charge("t", DAY, 2, before + 2)  # the next day
+    await state.sync()
+    assert int(await redis.get(KEY)) == MICRO
+    assert int(await redis.get("llm-gateway:spend:t:2026-12-04")) == 2 * MICRO
+    assert state.spending.teams["t"].usd == 2
