@@ -193,15 +193,20 @@ async def test_a_regenerated_stream_counts_the_new_answer(
     assert usage == summed(U2)
 
 
+@pytest.mark.parametrize(
+    ("api", "model"),
+    [("chat", "claude-test"), ("responses", "claude-test"), ("messages", "gpt-test")],
+)
 async def test_a_translated_stream_continued_counts_every_part(
-    usage_gw: Harness, fake: FakeProvider, log_sink: Sink
+    usage_gw: Harness, fake: FakeProvider, log_sink: Sink, api: str, model: str
 ) -> None:
-    """A chat client on an Anthropic-format model, its stream continued: the chat usage
-    chunk is the parts' sum."""
-    fake.reply["claude-test"] = REPLY
-    fake.cut_at["claude-test"] = 16
-    fake.script("claude-test", [Success(usage=U1), Success(usage=U2)])
-    text, usage, _ = await agree(usage_gw, log_sink, "chat", "claude-test", True)
+    """A client on a model of another format (a chat client on an Anthropic-format model,
+    say), its stream continued: the usage the client reads is the parts' sum."""
+    upstream = UPSTREAM[model]
+    fake.reply[upstream] = REPLY
+    fake.cut_at[upstream] = 16
+    fake.script(upstream, [Success(usage=U1), Success(usage=U2)])
+    text, usage, _ = await agree(usage_gw, log_sink, api, model, True)
     assert text == REPLY
     assert usage == summed(U1, U2)
 
