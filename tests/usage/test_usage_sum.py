@@ -242,3 +242,21 @@ async def test_tokens_per_minute_counts_the_recovery_too(
         await gw.async_openai().chat.completions.create(
             model="gpt-test", messages=[{"role": "user", "content": ASK}]
         )
+
+
+async def test_a_translated_stream_is_counted_when_the_client_did_not_ask(
+    usage_gw: Harness, fake: FakeProvider, log_sink: Sink
+) -> None:
+    """A chat client that did not ask for usage, on an Anthropic-format model: the
+    provider's counts are in the access log (not estimated), and no usage chunk reaches
+    the client."""
+    fake.script("claude-test", [Success(usage=U1)])
+    chunks = [
+        c
+        async for c in await usage_gw.async_openai().chat.completions.create(
+            model="claude-test", messages=[{"role": "user", "content": ASK}], stream=True
+        )
+    ]
+    assert chunks and all(c.usage is None and c.choices for c in chunks)
+    line = await access_log(log_sink)
+    assert line["tokens"] == {"prompt": 100, "completion": 16}
