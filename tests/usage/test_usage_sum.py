@@ -10,8 +10,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.billing import estimate
 from gateway.formats import CHAT, MESSAGES, RESPONSES
@@ -104,11 +106,17 @@ async def access_log(log_sink: Sink) -> dict[str, Any]:
         await asyncio.sleep(0.01)
 
 
-def tokens_metric(gw: Harness, model: str) -> tuple[int, int]:
-    def kind(k: str) -> int:
-        return int(gw.metric("llm_gateway_tokens_total", team="team-a", model=model, kind=k))
-
-    return kind("prompt"), kind("completion")
+async def tokens_metric(gw: Harness, model: str) -> tuple[int, int]:
+    """``llm_gateway_tokens_total`` of ``model`` as ``GET /metrics`` shows it."""
+    async with aiohttp.ClientSession() as s, s.get(gw.url + "/metrics") as r:
+        text = await r.text()
+    found = {"prompt": 0, "completion": 0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "llm_gateway_tokens_total" and labels.get("model") == model:
+                found[labels["kind"]] = int(sample.value)
+    return found["prompt"], found["completion"]
 
 
 async def agree(
@@ -118,7 +126,7 @@ async def agree(
     text, client = await ask(gw, api, model, stream)
     line = await access_log(log_sink)
     assert (line["tokens"]["prompt"], line["tokens"]["completion"]) == client
-    assert tokens_metric(gw, model) == client
+    assert await tokens_metric(gw, model) == client
     return text, client, line
 
 
