@@ -53,6 +53,7 @@ VARIANTS = [
     request(answered_by="", status=499, request_id='quote" back\\ slash \u00e9 \u4e2d \n'),
     request(started=10.0 - 1e-9, ttfb=-0.0),
     request(started=9.0000005, ttfb=601.25),
+    request(estimated=True),  # a part's tokens estimated: said in "tokens"
 ]
 
 

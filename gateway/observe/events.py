@@ -221,7 +221,11 @@ class Events:
             "recovery": ",".join(r.recovery) or None,
             "duration_s": round(duration, 6),
             "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
-            "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
+            "tokens": (
+                {"prompt": r.prompt_tokens, "completion": r.completion_tokens, "estimated": True}
+                if r.estimated
+                else {"prompt": r.prompt_tokens, "completion": r.completion_tokens}
+            ),
             "error": r.error,
             **({"dropped": r.dropped.text()} if r.dropped is not None else {}),
             # what structlog's chain appends: event, then level and timestamp

@@ -209,7 +209,12 @@ async def _completion(
         stream = body.get("stream") is True
         attempter = attempter_of(HttpAttempter, gw, policies, request, req, log, endpoint, stream)
         resp = await answer(attempter, req, log, gw.env)
-        if limited and (tokens := log.prompt_tokens + log.completion_tokens):
+        if limited and (  # the answer's tokens and the recovery's: both were billed
+            tokens := log.prompt_tokens
+            + log.completion_tokens
+            + log.recovery_prompt_tokens
+            + log.recovery_completion_tokens
+        ):
             await gw.state.add_tokens(team, limits, tokens, time.time())
         return resp
     finally:  # what the request cost, also when it failed or its client left

@@ -183,7 +183,6 @@ async def test_a_team_without_a_budget_is_not_counted(gw: Harness, fake: FakePro
     assert gw.gateway.state.spending.teams == {}
 
 
-@pytest.mark.xfail(reason="needs streams billed (the usage helper's part)", strict=False)
 async def test_a_client_that_left_mid_stream_still_spent(
     budgeted: Start, fake: FakeProvider
 ) -> None:
