@@ -5,7 +5,9 @@ through these steps, so a simulated request starts where a live one does:
 
 1. :func:`resolve`: the model exists, the team may use it, a route serves it on the
    endpoint, and its providers serve that endpoint (404 / 403 / 404 / 400 otherwise);
-2. :func:`admit`: the team is within ``limits.requests_per_minute`` and
+2. :func:`within_budget`: a team with a budget that is spent is refused (429) or, with
+   ``when_spent: downgrade``, served by a ``downgrade_to`` model; then :func:`admit`:
+   the team is within ``limits.requests_per_minute`` and
    ``tokens_per_minute`` (429 otherwise); ``max_concurrent`` is held by the handler;
 3. :func:`request_for`: the :class:`~gateway.engine.Request` with its deadline, the
    route's ``timeouts.total`` shortened by the client's own timeout header;
@@ -23,6 +25,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gateway.budgets import iso
 from gateway.compacting import compact_ahead
 from gateway.engine import Request
 from gateway.errors import Category, GatewayError, bad_request
@@ -31,11 +34,12 @@ from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE
 from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
+    from gateway.budgets import Book, Period
     from gateway.engine import Env
     from gateway.formats import Format
     from gateway.observe.events import RequestLog
     from gateway.policy.policyset import PolicySet, ResolvedRoute
-    from gateway.policy.schema import Limits, Model
+    from gateway.policy.schema import Budget, Limits, Model
     from gateway.state.base import StateBackend
 
 #: The client's own timeout, in seconds (the first SDK header that is set and valid).
@@ -80,6 +84,55 @@ def resolve(
                 f"provider and cannot be called on {endpoint.value}"
             )
     return spec, route
+
+
+def within_budget(
+    policies: PolicySet,
+    book: Book,
+    budget: Budget,
+    asked: tuple[Model, ResolvedRoute, dict[str, Any]],
+    endpoint: Endpoint,
+    path: str,
+    log: RequestLog,
+    now: float,
+) -> tuple[Model, ResolvedRoute, dict[str, Any]]:
+    """The model, route and body that serve a request of a team with a budget (``asked``:
+    the resolved ones): as asked while the budget lasts, or for a ``downgrade_to`` model;
+    once it is spent, with ``downgrade``, the first ``downgrade_to`` model that serves the
+    endpoint (``x-gateway-recovery: budget_downgrade``); else a 429 until the reset."""
+    team = log.team
+    period = book.spent(team, budget, now)
+    if period is None:
+        return asked
+    spec, route, body = asked
+    if budget.when_spent == "downgrade":
+        if log.model in budget.downgrade_to:
+            return asked
+        requested, routed = log.model, log.route
+        for name in budget.downgrade_to:
+            try:
+                spec, route = resolve(policies, team, name, endpoint, path, log)
+            except GatewayError:
+                continue
+            finally:
+                log.model = requested  # the access log names the model asked for
+            log.used("budget_downgrade")
+            log.answered_by = name
+            return spec, route, {**body, "model": name}
+        log.route = routed
+    raise budget_spent(team, budget, period, now)
+
+
+def budget_spent(team: str, budget: Budget, period: Period, now: float) -> GatewayError:
+    """The 429 of a team whose budget is spent until ``period`` ends."""
+    wait = max(1, math.ceil(period.end - now))
+    return GatewayError(
+        429,
+        f"team {team!r} has spent its budget of {budget.usd:g} USD per {budget.per} "
+        f"({period.key}); it resets at {iso(period.end)}",
+        code="budget_exceeded",
+        headers={"retry-after": str(wait), "x-should-retry": "false"},
+    )
 
 
 def has_limits(limits: Limits) -> bool:

@@ -25,6 +25,7 @@ from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.streams.transcript import UNREADABLE
+from gateway.usage import Usage
 
 #: Why an answer was not continued, or a stream not resumed, when the decision said to but
 #: the follow-up request found no answer (its own recovery gave up).
@@ -100,7 +101,7 @@ class Segment:
     failure: Failure | None = None
     diverged: bool = False
     held: list[Any] = field(default_factory=list)  # closing events held back
-    prompt_tokens: int = 0  # the most this stream reported (counted once per stream)
+    usage: Usage | None = None  # what the stream reported (its counts so far: the last)
 
 
 class StreamSide(Protocol):

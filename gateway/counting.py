@@ -79,7 +79,8 @@ class CountAttempter(HttpAttempter):
     def _count_call(
         self, wiring: Wiring, d: Deployed, body: dict[str, Any]
     ) -> tuple[Target, Body] | Failure:
-        """The target and body of the count on ``d``, or a failure (no credential)."""
+        """The target and body of the count on ``d``, or a failure (no credential). The
+        client's query (Claude Code's ``?beta=true``) and provider headers go along."""
         cloud = wiring.cloud
         beta = self.request.headers.get("anthropic-beta")
         if cloud is not None:
@@ -87,7 +88,7 @@ class CountAttempter(HttpAttempter):
             return self.cloud_target(wiring, d, url, shaped, beta)
         base = wiring.targets[endpoint_of(MESSAGES)]
         counting = Target(URL(f"{base.url}/count_tokens"), base.headers)
-        t = target(counting, self.request.headers, "")
+        t = target(counting, self.request.headers, self.request.rel_url.raw_query_string)
         t.headers["x-request-id"] = self.log.request_id
         return t, Body(self.req.encode(body, d.upstream_model))
 

@@ -384,10 +384,13 @@ class HttpAttempter:
         else:
             from gateway.translate import convert as translate
 
-            client = crossing.client_fmt  # a chat client's own choice; others always have it
-            usage = not client.usage_if_asked or asks_usage(self.req.body)
+            # the usage chunk, a chat client's own choice (others always have usage), is
+            # written all the same, for the gateway to count: kept from a client that did not
+            # ask for it, as the relay does with a chat provider's
+            client = crossing.client_fmt
+            hide_usage = client.usage_if_asked and not asks_usage(self.req.body)
             splitter = inner = translate.Splitter(
-                crossing.upstream_fmt, client, crossing.model, usage, crossing.names
+                crossing.upstream_fmt, client, crossing.model, True, crossing.names
             )
         if eventstream:  # Bedrock: AWS event-stream frames, as SSE events of the format
             from gateway.clouds.eventstream import EventStreamSplitter

@@ -7,6 +7,14 @@ is first resumed in the same stream (prefill where the model supports it, else a
 regeneration that must start with what was already sent). An answer cut at the token
 limit is continued in the same stream (``output_recovery``), its closing events held
 back until the gateway knows whether it goes on.
+
+Each upstream stream is billed once, when the answer's end is known, on the price of the
+deployment that served it: a part of the answer (its output reached the client), or
+recovery (a stream cut and then regenerated: the new stream's output replaced it). Its
+usage is the last its events reported; a stream cut before its usage event is estimated
+from the request sent and the text it produced (:func:`gateway.billing.estimate`). The
+usage events of a resumed or continued stream tell the client the parts' sum
+(:class:`~gateway.streams.splice.Splice`).
 """
 
 from __future__ import annotations
@@ -14,12 +22,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway.billing import estimate
 from gateway.continuing import Segment, follow_stream, same_model
 from gateway.deadlines import Limit
-from gateway.engine import Env, Request, recover
+from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, exhausted
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
@@ -31,6 +41,10 @@ from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 from gateway.upstream import MAPPED, UpstreamFailure, failure
+from gateway.usage import Usage
+
+if TYPE_CHECKING:
+    from gateway.pricing import Price
 
 DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
 READ, WRITE = "read", "write"  # the waits of a stream
@@ -42,8 +56,9 @@ class ClientStalled(ConnectionError):
 
 
 async def relay(
-    att: HttpAttempter, s: OpenStream, req: Request, log: RequestLog, env: Env
+    att: HttpAttempter, s: OpenStream, req: Request, log: RequestLog, env: Env, result: Result
 ) -> web.StreamResponse:
+    """Relay the stream ``s``, the answer of the attempt ``result`` tells of."""
     try:
         out = await att.commit()
     except BaseException:
@@ -54,7 +69,7 @@ async def relay(
     active = (out, ep)
     att.streams.add(active)
     try:
-        return await _relay(att, out, s, req, log, env)
+        return await _relay(att, out, s, req, log, env, result)
     except ClientStalled:
         transport = att.request.transport
         if transport is not None:
@@ -71,13 +86,18 @@ async def _relay(
     req: Request,
     log: RequestLog,
     env: Env,
+    result: Result,
 ) -> web.StreamResponse:
     ep = att.endpoint
     tracked = ep.continuable and followup.tracks_answer(
         req.body, req.fmt, req.policy.output_recovery, req.policy.stream
     )
     side = LiveStream(att, out, s, req, log, env, Transcript(ep) if tracked else None)
-    await follow_stream(side, req, log, env)
+    side.attempt(result)
+    try:
+        await follow_stream(side, req, log, env)
+    finally:
+        side.settle()  # also when the client left: what the provider streamed is billed
     await end(out, att.write_timeout)
     return out
 
@@ -99,18 +119,66 @@ class LiveStream:
         self.att, self.out, self.s, self.req, self.log, self.env = att, out, s, req, log, env
         self.tx = tx  # what the client was sent, kept when a decision may need it
         self.splice: Splice | None = None  # set once a continued / resumed stream is spliced in
+        # the answer's parts, billed once its end is known: (usage, price, model, estimated)
+        self.parts: list[tuple[Usage, Price | None, str, bool]] = []
+        # the current stream's attempt: its model, price, the request it sent, and where
+        # its text starts in the transcript
+        self.model, self.sent, self.text_at = req.model, req.body, 0
+        self.price: Price | None = None
+
+    def attempt(self, result: Result) -> None:
+        """The current stream is the answer of ``result``'s attempt (billed as it says)."""
+        model = result.progress.model
+        self.model, self.sent = model, result.body
+        self.price = self.att.price(model, result.progress.deployment)
+        self.text_at = len(self.tx.text) if self.tx is not None else 0
 
     async def pump(self) -> Segment:
-        s = self.s
-        if s.trace is None:
-            return await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env)
-        try:  # traced: the attempt's span ends with its stream
-            seg = await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env)
-        except BaseException:
-            s.trace.end("cancelled")  # the client left or stalled
-            raise
-        s.trace.end(None if seg.failure is None else seg.failure.category.value)
-        return seg
+        s, seg = self.s, Segment()
+        try:
+            if s.trace is None:
+                await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env, seg)
+                return seg
+            try:  # traced: the attempt's span ends with its stream
+                await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env, seg)
+            except BaseException:
+                s.trace.end("cancelled")  # the client left or stalled
+                raise
+            s.trace.end(None if seg.failure is None else seg.failure.category.value)
+            return seg
+        finally:
+            self.parts.append(self._part(seg))
+
+    def _part(self, seg: Segment) -> tuple[Usage, Price | None, str, bool]:
+        """The stream that ended as ``seg``, as a part to bill: what it reported, else (cut
+        before its usage event, or before its last count) estimated."""
+        u, estimated = seg.usage, False
+        if u is not None and not u.input and not u.output:
+            u = None  # a translated stream's usage with no counts from the provider
+        if u is None or not seg.complete:
+            text = self.tx.text[self.text_at :] if self.tx is not None else ""
+            guess = estimate(self.sent, self.req.fmt, text)
+            if u is None:
+                u, estimated = guess, True
+            elif guess.output > u.output:  # an Anthropic message_start's count, say
+                u, estimated = replace(u, output=guess.output), True
+        return u, self.price, self.model, estimated
+
+    def _bill(self, recovery: bool) -> None:
+        for u, price, model, estimated in self.parts:
+            self.log.bill(u, price, model, recovery=recovery, estimated=estimated)
+        self.parts.clear()
+
+    def _sum(self) -> Usage:
+        """The usage of the answer's parts so far."""
+        total = Usage()
+        for u, *_ in self.parts:
+            total.add(u)
+        return total
+
+    def settle(self) -> None:
+        """Bill the answer's parts (the stream is over)."""
+        self._bill(recovery=False)
 
     def cut(self, seg: Segment) -> bool:
         return self.tx is not None and cut_at_length(seg.held, self.att.endpoint)
@@ -130,10 +198,12 @@ class LiveStream:
         follow = continuation.continuation_request(
             self.req.body, [partial_response(self.tx)], self.req.fmt, prefill=self.prefill()
         )
-        stream = await _open(self.att, same_model(self.req, model, follow), self.log, self.env)
-        if stream is None:
+        opened = await _open(self.att, same_model(self.req, model, follow), self.log, self.env)
+        if opened is None:
             return False
-        self.s, self.splice = stream, Splice(self.tx, self.att.endpoint, regenerate=False)
+        self.s, result = opened
+        self.splice = Splice(self.tx, self.att.endpoint, regenerate=False, base=self._sum())
+        self.attempt(result)
         return True
 
     async def open_resume(self, modes: tuple[str, ...]) -> bool:
@@ -147,11 +217,16 @@ class LiveStream:
                 sub = replace(self.req, body=follow, model=model)
             else:
                 sub = self.req  # regenerate: the original request again
-            stream = await _open(self.att, sub, self.log, self.env)
-            if stream is not None:
+            opened = await _open(self.att, sub, self.log, self.env)
+            if opened is not None:
                 regenerate = mode == followup.REGENERATE
-                self.s = stream
-                self.splice = Splice(self.tx, self.att.endpoint, regenerate=regenerate)
+                if regenerate:  # the new stream's output replaces what was sent: recovery
+                    self._bill(recovery=True)
+                self.s, result = opened
+                self.splice = Splice(
+                    self.tx, self.att.endpoint, regenerate=regenerate, base=self._sum()
+                )
+                self.attempt(result)
                 return True
         return False
 
@@ -192,8 +267,9 @@ async def _pump(
     splice: Splice | None,
     log: RequestLog,
     env: Env,
-) -> Segment:
-    """Relay one upstream stream until it ends, breaks or diverges.
+    seg: Segment,
+) -> None:
+    """Relay one upstream stream until it ends, breaks or diverges (how: ``seg``).
 
     Pieces are read as they arrive and written at once; a client that does not read
     holds the next read back (aiohttp then stops reading the upstream socket), up to
@@ -204,7 +280,6 @@ async def _pump(
     """
     ep = att.endpoint
     rules = att.req.policy.classify
-    seg = Segment()
     held = seg.held
     trace = s.trace  # None unless traced: then it collects what the attempt's span ends with
     # Where only events with a "usage" key carry usage (chat), the others are not looked
@@ -232,14 +307,14 @@ async def _pump(
             if (
                 data is not None
                 and (usage_key is None or data.get(usage_key) is not None)
-                and (u := sse.usage_of(data, ep))
+                and (u := sse.usage_of(data, ep, seg.usage)) is not None
             ):
-                if u[0] > seg.prompt_tokens:  # each stream's prompt once, the largest count
-                    log.prompt_tokens += u[0] - seg.prompt_tokens
-                    seg.prompt_tokens = u[0]
-                log.completion_tokens = max(log.completion_tokens, u[1])
                 if trace is not None:
-                    trace.usage(u, data)
+                    before = 0 if seg.usage is None else seg.usage.input
+                    trace.usage((u.input - before, u.output), data)
+                seg.usage = u  # the stream's counts so far (billed when the answer ends)
+                if splice is not None:
+                    splice.usage = u  # what its usage events tell the client, summed
                 if hide_usage and not data.get("choices"):
                     continue  # the usage chunk only the gateway asked for: counted, not sent
             if tx is None:
@@ -327,7 +402,6 @@ async def _pump(
     )
     if seg.failure is not None:
         seg.complete = False
-    return seg
 
 
 async def _flush(
@@ -352,7 +426,11 @@ async def _flush(
     return len(sent) == len(fed)
 
 
-async def _open(att: HttpAttempter, sub: Request, log: RequestLog, env: Env) -> OpenStream | None:
+async def _open(
+    att: HttpAttempter, sub: Request, log: RequestLog, env: Env
+) -> tuple[OpenStream, Result] | None:
     result = await recover(sub, log, env, att)
     stream = result.outcome.stream
-    return stream if result.outcome.failure is None and isinstance(stream, OpenStream) else None
+    if result.outcome.failure is None and isinstance(stream, OpenStream):
+        return stream, result
+    return None

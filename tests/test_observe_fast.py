@@ -53,6 +53,7 @@ VARIANTS = [
     request(answered_by="", status=499, request_id='quote" back\\ slash \u00e9 \u4e2d \n'),
     request(started=10.0 - 1e-9, ttfb=-0.0),
     request(started=9.0000005, ttfb=601.25),
+    request(estimated=True),  # a part's tokens estimated: said in "tokens"
     # costs: rounded to 1e-8 USD; recovery tokens only when not 0; null when nothing priced
     request(cost_usd=0.000123456789, recovery_cost_usd=1.5e-7, recovery_prompt_tokens=5),
     request(cost_usd=1234.5, recovery_completion_tokens=3, estimated=True),

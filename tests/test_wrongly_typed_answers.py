@@ -24,6 +24,7 @@ from gateway.streams import sse
 from gateway.streams.transcript import Transcript, partial_response
 from gateway.testing import shapes
 from gateway.translate import usage as tusage
+from gateway.usage import Usage
 from tests.json_paths import paths
 
 ANSWER = shapes.Answer(
@@ -110,7 +111,8 @@ def test_stream_readers_never_raise_on_wrong_types(case: tuple[Endpoint, list[by
         ev = sse.Event(r, kind, data)
         sse.is_preamble(ev)
         u = sse.usage_of(data, ep)
-        assert u is None or all(type(n) is int and 0 <= n <= MAX for n in u)
+        counts = () if u is None else (u.input, u.output, u.cache_read, u.cache_creation)
+        assert all(type(n) is int and 0 <= n <= MAX for n in counts)
         if not tx.record(kind, data):
             continue
         tx.closes(ev)
@@ -173,19 +175,21 @@ def test_token_counts_are_non_negative_64_bit_integers(value: Any) -> None:
 
 def test_usage_of_counts_only_counts() -> None:
     chat, msgs = Endpoint.chat, Endpoint.messages
-    assert sse.usage_of({"usage": {"prompt_tokens": "NaN", "completion_tokens": 3}}, chat) == (0, 3)
+    assert sse.usage_of({"usage": {"prompt_tokens": "NaN", "completion_tokens": 3}}, chat) == (
+        Usage(0, 3)
+    )
     assert sse.usage_of({"usage": {"prompt_tokens": -1, "completion_tokens": 2**64}}, chat) == (
-        0,
-        0,
+        Usage(0, 0)
     )
     assert sse.usage_of({"usage": {"prompt_tokens": 1.5, "completion_tokens": True}}, chat) == (
-        0,
-        0,
+        Usage(0, 0)
     )
     assert sse.usage_of({"type": "message_start", "message": "x"}, msgs) is None
     assert sse.usage_of({"type": "message_delta", "usage": [1]}, msgs) is None
     assert sse.usage_of({"type": ["message_stop"]}, Endpoint.responses) is None
-    assert sse.usage_of({"type": "message_delta", "usage": {"output_tokens": 9}}, msgs) == (0, 9)
+    assert sse.usage_of({"type": "message_delta", "usage": {"output_tokens": 9}}, msgs) == Usage(
+        0, 9
+    )
 
 
 def test_a_finish_reason_of_another_type_is_not_final() -> None:

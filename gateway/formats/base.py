@@ -185,9 +185,11 @@ class Format:
         """The neutral counts of an answer's ``usage`` block (:mod:`gateway.usage`)."""
         raise NotImplementedError
 
-    def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
-        """(prompt, completion) tokens carried by one decoded stream event, if any. May
-        raise ``AttributeError``/``TypeError`` on a field of the wrong type."""
+    def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None:
+        """The stream's usage after one decoded event that carries some (None: the event
+        carries none); ``so_far``: what the stream's earlier events reported (an Anthropic
+        ``message_delta`` updates its ``message_start``). May raise
+        ``AttributeError``/``TypeError`` on a field of the wrong type."""
         raise NotImplementedError
 
     # The client's stream, as :mod:`gateway.streams.transcript` records it and

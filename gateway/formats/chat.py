@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.formats.base import Format
 from gateway.formats.chat_stream import ChatStream
-from gateway.formats.parts import as_dict, plain_text, role, token_count
+from gateway.formats.parts import as_dict, plain_text, role
 from gateway.usage import Usage, from_chat
 
 
@@ -140,11 +140,9 @@ class Chat(ChatStream, Format):
     def answer_usage(self, block: dict[str, Any]) -> Usage:
         return from_chat(block)
 
-    def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
+    def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None:
         u = obj.get("usage")
-        if isinstance(u, dict):
-            return token_count(u.get("prompt_tokens")), token_count(u.get("completion_tokens"))
-        return None
+        return from_chat(u) if isinstance(u, dict) else None
 
 
 def first_choice(response: Mapping[str, Any]) -> Mapping[str, Any]:

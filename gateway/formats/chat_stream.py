@@ -18,6 +18,7 @@ from gateway.streams.overlap import Diverged, Out
 if TYPE_CHECKING:
     from gateway.streams.splice import Splice
     from gateway.streams.transcript import Transcript
+    from gateway.usage import Usage
 
 _CHOICE = itemgetter("index", "delta", "finish_reason")  # of a chat choice
 
@@ -77,6 +78,8 @@ class ChatStream:
     def splice_event(self, s: Splice, obj: dict[str, Any], kind: Kind) -> Out | Diverged:
         data = copy.copy(obj)
         t = s.t
+        if s.base is not None and isinstance(usage := data.get("usage"), dict):
+            data["usage"] = chat_usage(usage, s.total())
         if t.id is not None:
             data["id"], data["created"], data["model"] = t.id, t.created, t.model
             if t.has_fingerprint:
@@ -100,6 +103,28 @@ class ChatStream:
             return Out()
         data["choices"] = kept
         return Out([(data, kind)])
+
+
+def chat_usage(block: dict[str, Any], u: Usage) -> dict[str, Any]:
+    """A chat ``usage`` block with the counts of ``u`` written over the provider's."""
+    out = {
+        **block,
+        "prompt_tokens": u.input,
+        "completion_tokens": u.output,
+        "total_tokens": u.input + u.output,
+    }
+    details = block.get("prompt_tokens_details")
+    if u.cache_read or u.cache_creation or isinstance(details, dict):
+        cached = {"cached_tokens": u.cache_read}
+        if u.cache_creation:
+            cached["cache_write_tokens"] = u.cache_creation
+        out["prompt_tokens_details"] = {**(details or {}), **cached}
+    if "prompt_cache_hit_tokens" in block:  # DeepSeek's name for the cached tokens
+        out["prompt_cache_hit_tokens"] = u.cache_read
+    if u.reasoning is not None:
+        done = block.get("completion_tokens_details")
+        out["completion_tokens_details"] = {**(done or {}), "reasoning_tokens": u.reasoning}
+    return out
 
 
 def read_choice(t: Transcript, c: Any) -> None:

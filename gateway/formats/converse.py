@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from gateway.formats.base import Format
 from gateway.formats.messages import Messages, turn_problems
-from gateway.formats.parts import as_dict, as_list, plain_text, role, text_of, token_count
+from gateway.formats.parts import as_dict, as_list, plain_text, role, text_of
 from gateway.usage import Usage, from_converse
 
 if TYPE_CHECKING:
@@ -157,12 +157,10 @@ class Converse(Format):
     def answer_usage(self, block: dict[str, Any]) -> Usage:
         return from_converse(block)
 
-    def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
+    def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None:
         """A ``metadata`` payload's usage (it comes after ``messageStop``)."""
         u = obj.get("usage")
-        if isinstance(u, dict):
-            return token_count(u.get("inputTokens")), token_count(u.get("outputTokens"))
-        return None
+        return from_converse(u) if isinstance(u, dict) else None
 
     def stream_read(self, t: Transcript, obj: dict[str, Any], hold: bool = False) -> bool:
         _not_a_client_format()

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from gateway.formats.base import ErrorLike, Format
 from gateway.formats.messages_stream import MessagesStream
-from gateway.formats.parts import as_list, blocks, is_type, plain_text, role, text_of, token_count
-from gateway.usage import Usage, from_anthropic
+from gateway.formats.parts import as_list, blocks, is_type, plain_text, role, text_of
+from gateway.usage import Usage, from_anthropic, update_anthropic
 
 #: The version header the gateway sends; a client's own replaces it.
 VERSION = "2023-06-01"
@@ -139,15 +140,15 @@ class Messages(MessagesStream, Format):
     def answer_usage(self, block: dict[str, Any]) -> Usage:
         return from_anthropic(block)
 
-    def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
+    def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None:
         etype = obj.get("type")
         if etype == "message_start":
-            u = (obj.get("message") or {}).get("usage") or {}
-        elif etype == "message_delta":  # cumulative counts; input ones too when known late
-            u = obj.get("usage") or {}
-        else:
-            return None
-        return token_count(u.get("input_tokens")), token_count(u.get("output_tokens"))
+            return from_anthropic((obj.get("message") or {}).get("usage") or {})
+        if etype == "message_delta":  # cumulative counts; input ones too when known late
+            usage = Usage() if so_far is None else replace(so_far)
+            update_anthropic(usage, obj.get("usage") or {})
+            return usage
+        return None
 
     def error_body(self, err: ErrorLike) -> dict[str, object]:
         return err.anthropic_body()

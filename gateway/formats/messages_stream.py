@@ -18,6 +18,7 @@ from gateway.streams.overlap import Diverged, Out
 if TYPE_CHECKING:
     from gateway.streams.splice import Splice
     from gateway.streams.transcript import Transcript
+    from gateway.usage import Usage
 
 _ENDS = ("message_delta", "message_stop")
 
@@ -97,11 +98,26 @@ class MessagesStream:
             data["delta"] = {**delta, "text": got}
             return Out([(data, kind)])
         if etype in _ENDS:
+            if etype == "message_delta" and s.base is not None:  # the parts' usage summed
+                usage = anthropic_usage(obj.get("usage") or {}, s.total())
+                return _end_text(s, [({**obj, "usage": usage}, kind)])
             out = _end_text(s, [])
             if not isinstance(out, Diverged):
                 out.raw = True
             return out
         return Out(raw=True)
+
+
+def anthropic_usage(block: dict[str, Any], u: Usage) -> dict[str, Any]:
+    """A ``message_delta`` usage with the counts of ``u`` written over the provider's: the
+    input ones too (they replace what ``message_start`` told the client)."""
+    return {
+        **block,
+        "input_tokens": max(u.input - u.cache_read - u.cache_creation, 0),
+        "cache_creation_input_tokens": u.cache_creation,
+        "cache_read_input_tokens": u.cache_read,
+        "output_tokens": u.output,
+    }
 
 
 def _text_delta(client_index: int, text: str) -> tuple[dict[str, Any], Kind]:

@@ -19,7 +19,6 @@ from gateway.formats.parts import (
     plain_text,
     role,
     text_of,
-    token_count,
 )  # fmt: skip
 from gateway.formats.responses_stream import ResponsesStream
 from gateway.usage import Usage, from_responses
@@ -193,10 +192,9 @@ class Responses(ResponsesStream, Format):
     def answer_usage(self, block: dict[str, Any]) -> Usage:
         return from_responses(block)
 
-    def event_usage(self, obj: dict[str, Any]) -> tuple[int, int] | None:
+    def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None:
         if obj.get("type") in _FINAL:
-            u = (obj.get("response") or {}).get("usage") or {}
-            return token_count(u.get("input_tokens")), token_count(u.get("output_tokens"))
+            return from_responses((obj.get("response") or {}).get("usage") or {})
         return None
 
     def stream_error(

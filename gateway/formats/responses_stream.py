@@ -20,6 +20,7 @@ from gateway.streams.overlap import Diverged, Out
 if TYPE_CHECKING:
     from gateway.streams.splice import Splice
     from gateway.streams.transcript import Transcript
+    from gateway.usage import Usage
 
 _PREAMBLE = ("response.created", "response.in_progress", "response.queued")
 _FINAL = ("response.completed", "response.incomplete")
@@ -194,6 +195,24 @@ def _text_done(s: Splice, data: dict[str, Any], kind: Kind) -> Out | Diverged:
     return Out(events)
 
 
+def responses_usage(block: dict[str, Any], u: Usage) -> dict[str, Any]:
+    """A Responses ``usage`` block with the counts of ``u`` written over the provider's."""
+    cached: dict[str, Any] = {"cached_tokens": u.cache_read}
+    if u.cache_creation:
+        cached["cache_write_tokens"] = u.cache_creation
+    out = {
+        **block,
+        "input_tokens": u.input,
+        "output_tokens": u.output,
+        "total_tokens": u.input + u.output,
+        "input_tokens_details": {**(block.get("input_tokens_details") or {}), **cached},
+    }
+    if u.reasoning is not None:
+        done = block.get("output_tokens_details") or {}
+        out["output_tokens_details"] = {**done, "reasoning_tokens": u.reasoning}
+    return out
+
+
 def _final(s: Splice, data: dict[str, Any]) -> dict[str, Any]:
     t = s.t
     response = dict(data.get("response") or {})
@@ -205,5 +224,7 @@ def _final(s: Splice, data: dict[str, Any]) -> dict[str, Any]:
         response["output"] = [t.done_items[k] for k in sorted(t.done_items)]
     if "output_text" in response:
         response["output_text"] = t.text
+    if s.base is not None and isinstance(usage := response.get("usage"), dict):
+        response["usage"] = responses_usage(usage, s.total())
     data["response"] = response
     return data

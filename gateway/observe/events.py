@@ -225,7 +225,11 @@ class Events:
             "recovery": ",".join(r.recovery) or None,
             "duration_s": round(duration, 6),
             "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
-            "tokens": {"prompt": r.prompt_tokens, "completion": r.completion_tokens},
+            "tokens": (
+                {"prompt": r.prompt_tokens, "completion": r.completion_tokens, "estimated": True}
+                if r.estimated
+                else {"prompt": r.prompt_tokens, "completion": r.completion_tokens}
+            ),
             # to 1e-8 USD; null: billed without a price, nothing priced (observe/cost.py)
             "cost_usd": None
             if r.unpriced is not None and not cost_usd

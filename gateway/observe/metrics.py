@@ -111,8 +111,16 @@ _DEPLOYMENT_UP = (
     " (cooldown, quota, auth, ejection)",
     ("model", "deployment"),
 )
+_BUDGET_SPENT = (
+    P + "budget_spent_usd",
+    "USD a team with a budget spent in its current period, as this process knows it",
+    ("team",),
+)
+_BUDGET_LIMIT = (P + "budget_limit_usd", "A team's budget per period (USD)", ("team",))
 #: (model, deployment, in service) for every deployment of the models with several.
 DeploymentsUp = Callable[[], Iterable[tuple[str, str, bool]]]
+#: (team, spent, limit) in USD for every team with a budget.
+Budgets = Callable[[], Iterable[tuple[str, float, float]]]
 _Kind = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
 
 
@@ -159,6 +167,8 @@ class Metrics:
         self._snapshot: Counts | None = None  # the counts of the scrape being rendered
         #: Read at every scrape for ``deployment_up`` (set by the gateway; None: no series).
         self.deployments_up: DeploymentsUp | None = None
+        #: Read at every scrape for the budget gauges (set by the gateway; None: no series).
+        self.budgets: Budgets | None = None
         # Registered in this order, as /metrics lists them; the per-request ones as
         # collectors of the counts above.
         counter, histogram = CounterMetricFamily, HistogramMetricFamily
@@ -191,6 +201,8 @@ class Metrics:
         self.deployment_up = self._family(
             _DEPLOYMENT_UP, GaugeMetricFamily, self._collect_deployment_up
         )
+        self._family(_BUDGET_SPENT, GaugeMetricFamily, lambda: self._collect_budgets(1))
+        self._family(_BUDGET_LIMIT, GaugeMetricFamily, lambda: self._collect_budgets(2))
         self.deployment_attempts = Counter(
             P + "deployment_attempts_total",
             "Upstream attempts per deployment of models with several, by outcome",
@@ -449,6 +461,14 @@ class Metrics:
         if self.deployments_up is not None:
             for model, deployment, up in self.deployments_up():
                 family.add_metric([model, deployment], 1.0 if up else 0.0)
+        return family
+
+    def _collect_budgets(self, which: int) -> Metric:
+        name, doc, labels = _BUDGET_SPENT if which == 1 else _BUDGET_LIMIT
+        family = GaugeMetricFamily(name, doc, labels=labels)
+        if self.budgets is not None:
+            for team, spent, limit in self.budgets():
+                family.add_metric([team], spent if which == 1 else limit)
         return family
 
     def render(self) -> tuple[bytes, str]:

@@ -54,6 +54,7 @@ from gateway.resilience.conversation import (
     plain_text,
     role,
     text_chars,
+    text_size,
     tokens_for,
 )
 
@@ -314,10 +315,11 @@ def _result(
 def summary_input_chars(context_window: int | None, scale: float = 1.0) -> int:
     """How much transcript a summary request may carry for a model with ``context_window``.
 
-    The window less the summary's own ``max_tokens``, 10 % margin, in characters
-    (4 per estimated token; ``scale`` converts provider tokens into estimate units,
-    as in :func:`target_tokens_for`), less room for the instructions and the task;
-    at most 200,000 characters, at least 1,000. No window: 200,000.
+    The window less the summary's own ``max_tokens``, 10 % margin, in the estimate's
+    size (:func:`text_size`: characters, one outside ASCII as its UTF-8 bytes; 4 per
+    estimated token; ``scale`` converts provider tokens into estimate units, as in
+    :func:`target_tokens_for`), less room for the instructions and the task; at most
+    200,000, at least 1,000. No window: 200,000.
     """
     if context_window is None:
         return SUMMARY_INPUT_MAX_CHARS
@@ -339,7 +341,7 @@ def summary_request(
     The middle is what ``drop_middle`` would drop without a target. Each entry is
     rendered as lines of transcript (``user: ...``, ``assistant called
     grep({...})``, ``tool result: ...``), each line snipped to
-    ``tool_result_max_chars``, the whole transcript to ``max_input_chars``; the
+    ``tool_result_max_chars``, the whole transcript to a size of ``max_input_chars``; the
     first user message goes along as context. ``summary_fmt`` is the format the
     summarize model is called in (:meth:`~gateway.formats.Format.summary_request` puts
     the instructions where it keeps a system text). Never streamed, ``temperature: 0``, at most
@@ -356,7 +358,8 @@ def summary_request(
         for entry in items[s:e]
         for line in fmt.transcript_lines(entry)
     ]
-    transcript = snip_text("\n".join(lines), max_input_chars)
+    joined = "\n".join(lines)
+    transcript = snip_text(joined, _chars_within(joined, max_input_chars))
     task = next((plain_text(e.get("content")) for e in items if role(e) == "user"), "")
     prompt = (
         f"The task the user gave at the start (context only):\n<task>\n{snip_text(task, limit)}"
@@ -364,6 +367,12 @@ def summary_request(
         "\n</transcript>"
     )
     return summary_fmt.summary_request(model, SUMMARY_INSTRUCTIONS, prompt, SUMMARY_MAX_TOKENS)
+
+
+def _chars_within(text: str, size: int) -> int:
+    """How many characters of ``text`` make a size of about ``size`` (its average)."""
+    whole = text_size(text)
+    return size if whole <= len(text) else size * len(text) // whole
 
 
 def summary_text(answer: Any, summary_fmt: Format) -> str:

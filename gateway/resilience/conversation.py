@@ -18,8 +18,11 @@ adds one (a cut lies between a user message and the assistant message after it,
 so roles keep alternating), Responses another (a ``reasoning`` item stays with
 the item it precedes).
 
-Token estimate (:func:`estimate_tokens`): ``ceil(chars / 4)`` over every text
-a model reads, plus 4 tokens per entry. Counted: message text and content
+Token estimate (:func:`estimate_tokens`): ``ceil(size / 4)`` over every text
+a model reads, plus 4 tokens per entry, where a text's size is its length with each
+character outside ASCII counted as its UTF-8 bytes (:func:`text_size`: Chinese and
+Japanese 3, Cyrillic 2), since tokenizers give such text more tokens per character
+(bench/count_error.py measures it). Counted: message text and content
 parts, the top-level Anthropic ``system`` and Responses ``instructions``, tool
 call names and arguments (Anthropic ``tool_use.input`` as its JSON), tool
 results, reasoning summaries, and the JSON of the ``tools`` definitions.
@@ -42,7 +45,7 @@ from gateway.formats.parts import IMAGE_TYPES, plain_text, role
 __all__ = [
     "PINNED_ROLES", "allowed_cuts", "conversation_problems", "estimate_tokens",
     "fixed_chars", "groups", "is_valid_conversation", "plain_text", "role", "text_chars",
-    "tokens_for",
+    "text_size", "tokens_for",
 ]  # fmt: skip
 
 CHARS_PER_TOKEN = 4
@@ -98,10 +101,16 @@ def groups(cuts: Sequence[bool], start: int, end: int) -> list[tuple[int, int]]:
 # ---- size -----------------------------------------------------------------------
 
 
+def text_size(text: str) -> int:
+    """The size of a text in the estimate's units: its length, a character outside ASCII
+    counted as its UTF-8 bytes (2 for Cyrillic or an accented letter, 3 for Chinese)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def text_chars(value: Any) -> int:
-    """Characters of model-visible text in a JSON value (see the module docstring)."""
+    """Size of model-visible text in a JSON value (see the module docstring)."""
     if isinstance(value, str):
-        return len(value)
+        return text_size(value)
     if isinstance(value, Mapping):
         if value.get("type") in IMAGE_TYPES:
             return IMAGE_TOKENS * CHARS_PER_TOKEN
@@ -110,7 +119,7 @@ def text_chars(value: Any) -> int:
             if key in _NOT_TEXT:
                 continue
             if key == "input" and isinstance(item, Mapping):  # Anthropic tool_use arguments
-                total += len(json.dumps(item, ensure_ascii=False, default=str))
+                total += text_size(json.dumps(item, ensure_ascii=False, default=str))
             else:
                 total += text_chars(item)
         return total
@@ -124,7 +133,7 @@ def fixed_chars(body: Mapping[str, Any], fmt: Format) -> int:
     total = sum(text_chars(body.get(key)) for key in fmt.fixed_keys)
     tools = body.get("tools")
     if tools:
-        total += len(json.dumps(tools, ensure_ascii=False, default=str))
+        total += text_size(json.dumps(tools, ensure_ascii=False, default=str))
     return total
 
 
@@ -134,7 +143,7 @@ def tokens_for(chars: int, count: int) -> int:
 
 
 def estimate_tokens(body: Mapping[str, Any], fmt: Format) -> int:
-    """A cheap prompt-size estimate in tokens: ``ceil(chars / 4) + 4 per entry``."""
+    """A cheap prompt-size estimate in tokens: ``ceil(size / 4) + 4 per entry``."""
     items = fmt.entries(body)
     chars = fixed_chars(body, fmt) + sum(text_chars(e) for e in items)
     return tokens_for(chars, len(items))

@@ -14,9 +14,11 @@ wall-clock epoch seconds, passed in by the engine.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from gateway.policy.schema import Fallback, Limits, RetryBudget
+from gateway.budgets import Book
+from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
 from gateway.resilience.fallback import Choice, FallbackState, Transition
 
 __all__ = ["Choice", "FallbackState", "StateBackend", "Transition"]
@@ -50,6 +52,21 @@ class StateBackend(Protocol):
 
     async def add_tokens(self, team: str, limits: Limits, tokens: int, now: float) -> None:
         """Count tokens the team used (for ``tokens_per_minute``)."""
+        ...
+
+    spending: Book
+    """Each team's spending in its budget's period, as this replica knows it: read on the
+    request path (no I/O); the backend keeps it in step with the other replicas."""
+    shared: bool
+    """Budgets (and the rest) are shared with other replicas."""
+
+    def charge(self, team: str, budget: Budget, usd: float, now: float) -> None:
+        """Add a finished request's cost (USD) to its team's budget (never waits)."""
+        ...
+
+    def track(self, budgets: Mapping[str, Budget], now: float) -> None:
+        """The teams with a budget (at start and after a reload): their shared totals are
+        read from now on; teams no longer in ``budgets`` are forgotten."""
         ...
 
     def fallback_snapshot(self) -> dict[str, FallbackState]:

@@ -9,7 +9,11 @@ practice they are few).
 
 from __future__ import annotations
 
-from gateway.policy.schema import Fallback, Limits, RetryBudget
+from collections.abc import Mapping
+
+from gateway.budgets import Book
+from gateway.observe import budget_events
+from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
 from gateway.resilience import fallback
 from gateway.resilience.budget import RetryBudgetWindow, TeamWindow
 from gateway.resilience.fallback import Choice, FallbackState, Transition
@@ -24,6 +28,8 @@ class MemoryState:
         self.fallbacks: dict[str, FallbackState] = {}
         self.budgets: dict[str, RetryBudgetWindow] = {}
         self.teams: dict[str, TeamWindow] = {}
+        self.spending = Book(budget_events.crossed)
+        self.shared = False
 
     # ---- fallback ----
 
@@ -94,6 +100,14 @@ class MemoryState:
         if limits.tokens_per_minute is None or tokens <= 0:
             return
         self._team(team, now).add_tokens(now, tokens)
+
+    # ---- budgets ----
+
+    def charge(self, team: str, budget: Budget, usd: float, now: float) -> None:
+        self.spending.charge(team, budget, usd, now)
+
+    def track(self, budgets: Mapping[str, Budget], now: float) -> None:
+        self.spending.track(budgets, now)
 
     async def close(self) -> None:
         return None

@@ -7,6 +7,7 @@ Keys (all prefixed ``llm-gateway:``)::
     llm-gateway:budget:{route}:retry:{sec}  retries in one second;  TTL 12 s
     llm-gateway:limit:{team}:req:{minute}   admitted requests in one minute; TTL 120 s
     llm-gateway:limit:{team}:tok:{minute}   tokens in one minute;   TTL 120 s
+    llm-gateway:spend:{team}:{period}       a team's budget spending (redis_budgets)
 
 Redis off the critical path (issue 18): a request makes at most ONE round trip to
 Redis on its happy path, and none when its team has no limits.
@@ -71,7 +72,8 @@ budget and limit windows start empty at the outage and are forgotten afterwards
 yet flushed when Redis failed are dropped (at most ``sync_interval`` of them).
 
 The background sync and the outage handling are in :mod:`gateway.state.redis_sync`, the
-reservation of admissions in :mod:`gateway.state.redis_admissions`.
+reservation of admissions in :mod:`gateway.state.redis_admissions`, team budgets (their
+keys, flush and outage behaviour) in :mod:`gateway.state.redis_budgets`.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import structlog
@@ -89,7 +91,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import WatchError
 
-from gateway.policy.schema import Fallback, Limits, RetryBudget
+from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
 from gateway.resilience import fallback
 from gateway.resilience.budget import (
     BUDGET_WINDOW_S,
@@ -152,6 +154,7 @@ class RedisState(SyncedState):
         self._timeout = timeout
         self._admissions = Admissions(self._redis, 2 * timeout, self._count, self.ignored)
         self._reads: dict[str, asyncio.Future[FallbackState]] = {}  # reads in flight
+        self.shared = True
 
     # ---- fallback ----
 
@@ -366,6 +369,18 @@ class RedisState(SyncedState):
             return
         self._count(self._limit_key(team, "tok", now), tokens)
 
+    # ---- budgets (synced by redis_budgets) ----
+
+    def charge(self, team: str, budget: Budget, usd: float, now: float) -> None:
+        self.spending.charge(team, budget, usd, now)
+        if self._sync_task is None:
+            self._ensure_sync()
+
+    def track(self, budgets: Mapping[str, Budget], now: float) -> None:
+        self.spending.track(budgets, now)
+        if budgets and self._sync_task is None:
+            self._ensure_sync()
+
     async def close(self) -> None:
         self._closed = True
         task, self._sync_task = self._sync_task, None
@@ -373,9 +388,9 @@ class RedisState(SyncedState):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self._pending and not self.degraded:
+        if (self._pending or self.spending.teams) and not self.degraded:
             with contextlib.suppress(Exception):
-                await self.sync()  # the last counts; bounded by op_timeout
+                await self.sync()  # the last counts and spending; bounded by op_timeout
         await self._admissions.close()
         try:
             await self._redis.aclose()

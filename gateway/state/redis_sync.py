@@ -25,6 +25,7 @@ from gateway.resilience.budget import (
 )
 from gateway.resilience.fallback import FallbackState
 from gateway.state.memory import MemoryState
+from gateway.state.redis_budgets import BudgetSync
 from gateway.state.redis_values import Bad, Ignored, fallback_state
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ class SyncedState:
         self._closed = False
         self.ignored = Ignored()
         """Logs each key whose value is ignored once (also used for counters)."""
+        self.spending = self.local.spending  # one book, kept through an outage
+        self._budget_sync = BudgetSync(self.spending, self.ignored, PREFIX)
 
     def _decode(self, key: str, raw: bytes | str | None) -> FallbackState:
         """The fallback state of ``key`` read back; the initial one when malformed (the
@@ -170,7 +173,7 @@ class SyncedState:
         teams = self._tend_leases(wall)
         keys = list(self._used)
         counts = self._pending
-        if not keys and not counts and not teams:
+        if not keys and not counts and not teams and not self._budget_sync.tracking:
             return False
         if self.degraded:  # counters go to the local state while degraded
             return True
@@ -179,6 +182,7 @@ class SyncedState:
             await self._call(lambda: self._sync(keys, counts, teams, now, wall), nothing)
         finally:
             self._inflight = {}
+            self._budget_sync.failed()  # (nothing left when the replies were read)
         return True
 
     def _tend_leases(self, wall: float) -> list[str]:
@@ -205,7 +209,12 @@ class SyncedState:
                 pipe.mget([f"{PREFIX}fb:{k}" for k in keys])
             if teams:
                 pipe.mget([self._limit_key(t, "tok", wall) for t in teams])
+            spending = self._budget_sync.queue(pipe)
             replies = await pipe.execute(raise_on_error=False)
+        if spending:
+            spent, replies = replies[-spending:], replies[:-spending]
+            if bad := self._budget_sync.apply(spent):
+                await self._redis.delete(*bad)
         incremented = replies[: 2 * len(counts) : 2]
         if bad := [k for k, r in zip(counts, incremented, strict=True) if isinstance(r, Exception)]:
             await self._restart_counters(bad, counts)

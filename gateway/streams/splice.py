@@ -38,8 +38,11 @@ deltas, thinking blocks and reasoning items that come before the resumed text
 once the client has seen output). Responses ``sequence_number`` continues from
 the last one sent, and the ``.done`` events and ``response.completed`` carry the
 whole text and the original ids (``response.output`` is every item the client
-saw completed). Usage is the resumed stream's own (the broken stream never told
-its count).
+saw completed). The usage a resumed stream reports is written as the sum of the
+answer's parts (``base``, the parts before it, plus what this stream reported so far:
+:meth:`Splice.total`): the chat usage chunk, Anthropic's ``message_delta`` (its input
+counts too, since the resumed ``message_start`` is dropped) and the Responses final
+event's ``response.usage``; the other events pass as they are.
 
 An answer cut at the token limit can only be continued if its closing events
 (:meth:`Transcript.closes`: the chat finish chunk, Anthropic's text
@@ -54,12 +57,14 @@ Pure: no aiohttp, asyncio, time or random.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gateway.providers import Endpoint
 from gateway.streams.overlap import Diverged, Out, Pipe
 from gateway.streams.sse import Event, Kind
 from gateway.streams.transcript import Transcript, partial_response, sse_event
+from gateway.usage import Usage
 
 __all__ = ["Diverged", "Splice", "Transcript", "partial_response"]
 
@@ -69,7 +74,14 @@ class Splice:
     each event is rewritten is the endpoint's format's
     (:meth:`~gateway.formats.Format.splice_event`); the fields are its state."""
 
-    def __init__(self, transcript: Transcript, endpoint: Endpoint, *, regenerate: bool) -> None:
+    def __init__(
+        self,
+        transcript: Transcript,
+        endpoint: Endpoint,
+        *,
+        regenerate: bool,
+        base: Usage | None = None,
+    ) -> None:
         if endpoint is not transcript.endpoint:
             raise ValueError("the splice and the transcript must be of the same endpoint")
         if endpoint is Endpoint.embeddings:
@@ -77,6 +89,10 @@ class Splice:
         fmt = endpoint.fmt
         self.t = transcript
         self.regenerate = regenerate
+        # the usage of the answer's parts before this stream (None: usage passes as it
+        # comes), and what this stream reported so far (set by the relay as it reads it)
+        self.base = base
+        self.usage: Usage | None = None
         self._rewrite = fmt.splice_event  # bound once per stream
         self._named = fmt.named_events
         self._sequenced = fmt.sequenced
@@ -118,6 +134,13 @@ class Splice:
         if self.regenerate and not self.pipe.settled:
             return Diverged(f"regenerated answer starts a {what} before the text sent")
         return self.renumbered(obj, key, index, kind)
+
+    def total(self) -> Usage:
+        """The answer's usage so far: the parts before this stream and this stream's."""
+        total = Usage() if self.usage is None else replace(self.usage)
+        if self.base is not None:
+            total.add(self.base)
+        return total
 
     @property
     def done(self) -> bool:

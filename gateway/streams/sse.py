@@ -26,6 +26,7 @@ from gateway.streams.kinds import Kind as Kind
 
 if TYPE_CHECKING:
     from gateway.providers import Endpoint
+    from gateway.usage import Usage
 
 
 @dataclass(slots=True)
@@ -273,16 +274,16 @@ def _preamble(obj: dict[str, Any]) -> bool:
     return True
 
 
-def usage_of(obj: Any, endpoint: Endpoint) -> tuple[int, int] | None:
-    """(prompt, completion) tokens carried by one decoded event, if any
-    (:meth:`~gateway.formats.Format.event_usage`). Counts are the stream's so far (an
-    Anthropic ``message_delta`` repeats the input tokens of ``message_start``, or brings
-    them when they were not known then): a stream's tokens are the largest it reported. A
+def usage_of(obj: Any, endpoint: Endpoint, so_far: Usage | None = None) -> Usage | None:
+    """The stream's usage after one decoded event, if the event carries any
+    (:meth:`~gateway.formats.Format.event_usage`; ``so_far``: what its earlier events
+    reported). Counts are the stream's so far (an Anthropic ``message_delta`` repeats the
+    input tokens of ``message_start``, or brings them when they were not known then). A
     count that is not one (:func:`token_count`) is 0; usage of the wrong shape is none."""
     if not isinstance(obj, dict):
         return None
     try:
-        return endpoint.fmt.event_usage(obj)
+        return endpoint.fmt.event_usage(obj, so_far)
     except (AttributeError, TypeError):  # a field of the wrong type: no usage
         return None
 

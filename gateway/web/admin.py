@@ -1,5 +1,5 @@
-"""The admin endpoints: ``POST /admin/reload``, ``GET /admin/policies`` and
-``GET /admin/deployments``.
+"""The admin endpoints: ``POST /admin/reload``, ``GET /admin/policies``,
+``GET /admin/deployments`` and ``GET /admin/budgets``.
 
 A reload (here, on SIGHUP, or by the file watcher of :mod:`gateway.web.reload`) parses and
 validates the whole directory, then swaps the new set in at once; a request keeps the
@@ -20,6 +20,7 @@ import orjson
 from aiohttp import web
 
 from gateway import formats, pricing
+from gateway.budgets import describe
 from gateway.errors import GatewayError
 from gateway.web.bearer import bears
 
@@ -98,4 +99,17 @@ async def deployments(gw: Gateway, request: web.BaseRequest) -> web.Response:
         for model, deps in gw.policies.deployments.items()
     }
     body = {"now": now, "models": models}
+    return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+async def budgets(gw: Gateway, request: web.BaseRequest) -> web.Response:
+    """``GET /admin/budgets``: per team with a budget, its period, what it spent and has
+    left, when it resets and its state (``ok`` / ``warned`` / ``spent``), as this replica
+    knows it; ``shared``: counted with the other replicas (through Redis)."""
+    if refused := _refused(gw, request):
+        return refused
+    now = time.time()
+    teams = describe(gw.state.spending, gw.budgets, now)
+    shared = gw.state.shared
+    body = {"now": now, "teams": {t: {**b, "shared": shared} for t, b in teams.items()}}
     return web.Response(body=orjson.dumps(body), content_type="application/json")

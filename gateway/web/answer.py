@@ -38,7 +38,7 @@ async def answer(
     if out.failure is not None:
         return await fail(attempter, result, log)
     if isinstance(out.stream, OpenStream):
-        return await relay(attempter, out.stream, req, log, env)
+        return await relay(attempter, out.stream, req, log, env, result)
     body = out.body
     data = out.json() if attempter.endpoint is not Endpoint.embeddings else None
     model = result.progress.model

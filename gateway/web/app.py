@@ -21,12 +21,14 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from gateway.budgets import describe, team_budgets
 from gateway.engine import Env
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.policy.load import PolicyError, Problem, load_policy_dir
 from gateway.policy.policyset import PolicySet
+from gateway.policy.schema import Budget
 from gateway.providers import Endpoint, Wiring, wiring_of
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
@@ -104,6 +106,11 @@ class Gateway:
         self.env = Env(self.state, self.events, time.monotonic, time.time, random.Random())
         # deployment_up is read from the board, for the current policy set, when scraped
         metrics.deployments_up = lambda: self.env.board.up(self.policies.deployments, time.time())
+        self.budgets: dict[str, Budget] = team_budgets(policies.teams)  # of the current set
+        metrics.budgets = lambda: (
+            (team, b["spent_usd"], b["limit_usd"])
+            for team, b in describe(self.state.spending, self.budgets, time.time()).items()
+        )
         # the cloud providers' credentials (gateway/clouds), found at start and on reload
         self.credentials = CloudCredentials(self.env.board, lambda: self.policies)
         self.tracing = tracing.configure(os.environ)  # None unless OTEL_* asks for traces
@@ -129,6 +136,8 @@ class Gateway:
             self._admin_reloaded(trigger)
             return False
         self.policies, self._egress, self._wiring = new, reach, {}
+        self.budgets = team_budgets(new.teams)
+        self.state.track(self.budgets, time.time())
         self.credentials.reload(new)
         self.last_reload_error = None
         self.events.policy_reloaded(len(new.files), trigger)
@@ -222,6 +231,7 @@ class Gateway:
             self.settings.state_url, reconnect_interval=self.settings.state_reconnect_s
         )
         self.env.state = self.state
+        self.state.track(self.budgets, time.time())  # their totals read from now on
         self.deployment_sync = share_deployments(self.settings.state_url, self.env.board)
         if self.deployment_sync is not None:
             await self.deployment_sync.start()

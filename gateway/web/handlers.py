@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from aiohttp import web
 
-from gateway.admission import admit, has_limits, prepare, request_for, resolve
+from gateway.admission import admit, has_limits, prepare, request_for, resolve, within_budget
 from gateway.deadlines import Limit
 from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
@@ -192,18 +192,34 @@ async def _completion(
     spec, route = resolve(policies, team, body.get("model"), endpoint, path, log)
     if gw.sim_url is None and policies.uses_sim:
         await gw.ensure_sim()  # a reload added the built-in sim provider
-    limits = policies.teams[team].limits
-    limited = has_limits(limits)
-    if limited:
-        await admit(gw.state, team, limits, time.time())
-    req = request_for(endpoint.fmt, body, route, spec.context_window, log.started, request.headers)
-    req = await prepare(req, log, gw.env)
-    stream = body.get("stream") is True
-    attempter = attempter_of(HttpAttempter, gw, policies, request, req, log, endpoint, stream)
-    resp = await answer(attempter, req, log, gw.env)
-    if limited and (tokens := log.prompt_tokens + log.completion_tokens):
-        await gw.state.add_tokens(team, limits, tokens, time.time())
-    return resp
+    team_spec = policies.teams[team]
+    limits, budget = team_spec.limits, team_spec.budget
+    if budget is not None:  # refused, or served by a downgrade model, once spent
+        asked = (spec, route, body)
+        book, now = gw.state.spending, time.time()
+        spec, route, body = within_budget(policies, book, budget, asked, endpoint, path, log, now)
+    try:
+        limited = has_limits(limits)
+        if limited:
+            await admit(gw.state, team, limits, time.time())
+        req = request_for(
+            endpoint.fmt, body, route, spec.context_window, log.started, request.headers
+        )
+        req = await prepare(req, log, gw.env)
+        stream = body.get("stream") is True
+        attempter = attempter_of(HttpAttempter, gw, policies, request, req, log, endpoint, stream)
+        resp = await answer(attempter, req, log, gw.env)
+        if limited and (  # the answer's tokens and the recovery's: both were billed
+            tokens := log.prompt_tokens
+            + log.completion_tokens
+            + log.recovery_prompt_tokens
+            + log.recovery_completion_tokens
+        ):
+            await gw.state.add_tokens(team, limits, tokens, time.time())
+        return resp
+    finally:  # what the request cost, also when it failed or its client left
+        if budget is not None and (cost := log.cost_usd + log.recovery_cost_usd):
+            gw.state.charge(team, budget, cost, time.time())
 
 
 A = TypeVar("A", bound=HttpAttempter)

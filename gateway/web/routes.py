@@ -61,6 +61,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/admin/reload": {"POST": admin.reload},
     "/admin/policies": {"GET": admin.policies},
     "/admin/deployments": {"GET": admin.deployments},
+    "/admin/budgets": {"GET": admin.budgets},
 }
 METRICS: dict[str, dict[str, Handler]] = {"/metrics": {"GET": handlers.metrics}}
 _ENDPOINTS = ", ".join(f"POST {p}" for p in (*Endpoint, count.PATH)) + ", GET /v1/models"

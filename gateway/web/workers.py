@@ -51,7 +51,8 @@ from typing import Any
 
 import structlog
 
-from gateway.observe import logs
+from gateway.budgets import team_budgets
+from gateway.observe import budget_events, logs
 from gateway.policy.load import PolicyError, load_policy_dir
 from gateway.settings import GatewaySettings
 
@@ -130,6 +131,8 @@ class Supervisor:
                 log.error("policy_rejected", file=p.file, line=p.line, message=p.message)
             print(str(e), file=sys.stderr, flush=True)
             return 1
+        if self.n > 1 and not s.state_url.strip() and (teams := team_budgets(policies.teams)):
+            budget_events.not_shared(sorted(teams), self.n)  # each worker counts its own
         try:
             self.socks = bind(s.host, s.port)
             if s.metrics_port is not None:

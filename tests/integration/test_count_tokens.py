@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,6 +20,37 @@ from tests.integration.test_anthropic import WEATHER
 from tests.log_sink import Sink
 
 SYSTEM = "You are a careful assistant who answers in one sentence."
+#: Claude Code's request shape: system as blocks (one cached), its tools.
+CLAUDE_CODE: dict[str, Any] = {
+    "system": [
+        {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+        {
+            "type": "text",
+            "text": "Use the tools to answer; prefer Read over Bash cat.",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    "tools": [
+        {
+            "name": "Bash",
+            "description": "Executes a given bash command",
+            "input_schema": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        },
+        {
+            "name": "Read",
+            "description": "Reads a file from the local filesystem",
+            "input_schema": {
+                "type": "object",
+                "properties": {"file_path": {"type": "string"}},
+                "required": ["file_path"],
+            },
+        },
+    ],
+}
 MESSAGES: list[Any] = [
     {"role": "user", "content": "What is the weather in Lisbon today? " * 10},
     {"role": "assistant", "content": "Let me look that up."},
@@ -73,9 +105,21 @@ async def test_openai_model_estimated(gw: Harness, fake: FakeProvider) -> None:
     assert not fake.requests
 
 
-async def test_rate_limited_count_retried(gw: Harness, fake: FakeProvider) -> None:
-    """A 429 on the count is retried as any request's attempt; the second answers."""
-    fake.push(Error.anthropic_rate_limit(retry_after=0.05), model="claude-test")
+def _rate_limited_ms(ms: int) -> Error:
+    """Anthropic's 429 carrying the wait in ``retry-after-ms`` (as Azure's Claude sends it)."""
+    limited = Error.anthropic_rate_limit()
+    return Error(limited.status, limited.body, {**limited.headers, "retry-after-ms": str(ms)})
+
+
+@pytest.mark.parametrize(
+    "limited",
+    [Error.anthropic_rate_limit(retry_after=0.05), _rate_limited_ms(50)],
+    ids=["retry-after", "retry-after-ms"],
+)
+async def test_rate_limited_count_retried(gw: Harness, fake: FakeProvider, limited: Error) -> None:
+    """A 429 on a one-deployment model's count is retried after the provider's wait
+    (``retry-after`` or ``retry-after-ms``); the second attempt answers."""
+    fake.push(limited, model="claude-test")
     client = gw.async_anthropic()
     raw = await client.messages.with_raw_response.count_tokens(
         model="claude-test", messages=MESSAGES
@@ -184,3 +228,71 @@ async def test_sibling_without_count_estimates(
     assert raw.headers["x-gateway-estimate"] == "true"
     assert raw.headers["x-gateway-attempts"] == "2"
     assert [r.path for r in fake.requests] == ["/v1/messages/count_tokens"]
+
+
+async def test_rate_limited_deployment_hands_count_to_sibling(
+    make_gateway: Callable[..., Awaitable[Harness]], fake: FakeProvider
+) -> None:
+    """Two Anthropic deployments: a 429 with a long ``retry-after-ms`` on the first sends
+    the count to the second at once, and the client gets the second's count."""
+    pair = {
+        "deployments": [
+            {"name": "first", "provider": "fake-anthropic", "upstream_model": "claude-test"},
+            {"name": "second", "provider": "fake-anthropic", "upstream_model": "claude-backup"},
+        ],
+        "balance": "ordered",
+    }
+    gw = await make_gateway(models={"claude-pair": pair})
+    fake.push(_rate_limited_ms(30_000), model="claude-test")
+    client = gw.async_anthropic()
+    started = time.monotonic()
+    raw = await client.messages.with_raw_response.count_tokens(
+        model="claude-pair", messages=MESSAGES
+    )
+    counted = await raw.parse()
+    assert time.monotonic() - started < 1.0
+    first, second = fake.requests
+    assert [first.model, second.model] == ["claude-test", "claude-backup"]
+    assert [first.path, second.path] == ["/v1/messages/count_tokens"] * 2
+    assert counted.input_tokens == parse_messages(second.body).prompt_tokens > 0
+    assert raw.headers["x-gateway-attempts"] == "2" and "x-gateway-estimate" not in raw.headers
+
+
+async def test_claude_code_shape_counted(gw: Harness, fake: FakeProvider) -> None:
+    """Claude Code's count (``?beta=true``, its betas in ``anthropic-beta``, system as
+    blocks, tools) reaches the provider as sent and its count comes back; the same
+    shape on a translated model is estimated."""
+    client = gw.async_anthropic()
+    betas = ["claude-code-20250219", "interleaved-thinking-2025-05-14"]
+    shape: dict[str, Any] = {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "list the files"}]}],
+        "system": CLAUDE_CODE["system"],
+        "tools": CLAUDE_CODE["tools"],
+        "betas": betas,
+        "extra_query": {"beta": "true"},  # as Claude Code's (TypeScript) SDK sends it
+    }
+    counted = await client.beta.messages.count_tokens(model="claude-test", **shape)
+    (seen,) = fake.requests
+    assert seen.path == "/v1/messages/count_tokens" and seen.query == {"beta": "true"}
+    assert seen.headers["anthropic-beta"].split(",")[:2] == betas
+    assert seen.body["system"] == CLAUDE_CODE["system"]
+    assert seen.body["tools"] == CLAUDE_CODE["tools"]
+    assert counted.input_tokens == parse_messages(seen.body).prompt_tokens > 0
+    raw = await client.beta.messages.with_raw_response.count_tokens(model="gpt-test", **shape)
+    assert raw.headers["x-gateway-estimate"] == "true"
+    assert (await raw.parse()).input_tokens > 0 and len(fake.requests) == 1
+
+
+async def test_count_never_estimated_when_every_deployment_counts(
+    gw: Harness, fake: FakeProvider
+) -> None:
+    """A model whose only deployment counts and keeps answering 429: after the retries
+    the client gets Anthropic's 429, not an estimate."""
+    for _ in range(4):  # the first attempt and the test policy's 3 retries
+        fake.push(_rate_limited_ms(10), model="claude-test")
+    client = gw.async_anthropic()
+    with pytest.raises(anthropic.RateLimitError) as e:
+        await client.messages.count_tokens(model="claude-test", messages=MESSAGES)
+    assert "x-gateway-estimate" not in e.value.response.headers
+    assert e.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+    assert [r.path for r in fake.requests] == ["/v1/messages/count_tokens"] * 4

@@ -23,6 +23,7 @@ from gateway.resilience import compaction, conversation
 from gateway.translate import convert
 from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
+from gateway.usage import Usage
 from tests.translate.test_answers_golden import NAMES as ANSWER_NAMES
 from tests.translate.test_answers_golden import facts as answer_facts
 from tests.translate.test_answers_golden import sdk_body
@@ -163,8 +164,10 @@ def test_its_errors_and_stream_events_have_anthropics_shape() -> None:
     err = GatewayError(429, "slow down")
     assert orjson.loads(err.body_bytes(CONVERSE))["error"]["type"] == "rate_limit_error"
     assert CONVERSE.stream_error("throttlingException", "slow").startswith(b"event: error\n")
-    assert CONVERSE.event_usage({"usage": {"inputTokens": 3, "outputTokens": 4}}) == (3, 4)
-    assert CONVERSE.event_usage({"stopReason": "end_turn"}) is None
+    assert CONVERSE.event_usage({"usage": {"inputTokens": 3, "outputTokens": 4}}, None) == Usage(
+        3, 4
+    )
+    assert CONVERSE.event_usage({"stopReason": "end_turn"}, None) is None
     assert CONVERSE.event_cut({"stopReason": "max_tokens"})
 
 

@@ -1,0 +1,128 @@
+"""A replica's budget book synced with a real Redis: the key, its expiry, a malformed
+value, an outage."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+from redis.asyncio import Redis
+from structlog.testing import capture_logs
+
+from gateway.budgets import MICRO, period_of
+from gateway.policy.schema import Budget
+from gateway.state.redis import RedisState
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.redis
+DAY = Budget(usd=10, per="day")
+NOW = datetime(2026, 12, 3, 10, tzinfo=UTC).timestamp()
+KEY = "llm-gateway:spend:t:2026-12-03"
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def state(redis_server: RedisServer) -> AsyncIterator[RedisState]:
+    s = RedisState(redis_server.url, wall=lambda: NOW, reconnect_interval=0.05)
+    yield s
+    await s.close()
+
+
+async def test_spending_is_added_in_micro_dollars_and_expires_after_the_period(
+    state: RedisState, redis: Redis
+) -> None:
+    """A sync adds the replica's spending to the period's key (micro-dollars) with an
+    expiry a day past the period's end, and takes back the total of every replica."""
+    await redis.set(KEY, 5 * MICRO)  # another replica's
+    state.charge("t", DAY, 1.25, NOW)
+    await state.sync()
+    assert int(await redis.get(KEY)) == 6_250_000
+    expires = await redis.expiretime(KEY)
+    assert expires == int(period_of("day", NOW).end) + 86400
+    assert state.spending.teams["t"].usd == 6.25
+
+
+async def test_a_team_without_spending_reads_the_total(state: RedisState, redis: Redis) -> None:
+    """A tracked team with no spending of its own reads the shared total at each sync."""
+    state.track({"t": DAY}, NOW)
+    await redis.set(KEY, 10 * MICRO)
+    await state.sync()
+    assert state.spending.spent("t", DAY, NOW) is not None
+
+
+async def test_a_malformed_total_is_read_as_zero_and_logged_once(
+    state: RedisState, redis: Redis
+) -> None:
+    """A value that is not an integer is read as 0 and logged once; a counter INCRBY
+    refuses starts again from this replica's spending."""
+    state.track({"t": DAY}, NOW)
+    await redis.set(KEY, "lots")
+    with capture_logs() as logs:
+        await state.sync()
+        await state.sync()
+        assert state.spending.teams["t"].usd == 0
+        state.charge("t", DAY, 2, NOW)
+        await state.sync()  # INCRBY refused: deleted, flushed again with the next sync
+        await state.sync()
+    assert int(await redis.get(KEY)) == 2 * MICRO
+    assert state.spending.teams["t"].usd == 2
+    ignored = [e for e in logs if e["event"] == "state_value_ignored"]
+    assert [e["key"] for e in ignored] == [KEY]  # once per key
+    assert "lots" not in str(ignored)
+
+
+async def test_an_outage_keeps_the_last_total_and_own_spending(
+    state: RedisState, redis: Redis, redis_server: RedisServer
+) -> None:
+    """With Redis gone the book keeps the last total seen plus this replica's spending,
+    and adds it all to Redis once it is back."""
+    await redis.set(KEY, 3 * MICRO)
+    state.track({"t": DAY}, NOW)
+    await state.sync()
+    redis_server.stop()
+    state.charge("t", DAY, 2, NOW)
+    await state.sync()  # fails: the spending stays this replica's own
+    await state.note_request("r", NOW)  # marks the outage (a request's call)
+    assert state.spending.teams["t"].usd == 5
+    redis_server.start()  # empty: it ran without persistence
+    await state.sync()  # degraded: nothing sent
+    await asyncio.sleep(0.06)  # the reconnect interval: the next call tries Redis again
+    await state.note_request("r", NOW)
+    assert not state.degraded
+    await state.sync()
+    restarted = Redis.from_url(redis_server.url)
+    try:
+        assert int(await restarted.get(KEY)) == 2 * MICRO  # the 3 before the restart: lost
+    finally:
+        await restarted.aclose()
+    assert state.spending.teams["t"].usd == 2
+
+
+async def test_closing_flushes_the_last_spending(redis_server: RedisServer, redis: Redis) -> None:
+    """A replica that stops adds the spending it had not flushed yet."""
+    state = RedisState(redis_server.url, wall=lambda: NOW)
+    state.charge("t", DAY, 3, NOW)
+    await state.close()
+    assert int(await redis.get(KEY)) == 3 * MICRO
+
+
+async def test_rollover_flushes_the_old_period_to_its_own_key(
+    state: RedisState, redis: Redis
+) -> None:
+    """Spending of a period that ended before it was flushed goes to that period's key;
+    the new period counts from 0."""
+    before = datetime(2026, 12, 3, 23, 59, 59, tzinfo=UTC).timestamp()
+    state.charge("t", DAY, 1, before)
+    state.charge("t", DAY, 2, before + 2)  # the next day
+    await state.sync()
+    assert int(await redis.get(KEY)) == MICRO
+    assert int(await redis.get("llm-gateway:spend:t:2026-12-04")) == 2 * MICRO
+    assert state.spending.teams["t"].usd == 2
