@@ -182,16 +182,25 @@ async def test_a_retried_rate_limit_adds_no_cost(
     assert line["recovery_cost_usd"] == 0.0 and "recovery_tokens" not in line
 
 
-async def test_a_stream_has_no_cost_header(make_gateway: MakeGateway) -> None:
-    """Streams send their headers before the cost is known: no x-gateway-cost-usd (the
-    access log has it)."""
+async def test_a_stream_has_its_cost_in_the_access_log_not_a_header(
+    make_gateway: MakeGateway, log_sink: Sink
+) -> None:
+    """Streams send their headers before the cost is known: no x-gateway-cost-usd; the
+    access log has the cost, tokens × price, and so does the metric."""
+    log_sink.configure()
     gw = await make_gateway(models=priced_models())
     raw = await gw.async_openai().chat.completions.with_raw_response.create(
-        model="gpt-priced", messages=HI, stream=True
+        model="gpt-priced", messages=HI, stream=True, stream_options={"include_usage": True}
     )
-    async for _ in raw.parse():
-        pass
+    usage = [c.usage async for c in raw.parse() if c.usage is not None]
     assert "x-gateway-cost-usd" not in raw.headers
+    line = await line_of(log_sink, raw.headers["x-request-id"])
+    (u,) = usage
+    assert line["tokens"] == {"prompt": u.prompt_tokens, "completion": u.completion_tokens}
+    want = usd(u.prompt_tokens, u.completion_tokens, PRICED)
+    assert want > 0 and line["cost_usd"] == round(want, 8)
+    assert gw.metric("llm_gateway_cost_usd_total", team="team-a", model="gpt-priced",
+                     kind="answer") == pytest.approx(want, rel=1e-12)  # fmt: skip
 
 
 async def test_admin_policies_shows_prices_and_their_source(make_gateway: MakeGateway) -> None:
