@@ -29,17 +29,6 @@ def estimate(body: Mapping[str, Any], fmt: Format, text: str) -> Usage:
     return Usage(estimate_tokens(body, fmt), -(-len(text) // CHARS_PER_TOKEN))
 
 
-def answer_usage(data: Mapping[str, Any], fmt: Format) -> Usage | None:
-    """The usage of a JSON answer in ``fmt``, or None when it has none it can be read from."""
-    block = data.get("usage")
-    if not isinstance(block, dict):
-        return None
-    try:
-        return fmt.answer_usage(block)
-    except (AttributeError, TypeError):  # a field of the wrong type
-        return None
-
-
 def bill_answer(
     log: RequestLog,
     fmt: Format,
@@ -52,10 +41,15 @@ def bill_answer(
 ) -> None:
     """Count one JSON answer (or part) in ``fmt``: its usage, else estimated from ``sent``
     (the request, in ``fmt``) and the answer's text."""
-    u = answer_usage(data, fmt)
-    if u is not None:
-        log.bill(u, price, model, recovery=recovery)
-        return
+    block = data.get("usage")
+    if isinstance(block, dict):
+        try:
+            u = fmt.answer_usage(block)
+        except (AttributeError, TypeError):  # a field of the wrong type: estimated
+            pass
+        else:
+            log.bill(u, price, model, recovery=recovery)
+            return
     try:
         text = fmt.answer_text(data)
     except (AttributeError, TypeError):

@@ -70,10 +70,11 @@ class Price:
     def cost(self, u: Usage) -> float:
         """USD for one part of an answer (or one recovery call)."""
         r = self.rates
-        for start, tier in reversed(self.tiers):
-            if u.input > start:
-                r = tier
-                break
+        if self.tiers:
+            for start, tier in reversed(self.tiers):
+                if u.input > start:
+                    r = tier
+                    break
         uncached = u.input - u.cache_read - u.cache_creation
         if uncached < 0:
             uncached = 0

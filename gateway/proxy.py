@@ -442,7 +442,8 @@ class HttpAttempter:
 
     # ---- the summarize compaction step's call (gateway/compacting.py summarize) --------
     def price(self, model: str, deployment: int) -> Price | None:
-        return self.policies.price_of(model, self._deployment(model, deployment).name)
+        prices = self.policies.price_lists[model]
+        return prices[deployment] if deployment < len(prices) else prices[0]
 
     def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
         fmt = self._deployment(model, deployment).fmts[0]

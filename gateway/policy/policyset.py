@@ -175,6 +175,7 @@ class PolicySet:
         "files",
         "models",
         "policies",
+        "price_lists",
         "prices",
         "providers",
         "teams",
@@ -189,6 +190,7 @@ class PolicySet:
     deployments: Mapping[str, tuple[Deployed, ...]]
     files: Mapping[str, str]
     prices: Mapping[tuple[str, str], pricing.Price | None]
+    price_lists: Mapping[str, tuple[pricing.Price | None, ...]]
     version: str
     uses_sim: bool
 
@@ -219,6 +221,13 @@ class PolicySet:
         #: Per (model, deployment name), its price (None: not priced), see gateway/pricing.py.
         self.prices = MappingProxyType(
             pricing.prices_of(dict(self.models), dict(self.deployments), dict(self.providers))
+        )
+        #: Per model, the price of each of its deployments, by index (the request path's).
+        self.price_lists = MappingProxyType(
+            {
+                n: tuple(self.prices.get((n, d.name)) for d in ds)
+                for n, ds in self.deployments.items()
+            }
         )
         self.policies = MappingProxyType(dict(policies))
         self.teams = MappingProxyType(
