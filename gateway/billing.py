@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gateway.resilience.conversation import CHARS_PER_TOKEN, estimate_tokens
+from gateway.resilience.conversation import CHARS_PER_TOKEN, estimate_tokens, text_size
 from gateway.usage import Usage
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def estimate(body: Mapping[str, Any], fmt: Format, text: str) -> Usage:
     """A part's usage estimated: the request ``body`` (in ``fmt``) and the ``text`` the
     part produced."""
-    return Usage(estimate_tokens(body, fmt), -(-len(text) // CHARS_PER_TOKEN))
+    return Usage(estimate_tokens(body, fmt), -(-text_size(text) // CHARS_PER_TOKEN))
 
 
 def bill_answer(
