@@ -70,22 +70,30 @@ def from_anthropic(u: Any) -> Usage:
 
 
 def update_anthropic(usage: Usage, u: Any) -> None:
-    """A ``message_delta`` usage over the ``message_start`` one (its counts are totals)."""
-    if u.get("output_tokens") is not None:
-        usage.output = _int(u["output_tokens"])
+    """A ``message_delta`` usage over the ``message_start`` one (its counts are totals). A
+    count the delta leaves out, or gives as something that is not a count, stands as it
+    was."""
+    output = _given(u.get("output_tokens"))
+    if output is not None:
+        usage.output = output
     details = u.get("output_tokens_details")
-    if isinstance(details, dict) and details.get("thinking_tokens") is not None:
-        usage.reasoning = _int(details["thinking_tokens"])
-    uncached = u.get("input_tokens")
-    read = u.get("cache_read_input_tokens")
-    written = u.get("cache_creation_input_tokens")
+    if isinstance(details, dict) and (thinking := _given(details.get("thinking_tokens"))):
+        usage.reasoning = thinking
+    uncached = _given(u.get("input_tokens"))
+    read = _given(u.get("cache_read_input_tokens"))
+    written = _given(u.get("cache_creation_input_tokens"))
     if uncached is None and read is None and written is None:
         return
     if uncached is None:
-        uncached = usage.input - usage.cache_read - usage.cache_creation
-    usage.cache_read = _int(read) if read is not None else usage.cache_read
-    usage.cache_creation = _int(written) if written is not None else usage.cache_creation
-    usage.input = _int(uncached) + usage.cache_read + usage.cache_creation
+        uncached = max(usage.input - usage.cache_read - usage.cache_creation, 0)
+    usage.cache_read = read if read is not None else usage.cache_read
+    usage.cache_creation = written if written is not None else usage.cache_creation
+    usage.input = uncached + usage.cache_read + usage.cache_creation
+
+
+def _given(value: Any) -> int | None:
+    """A count, or None when ``value`` is absent or is not one (:func:`token_count`)."""
+    return value if type(value) is int and token_count(value) == value else None
 
 
 def from_converse(u: Any) -> Usage:

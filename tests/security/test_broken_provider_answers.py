@@ -293,7 +293,11 @@ async def test_fuzz_wrongly_typed_provider_answers(
     bad_counts = [
         (line["request_id"], line["tokens"])
         for line in lines
-        if not all(type(v) is int and 0 <= v <= MAX_COUNT for v in line["tokens"].values())
+        if not all(
+            type(v) is int and 0 <= v <= MAX_COUNT
+            for k, v in line["tokens"].items()
+            if k != "estimated"  # true when a part's counts were estimated
+        )
     ]
     report = (
         f"{t.requests} requests in {elapsed:.1f} s, statuses {t.statuses}; "
