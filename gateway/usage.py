@@ -46,18 +46,26 @@ def _maybe(value: Any) -> int | None:
 
 
 def from_chat(u: Any) -> Usage:
-    details = u.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens")
+    # Read on every chat answer: the counts a usage block leaves out cost no call.
+    p, c = u.get("prompt_tokens"), u.get("completion_tokens")
+    usage = Usage(
+        p if type(p) is int and 0 <= p <= MAX_TOKENS else 0,
+        c if type(c) is int and 0 <= c <= MAX_TOKENS else 0,
+    )
+    details = u.get("prompt_tokens_details")
+    cached = None
+    if details:
+        cached = details.get("cached_tokens")
+        if (written := details.get("cache_write_tokens")) is not None:
+            usage.cache_creation = _int(written)
     if cached is None:
         cached = u.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
-    out = u.get("completion_tokens_details") or {}
-    return Usage(
-        _int(u.get("prompt_tokens")),
-        _int(u.get("completion_tokens")),
-        _int(cached),
-        _int(details.get("cache_write_tokens")),
-        _maybe(out.get("reasoning_tokens")),
-    )
+    if cached is not None:
+        usage.cache_read = _int(cached)
+    out = u.get("completion_tokens_details")
+    if out and (reasoning := out.get("reasoning_tokens")) is not None:
+        usage.reasoning = _int(reasoning)
+    return usage
 
 
 def from_anthropic(u: Any) -> Usage:
