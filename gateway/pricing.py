@@ -29,6 +29,7 @@ the page (they are unpriced, as is a table entry with no token price).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -137,11 +138,14 @@ def _private_host(url: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1024)
 def table_price(
     upstream_model: str, *, provider_id: str | None = None, provider_api_url: str | None = None
 ) -> Price | None:
     """genai-prices' price of ``upstream_model`` at the provider ``provider_id`` (the
-    table's id) or the one whose API is at ``provider_api_url``, or None."""
+    table's id) or the one whose API is at ``provider_api_url``, or None. Each is looked up
+    once per process (0.2-0.8 ms a lookup): a reload, a worker's own load and the keys of
+    one provider find it again at no cost."""
     try:
         from genai_prices import Usage as TableUsage
         from genai_prices import calc_price

@@ -99,7 +99,8 @@ class MessagesStream:
             return Out([(data, kind)])
         if etype in _ENDS:
             if etype == "message_delta" and s.base is not None:  # the parts' usage summed
-                usage = anthropic_usage(obj.get("usage") or {}, s.total())
+                given = obj.get("usage")
+                usage = anthropic_usage(given if isinstance(given, dict) else {}, s.total())
                 return _end_text(s, [({**obj, "usage": usage}, kind)])
             out = _end_text(s, [])
             if not isinstance(out, Diverged):

@@ -107,11 +107,6 @@ class RequestLog:
         else:
             self.cost_usd += price.cost(u)
 
-    @property
-    def priced(self) -> bool:
-        """The costs cover every part billed."""
-        return self.unpriced is None
-
     def used(self, what: str) -> None:
         if what not in self.recovery:
             self.recovery.append(what)

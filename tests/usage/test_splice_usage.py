@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from gateway.providers import Endpoint
@@ -80,3 +81,18 @@ def test_without_a_base_usage_passes_as_it_came(endpoint: Endpoint) -> None:
     else:
         assert (got.input, got.output) == (own.input, own.output)
     assert (got.cache_read, got.cache_creation) == (0, 0)
+
+
+def test_a_resumed_message_delta_with_usage_of_the_wrong_type_still_passes() -> None:
+    """A provider's ``message_delta`` whose ``usage`` is not an object: the spliced event
+    carries the parts' sum all the same, and the stream goes on (no unreadable event)."""
+    t, _ = cut(Endpoint.messages, T, 3)
+    sp = Splice(t, Endpoint.messages, regenerate=False, base=BASE)
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": "x"}
+    (event,) = parse(
+        b"event: message_delta\ndata: " + orjson.dumps(delta) + b"\n\n", Endpoint.messages
+    )
+    got = sp.feed(event)
+    assert isinstance(got, bytes)
+    (out,) = [e.data for e in parse(got, Endpoint.messages) if e.data]
+    assert out["usage"]["output_tokens"] == BASE.output
