@@ -24,6 +24,7 @@ from typing import Any, Literal
 from gateway.policy.schema import Budget, Team
 
 __all__ = [
+    "MAX_CHARGE_USD",
     "MICRO",
     "Book",
     "Crossing",
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 MICRO = 1_000_000
+#: The most one request is charged, USD: no answer costs this; a provider's count that
+#: says so (2**63 tokens) is broken. Redis counts up to 2**63 micro-dollars.
+MAX_CHARGE_USD = 1_000_000.0
 """Micro-dollars per dollar: the unit of the counts shared between replicas."""
 
 Per = Literal["day", "week", "month"]
@@ -156,9 +160,11 @@ class Book:
         return e.period if e.micro >= budget.usd * MICRO else None
 
     def charge(self, team: str, budget: Budget, usd: float, now: float) -> None:
-        """Add a request's cost (USD) to the team's spending."""
+        """Add a request's cost (USD) to the team's spending: at most
+        :data:`MAX_CHARGE_USD` (or the whole budget, if larger), so that a provider's
+        absurd token count spends the budget without overflowing the shared counter."""
         e = self.entry(team, budget, now)
-        e.own += usd * MICRO
+        e.own += min(usd, max(MAX_CHARGE_USD, budget.usd)) * MICRO
         self._check(team, e, budget)
 
     def _check(self, team: str, e: Spend, budget: Budget) -> None:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.budgets import MICRO, Book, Crossing, describe, iso, period_of
+from gateway.budgets import MAX_CHARGE_USD, MICRO, Book, Crossing, describe, iso, period_of
 from gateway.policy.schema import Budget
 
 
@@ -132,3 +132,13 @@ def test_describe_shows_period_spending_and_state() -> None:
     assert (row["spent_usd"], row["limit_usd"], row["remaining_usd"]) == (6, 10, 4)
     assert row["resets_at"] == "2026-12-04T00:00:00Z"
     assert row["state"] == "warned"
+
+
+def test_an_absurd_cost_spends_the_budget_without_overflowing_the_shared_counter() -> None:
+    """A broken provider's count (2**63 tokens at $15 per million) is charged as at most
+    MAX_CHARGE_USD: the budget is spent, and what is flushed fits Redis's 64-bit INCRBY."""
+    book, now = Book(), at("2026-12-03T10:00:00")
+    book.charge("t", DAY, (2**63 - 1) * 15e-6, now)
+    assert book.spent("t", DAY, now) is not None
+    [(_, _, n)] = book.take()
+    assert n == MAX_CHARGE_USD * MICRO < 2**63
