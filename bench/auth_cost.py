@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import yarl
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
@@ -44,6 +45,7 @@ URL = (
     "https://bedrock-runtime.us-east-1.amazonaws.com/model/"
     "us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke"
 )
+TARGET = yarl.URL(URL, encoded=True)
 BODY = (b'{"anthropic_version":"bedrock-2023-05-31","max_tokens":1024,"messages":[' + b"x" * 2048)[
     :2048
 ]
@@ -60,7 +62,7 @@ def per_call_us(call: Callable[[], None], count: int) -> float:
 def authorizing(credential: Credential[object]) -> Callable[[], None]:
     def call() -> None:
         headers = {"content-type": "application/json", "accept": "application/json"}
-        credential.authorize("POST", URL, headers, BODY)
+        credential.authorize("POST", TARGET, headers, BODY)
 
     return call
 

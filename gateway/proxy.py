@@ -252,7 +252,7 @@ class HttpAttempter:
             from gateway.clouds.credentials import CredentialUnavailable
 
             try:
-                credential.authorize("POST", str(url), headers, raw)
+                credential.authorize("POST", url, headers, raw)
             except CredentialUnavailable:  # why is in the credentials_failed event only:
                 # it may name the files and services looked at, not the client's business
                 msg = f"provider {d.provider!r} has no usable credentials"

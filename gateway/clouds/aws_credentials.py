@@ -8,19 +8,21 @@ from botocore's public ``refresh_needed(seconds)``. Each attempt is signed by aw
 C signer, the one ``botocore[crt]`` uses) with the frozen credentials of the last fetch:
 a few tens of microseconds, no I/O.
 
-The signature covers ``host``, ``content-type`` and the ``x-amz-*`` headers it adds, the
-method, the path and query exactly as given, and the body; any other header may be added
-or changed after signing.
+The signature covers ``host`` (as aiohttp writes it: no default port), ``content-type``
+and the ``x-amz-*`` headers it adds, the method, the path and query exactly as encoded in
+the URL, and the body (its SHA-256 taken by ``hashlib`` and handed to awscrt, rather than
+read back by awscrt through a Python stream, a call into Python per read and per seek);
+any other header may be added or changed after signing.
 """
 
 from __future__ import annotations
 
-import io
+from hashlib import sha256
 from typing import Any
-from urllib.parse import urlsplit
 
 import botocore.session
 from awscrt import auth, http
+from yarl import URL
 
 from gateway.clouds.credentials import Credential, Held, OnChange
 
@@ -32,7 +34,7 @@ _HORIZON_DOUBLINGS = 40
 _BISECTIONS = 24
 
 
-class AwsCredential(Credential[auth.AwsSigningConfig]):
+class AwsCredential(Credential[auth.AwsCredentialsProvider]):
     """SigV4 for service ``bedrock`` in ``region``, with the credentials of ``profile``
     (None: the default chain)."""
 
@@ -68,29 +70,25 @@ class AwsCredential(Credential[auth.AwsSigningConfig]):
         signer = auth.AwsCredentialsProvider.new_static(
             frozen.access_key, frozen.secret_key, frozen.token or None
         )
+        left = seconds_left(self._found)
+        return Held(signer, None if left is None else self._clock() + left)
+
+    def authorize(self, method: str, url: URL, headers: dict[str, str], body: bytes) -> None:
+        """Sign one attempt (SigV4): adds ``authorization``, ``x-amz-date`` and, for
+        temporary credentials, ``x-amz-security-token``."""
         config = auth.AwsSigningConfig(
             algorithm=auth.AwsSigningAlgorithm.V4,
             signature_type=auth.AwsSignatureType.HTTP_REQUEST_HEADERS,
-            credentials_provider=signer,
+            credentials_provider=self._current(),
             region=self.region,
             service="bedrock",
+            signed_body_value=sha256(body).hexdigest(),
         )
-        left = seconds_left(self._found)
-        return Held(config, None if left is None else self._clock() + left)
-
-    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None:
-        """Sign one attempt (SigV4): adds ``authorization``, ``x-amz-date`` and, for
-        temporary credentials, ``x-amz-security-token``."""
-        config = self._current()
-        parts = urlsplit(url)
-        target = f"{parts.path or '/'}?{parts.query}" if parts.query else parts.path or "/"
-        signed_headers = [("host", parts.netloc)]
+        signed_headers = [("host", url.host_port_subcomponent or "")]
         content_type = headers.get("content-type")
         if content_type is not None:
             signed_headers.append(("content-type", content_type))
-        request = http.HttpRequest(
-            method, target, http.HttpHeaders(signed_headers), io.BytesIO(body)
-        )
+        request = http.HttpRequest(method, url.raw_path_qs, http.HttpHeaders(signed_headers))
         signed = auth.aws_sign_request(request, config).result().headers
         for name, sent in _SIGNED:
             value = signed.get(name)

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from gateway.clouds.refresh import RETRY_CAP, RETRY_FIRST, refresh_delay, retry_delay
 
 if TYPE_CHECKING:
+    from yarl import URL
+
     from gateway.policy.schema import Provider
 
 #: Called with the provider's name and its new ``problem`` (None: usable again).
@@ -125,7 +127,7 @@ class Credential(Generic[T]):
         """Find or refresh the credentials (blocking: runs in a thread); raises when none."""
         raise NotImplementedError
 
-    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None:
+    def authorize(self, method: str, url: URL, headers: dict[str, str], body: bytes) -> None:
         """Add the auth headers of one attempt to ``headers`` (no I/O); raises
         :class:`CredentialUnavailable` when no usable credential is held."""
         raise NotImplementedError
@@ -223,7 +225,7 @@ class BearerCredential(Credential[str]):
     """A credential sent as a bearer token (Google, Azure): the held value is the whole
     ``authorization`` header."""
 
-    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None:
+    def authorize(self, method: str, url: URL, headers: dict[str, str], body: bytes) -> None:
         """Add ``authorization: Bearer <token>``."""
         headers["authorization"] = self._current()
 

@@ -56,7 +56,7 @@ class Authorizer(Protocol):
     provider: str
     problem: str | None
 
-    def authorize(self, method: str, url: str, headers: dict[str, str], body: bytes) -> None: ...
+    def authorize(self, method: str, url: URL, headers: dict[str, str], body: bytes) -> None: ...
 
 
 def native_paths(api: str) -> frozenset[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from yarl import URL
 
 from gateway.clouds.aws_credentials import AwsCredential
 from gateway.clouds.azure_credentials import AzureCredential
@@ -144,7 +145,7 @@ class Scripted(BearerCredential):
 
 def _sent(credential: Credential[Any]) -> str:
     headers: dict[str, str] = {}
-    credential.authorize("POST", "https://x/", headers, b"")
+    credential.authorize("POST", URL("https://x/"), headers, b"")
     return headers["authorization"]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from yarl import URL as Url
 
 from gateway.clouds.aws_credentials import AwsCredential, seconds_left
 from gateway.clouds.credentials import CredentialUnavailable
@@ -38,7 +39,7 @@ def _static(key_id: str, secret: str) -> Callable[[str], Secrets | None]:
 
 def _signed(credential: AwsCredential, url: str = URL, body: bytes = BODY) -> dict[str, str]:
     headers = {"content-type": "application/json", "accept": "application/vnd.amazon.eventstream"}
-    credential.authorize("POST", url, headers, body)
+    credential.authorize("POST", Url(url, encoded=True), headers, body)
     return headers
 
 
@@ -119,6 +120,26 @@ async def test_a_path_with_a_colon_and_a_query_signs_as_botocore_does(
         sigv4_problem("POST", url, headers, BODY, _static(KEY_ID, SECRET), region="us-east-1")
         is None
     )
+    await credential.close()
+
+
+async def test_an_explicit_default_port_is_signed_as_aiohttp_sends_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A base_url written with its default port (``:443``): aiohttp sends ``Host`` without
+    it (yarl's ``host_port_subcomponent``), so the signed host must leave it out too, or
+    AWS answers a signature mismatch."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    credential = AwsCredential("bedrock-us", "us-east-1")
+    await credential.start()
+    with_port = URL.replace("amazonaws.com/", "amazonaws.com:443/")
+    headers = _signed(credential, with_port)
+    sent = Url(with_port, encoded=True).host_port_subcomponent  # what aiohttp writes
+    assert sent == "bedrock-runtime.us-east-1.amazonaws.com"
+    headers["host"] = sent
+    check = _static(KEY_ID, SECRET)
+    assert sigv4_problem("POST", URL, headers, BODY, check, region="us-east-1") is None
     await credential.close()
 
 

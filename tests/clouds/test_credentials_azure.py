@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from yarl import URL
 
 from gateway.clouds.azure_credentials import SCOPE, AzureCredential
 from gateway.clouds.credentials import CredentialUnavailable
@@ -28,7 +29,9 @@ def _identity(monkeypatch: pytest.MonkeyPatch, azure: FakeAzureIdentity) -> None
 
 def _token(credential: AzureCredential) -> str:
     headers: dict[str, str] = {}
-    credential.authorize("POST", "https://acme.openai.azure.com/openai/v1/responses", headers, b"")
+    credential.authorize(
+        "POST", URL("https://acme.openai.azure.com/openai/v1/responses"), headers, b""
+    )
     scheme, _, token = headers["authorization"].partition(" ")
     assert scheme == "Bearer"
     return token

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from google.auth import jwt
+from yarl import URL
 
 from gateway.clouds.credentials import CredentialUnavailable
 from gateway.clouds.google_credentials import SCOPE, GoogleCredential
@@ -29,7 +30,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def _token(credential: GoogleCredential) -> str:
     headers: dict[str, str] = {}
-    credential.authorize("POST", "https://aiplatform.googleapis.com/v1/x", headers, b"{}")
+    credential.authorize("POST", URL("https://aiplatform.googleapis.com/v1/x"), headers, b"{}")
     scheme, _, token = headers["authorization"].partition(" ")
     assert scheme == "Bearer"
     return token
@@ -160,6 +161,7 @@ async def test_a_missing_file_is_a_problem_then_a_good_one_recovers(
 
 _IN_A_GCE_PROCESS = """
 import asyncio, json
+from yarl import URL
 from gateway.clouds.google_credentials import GoogleCredential
 
 async def main():
@@ -167,7 +169,7 @@ async def main():
     await credential.start()
     headers = {}
     if credential.problem is None:
-        credential.authorize("POST", "https://aiplatform.googleapis.com/", headers, b"")
+        credential.authorize("POST", URL("https://aiplatform.googleapis.com/"), headers, b"")
     await credential.close()
     print(json.dumps({"problem": credential.problem, "authorization": headers.get("authorization")}))
 
