@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from redis.asyncio import Redis
@@ -18,8 +18,11 @@ from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
 DAY = Budget(usd=10, per="day")
-NOW = datetime(2026, 12, 3, 10, tzinfo=UTC).timestamp()
-KEY = "llm-gateway:spend:t:2026-12-03"
+# Today (UTC), as on the real clock: Redis expires a key at its period's end plus a day by
+# its own clock, so a fixed date in the past would find every key already expired.
+TODAY = datetime.now(UTC).replace(hour=10, minute=0, second=0, microsecond=0)
+NOW = TODAY.timestamp()
+KEY = f"llm-gateway:spend:t:{TODAY:%Y-%m-%d}"
 
 
 @pytest.fixture
@@ -119,10 +122,11 @@ async def test_rollover_flushes_the_old_period_to_its_own_key(
 ) -> None:
     """Spending of a period that ended before it was flushed goes to that period's key;
     the new period counts from 0."""
-    before = datetime(2026, 12, 3, 23, 59, 59, tzinfo=UTC).timestamp()
+    before = TODAY.replace(hour=23, minute=59, second=59).timestamp()
     state.charge("t", DAY, 1, before)
     state.charge("t", DAY, 2, before + 2)  # the next day
     await state.sync()
     assert int(await redis.get(KEY)) == MICRO
-    assert int(await redis.get("llm-gateway:spend:t:2026-12-04")) == 2 * MICRO
+    tomorrow = TODAY + timedelta(days=1)
+    assert int(await redis.get(f"llm-gateway:spend:t:{tomorrow:%Y-%m-%d}")) == 2 * MICRO
     assert state.spending.teams["t"].usd == 2
