@@ -66,7 +66,7 @@ def read_chat(body: dict[str, Any]) -> Answer:
         parts,
         stops.from_chat(choice.get("finish_reason")),
         usage.from_chat(u) if isinstance(u, dict) else None,
-        body.get("created"),
+        _time(body.get("created")),
     )
 
 
@@ -118,8 +118,13 @@ def read_responses(body: dict[str, Any]) -> Answer:
         parts,
         stop,
         usage.from_responses(u) if isinstance(u, dict) else None,
-        body.get("created_at"),
+        _time(body.get("created_at")),
     )
+
+
+def _time(value: Any) -> int | None:
+    """A provider's ``created`` time when it is an integer (not a bool, not a string)."""
+    return value if type(value) is int else None
 
 
 READERS = {"openai": read_chat, "anthropic": read_anthropic, "responses": read_responses}

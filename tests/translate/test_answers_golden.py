@@ -237,3 +237,17 @@ def test_reasoning_tokens_and_thinking() -> None:
     ]
     back = translate(translate(thinking, "responses", "anthropic"), "anthropic", "responses")
     assert back["content"][0] == thinking["content"][0]
+
+
+@pytest.mark.parametrize("value", [True, "1700000000", 1.5, None])
+@pytest.mark.parametrize(("source", "field"), [("openai", "created"), ("responses", "created_at")])
+def test_a_created_time_that_is_not_an_integer_is_not_passed_on(
+    source: str, field: str, value: Any
+) -> None:
+    """A provider's ``created`` / ``created_at`` of another type (a bool, a string, a
+    float) is not handed to the client as its time: 0, as when the provider gives none."""
+    name = next(n for n in fixtures("answers") if source_format(n) == source)
+    body = {**fixture("answers", name)["body"], field: value}
+    for target in ("openai", "responses"):
+        out = translate(body, target, source)
+        assert out["created" if target == "openai" else "created_at"] == 0

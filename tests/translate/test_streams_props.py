@@ -298,8 +298,9 @@ def test_a_field_of_any_type_never_breaks_the_output(
 
 @pytest.mark.parametrize("name", sorted(EXPECT))
 def test_every_field_of_the_wrong_type_never_breaks_the_output(name: str) -> None:
-    """Each field of each kind of event of a real stream, in turn, replaced by a number and by
-    an object: no raise, whole events, text fields text, for every client format."""
+    """Each field of each kind of event of a real stream, in turn, replaced by a number, an
+    object and a bool (an int to Python, not to JSON): no raise, whole events, text fields
+    text, for every client format."""
     evs = events(fixture(name))
     seen: set[tuple[Any, ...]] = set()
     for i, raw in enumerate(evs):
@@ -312,7 +313,7 @@ def test_every_field_of_the_wrong_type_never_breaks_the_output(name: str) -> Non
             if shape in seen:
                 continue
             seen.add(shape)
-            for value in (7, {"a": 1}):
+            for value in (7, {"a": 1}, True):
                 mutated = [*evs]
                 mutated[i] = (
                     head

@@ -124,7 +124,7 @@ class ChatWriter(Writer):
         if self.started:
             return
         self.started = True
-        if isinstance(created, int):
+        if type(created) is int:  # not a bool: str(True) is no JSON
             self.created = created
         self._top = (
             b'data: {"id":'

@@ -74,7 +74,7 @@ class ResponsesWriter(Writer):
         if self.started:
             return
         self.started = True
-        if isinstance(created, int):
+        if type(created) is int:  # not a bool: str(True) is no JSON
             self.created = created
         self._base = base_id(source_id)
         self._rid = "resp_" + self._base
