@@ -15,20 +15,28 @@ item ids (Responses item ids are made from the answer's id: ``msg_<id>``,
 blocks, annotations / citations. An answer without usage gets zero usage in Anthropic's
 form (its ``Message`` requires one) and none elsewhere.
 
-References: https://platform.openai.com/docs/api-reference/chat/object,
-https://docs.anthropic.com/en/api/messages (response),
-https://platform.openai.com/docs/api-reference/responses/object.
+A field of the wrong type (:mod:`gateway.translate.fields`): absent or ``null`` is
+absent; any other wrong type raises :class:`~gateway.translate.fields.WrongType`, and the
+answer is a broken provider's (retried), never written with a value of the wrong type.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.translate import stops, usage
+from gateway.translate.fields import (
+    WrongType,
+    arguments_at,
+    id_at,
+    input_at,
+    is_text,
+    objects_at,
+    text_at,
+)
 from gateway.translate.ir import (
     Answer,
+    Dropped,
     Names,
     Part,
     Reasoning,
@@ -39,6 +47,7 @@ from gateway.translate.ir import (
     unseal_signature,
 )
 from gateway.translate.requests.anthropic import tool_id
+from gateway.translate.requests.common import call_input
 from gateway.usage import Usage
 
 # ---------------------------------------------------------------- reading
@@ -49,19 +58,36 @@ def read_chat(body: dict[str, Any]) -> Answer:
     choice = choices[0]
     msg = choice.get("message") or {}
     parts: list[Part] = []
-    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
-    if reasoning:
+    reasoning = msg.get("reasoning_content")  # extensions (DeepSeek's, OpenRouter's): read
+    if not is_text(reasoning):  # when they are text
+        reasoning = msg.get("reasoning")
+    if is_text(reasoning):
         parts.append(Reasoning(reasoning))
-    if msg.get("content"):
-        parts.append(Text(msg["content"]))
-    if msg.get("refusal"):
-        parts.append(Refusal(msg["refusal"]))
-    for call in msg.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        parts.append(ToolCall(str(call.get("id")), fn.get("name", ""), fn.get("arguments") or ""))
+    content = msg.get("content")
+    if type(content) is list:  # Mistral's parts: text, and thinking as a list of texts
+        for p in objects_at(content, "message.content"):
+            if p.get("type") == "text" and (text := text_at(p.get("text"), "content[].text")):
+                parts.append(Text(text))
+            elif p.get("type") == "thinking":
+                for q in objects_at(p.get("thinking"), "content[].thinking"):
+                    if thought := text_at(q.get("text"), "content[].thinking[].text"):
+                        parts.append(Reasoning(thought))
+    elif text := text_at(content, "message.content"):
+        parts.append(Text(text))
+    if refusal := text_at(msg.get("refusal"), "message.refusal"):
+        parts.append(Refusal(refusal))
+    for i, call in enumerate(objects_at(msg.get("tool_calls"), "message.tool_calls")):
+        fn = call.get("function")
+        if type(fn) is not dict:
+            raise WrongType("message.tool_calls[].function is not an object")
+        parts.append(ToolCall(
+            id_at(call.get("id"), "tool_calls[].id", f"call_{i}"),
+            text_at(fn.get("name"), "tool_calls[].function.name") or "",
+            arguments_at(fn.get("arguments"), "tool_calls[].function.arguments"),
+        ))  # fmt: skip
     u = body.get("usage")
     return Answer(
-        str(body.get("id", "")),
+        id_at(body.get("id"), "id", ""),
         body.get("model"),
         parts,
         stops.from_chat(choice.get("finish_reason")),
@@ -72,48 +98,61 @@ def read_chat(body: dict[str, Any]) -> Answer:
 
 def read_anthropic(body: dict[str, Any]) -> Answer:
     parts: list[Part] = []
-    for b in body.get("content") or ():
+    for i, b in enumerate(objects_at(body.get("content"), "content")):
         kind = b.get("type")
         if kind == "text":
-            parts.append(Text(b.get("text", "")))
+            if text := text_at(b.get("text"), "content[].text"):
+                parts.append(Text(text))
         elif kind == "thinking":
-            parts.append(Reasoning(b.get("thinking", ""), b.get("signature")))
+            thinking = text_at(b.get("thinking"), "content[].thinking") or ""
+            parts.append(
+                Reasoning(thinking, text_at(b.get("signature"), "content[].signature") or None)
+            )
         elif kind == "tool_use":
-            args = orjson.dumps(b.get("input") or {}).decode()
-            parts.append(ToolCall(str(b.get("id")), b.get("name", ""), args))
+            parts.append(ToolCall(
+                id_at(b.get("id"), "content[].id", f"toolu_{i}"),
+                text_at(b.get("name"), "content[].name") or "",
+                input_at(b.get("input"), "content[].input"),
+            ))  # fmt: skip
     u = body.get("usage")
     return Answer(
-        str(body.get("id", "")),
+        id_at(body.get("id"), "id", ""),
         body.get("model"),
         parts,
-        body.get("stop_reason") or "end_turn",
+        text_at(body.get("stop_reason"), "stop_reason") or "end_turn",
         usage.from_anthropic(u) if isinstance(u, dict) else None,
-        stop_sequence=body.get("stop_sequence"),
+        stop_sequence=text_at(body.get("stop_sequence"), "stop_sequence") or None,
     )
 
 
 def read_responses(body: dict[str, Any]) -> Answer:
     parts: list[Part] = []
     calls = False
-    for item in body.get("output") or ():
+    for n, item in enumerate(objects_at(body.get("output"), "output")):
         kind = item.get("type")
         if kind == "message":
-            for c in item.get("content") or ():
-                if c.get("type") == "output_text":
-                    parts.append(Text(c.get("text", "")))
-                elif c.get("type") == "refusal":
-                    parts.append(Refusal(c.get("refusal", "")))
+            for c in objects_at(item.get("content"), "output[].content"):
+                at = "output[].content[]"
+                if c.get("type") == "output_text" and (text := text_at(c.get("text"), at)):
+                    parts.append(Text(text))
+                elif c.get("type") == "refusal" and (refusal := text_at(c.get("refusal"), at)):
+                    parts.append(Refusal(refusal))
         elif kind == "function_call":
             calls = True
-            call_id, args = str(item.get("call_id")), item.get("arguments", "")
-            parts.append(ToolCall(call_id, item.get("name", ""), args))
+            call_id = id_at(item.get("call_id"), "output[].call_id", "")
+            parts.append(ToolCall(
+                call_id or id_at(item.get("id"), "output[].id", f"call_{n}"),
+                text_at(item.get("name"), "output[].name") or "",
+                arguments_at(item.get("arguments"), "output[].arguments"),
+            ))  # fmt: skip
         elif kind == "reasoning":
-            text = "".join(s.get("text", "") for s in item.get("summary") or ())
+            summary = objects_at(item.get("summary"), "output[].summary")
+            text = "".join(text_at(s.get("text"), "output[].summary[].text") or "" for s in summary)
             parts.append(Reasoning(text, unseal_signature(item.get("encrypted_content"))))
     u = body.get("usage")
     stop = stops.from_responses(body.get("status"), body.get("incomplete_details"), calls)
     return Answer(
-        str(body.get("id", "")),
+        id_at(body.get("id"), "id", ""),
         body.get("model"),
         parts,
         stop,
@@ -169,10 +208,7 @@ def write_anthropic(a: Answer) -> dict[str, Any]:
         elif isinstance(p, Reasoning):
             content.append({"type": "thinking", "thinking": p.text, "signature": p.signature or ""})
         elif isinstance(p, ToolCall):
-            try:
-                args = orjson.loads(p.arguments) if p.arguments else {}
-            except orjson.JSONDecodeError:
-                args = {}
+            args = call_input(p, Dropped())
             content.append({"type": "tool_use", "id": tool_id(p.id), "name": p.name, "input": args})
     return {
         "id": a.id,

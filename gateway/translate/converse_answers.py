@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.translate import stops, usage
+from gateway.translate.fields import WrongType, id_at, input_at, objects_at, text_at
 from gateway.translate.ir import Answer, Dropped, Part, Reasoning, Refusal, Text, ToolCall
 from gateway.translate.requests.common import call_input
 from gateway.translate.streams.write import base_id
@@ -29,19 +28,33 @@ from gateway.usage import Usage
 def read_converse(body: dict[str, Any]) -> Answer:
     message = (body.get("output") or {}).get("message") or {}
     parts: list[Part] = []
-    for b in message.get("content") or ():
+    for i, b in enumerate(objects_at(message.get("content"), "output.message.content")):
         if "text" in b:
-            parts.append(Text(b["text"]))
+            if text := text_at(b["text"], "content[].text"):
+                parts.append(Text(text))
         elif "toolUse" in b:
             use = b["toolUse"]
+            if type(use) is not dict:
+                raise WrongType("content[].toolUse is not an object")
             if use.get("type") is not None:
                 continue  # a server tool's use: not the client's to run
-            args = orjson.dumps(use.get("input") or {}).decode()
-            parts.append(ToolCall(str(use.get("toolUseId")), use.get("name", ""), args))
+            parts.append(ToolCall(
+                id_at(use.get("toolUseId"), "content[].toolUse.toolUseId", f"tooluse_{i}"),
+                text_at(use.get("name"), "content[].toolUse.name") or "",
+                input_at(use.get("input"), "content[].toolUse.input"),
+            ))  # fmt: skip
         elif "reasoningContent" in b:
-            r = b["reasoningContent"].get("reasoningText")
-            if r:
-                parts.append(Reasoning(r.get("text", ""), r.get("signature")))
+            r = b["reasoningContent"]
+            if type(r) is not dict:
+                raise WrongType("content[].reasoningContent is not an object")
+            if rt := r.get("reasoningText"):  # (redactedContent is not kept)
+                if type(rt) is not dict:
+                    raise WrongType("content[].reasoningContent.reasoningText is not an object")
+                where = "content[].reasoningContent.reasoningText"
+                text = text_at(rt.get("text"), where + ".text") or ""
+                parts.append(
+                    Reasoning(text, text_at(rt.get("signature"), where + ".signature") or None)
+                )
     u = body.get("usage")
     return Answer(
         base_id(None),

@@ -44,11 +44,11 @@ FROM_CONVERSE = {
 
 
 def from_converse(reason: Any) -> str:
-    return FROM_CONVERSE.get(reason, "end_turn")
+    return FROM_CONVERSE.get(reason, "end_turn") if type(reason) is str else "end_turn"
 
 
 def from_chat(reason: Any) -> str:
-    return FROM_CHAT.get(reason, "end_turn")
+    return FROM_CHAT.get(reason, "end_turn") if type(reason) is str else "end_turn"
 
 
 def to_chat(stop: str | None) -> str:

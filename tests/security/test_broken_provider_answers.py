@@ -438,3 +438,54 @@ async def test_counts_that_are_not_counts_are_not_counted(
     assert len(lines) == 1, "the access-log line was lost"
     assert lines[0]["tokens"]["prompt"] == 0 and lines[0]["tokens"]["completion"] > 0
     assert h.metric("llm_gateway_tokens_total", team="team-a", model="gpt-test", kind="prompt") == 0
+
+
+
+def _null_fields(data: Any, index: int) -> Any:
+    """An Anthropic JSON answer whose fields are ``null`` where its format has text."""
+    data["content"] = [
+        {"type": "text", "text": None},
+        {"type": "text", "text": "kept"},
+        {"type": "tool_use", "id": None, "name": "f", "input": None},
+    ]
+    data["stop_sequence"] = None
+    return data
+
+
+def _wrongly_typed_name(data: Any, index: int) -> Any:
+    data["content"] = [{"type": "tool_use", "id": "toolu_1", "name": ["f"], "input": {}}]
+    return data
+
+
+async def test_a_translated_answer_hands_the_clients_sdk_its_own_types(
+    make_gateway: Callable[..., Any],
+    fake: FakeProvider,
+    access_log: Callable[[], list[dict[str, Any]]],
+) -> None:
+    """The OpenAI SDK on a model served in Anthropic's format. An answer whose text, call
+    id and input are ``null``: the client gets a chat completion its SDK validates
+    strictly, with the text that was text, the call with a default id and ``{}``. An
+    answer whose call name is a list: a broken provider's, retried, and the client gets
+    the next attempt's answer, never a name that is not text."""
+    from openai.types.chat import ChatCompletion
+
+    h: Harness = await make_gateway()
+    client = h.async_openai()
+    body: Any = {"model": "claude-test", "messages": [{"role": "user", "content": "hi"}]}
+    fake.push((Tamper(_null_fields),), model="claude-test")
+    raw = await client.chat.completions.with_raw_response.create(**body)
+    answer = ChatCompletion.model_validate(raw.http_response.json(), strict=True)
+    message = answer.choices[0].message
+    assert message.content == "kept"
+    (call,) = message.tool_calls or ()
+    assert (call.id, call.function.name, call.function.arguments) == ("toolu_2", "f", "{}")
+
+    fake.push((Tamper(_wrongly_typed_name),), model="claude-test")
+    raw = await client.chat.completions.with_raw_response.create(**body)
+    answer = ChatCompletion.model_validate(raw.http_response.json(), strict=True)
+    assert answer.choices[0].message.content == (
+        "Hello! This is the fake provider answering model claude-test."
+    )
+    assert raw.http_response.headers["x-gateway-attempts"] == "2"
+    await _settle()
+    assert [line["status"] for line in access_log()] == [200, 200]

@@ -9,35 +9,15 @@ came. Pieces with no equivalent in the neutral stream are dropped here, one rule
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeGuard
-
-import orjson
+from typing import Any
 
 from gateway.translate import stops, usage
 from gateway.translate.errors import from_anthropic, from_openai, read_error
+from gateway.translate.fields import args_text, is_text, name_of
 from gateway.translate.streams.write import Writer
 from gateway.usage import Usage
 
 Obj = dict[str, Any]
-
-
-def _text(value: Any) -> TypeGuard[str]:
-    """A piece of text worth passing on: a non-empty string."""
-    return type(value) is str and value != ""
-
-
-def _args(value: Any) -> str:
-    """Tool-call arguments as JSON text (some providers send an object)."""
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode() if isinstance(value, dict | list) and value else ""
-
-
-def _name(value: Any, default: str = "") -> str:
-    """An id or a name: text (a number is written as one), else ``default``."""
-    if isinstance(value, str) and value:
-        return value
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 class Reader:
@@ -123,11 +103,11 @@ class ChatReader(Reader):
         """Content as a list of parts (Mistral): text, and thinking as a list of texts."""
         for p in parts:
             kind = p.get("type")
-            if kind == "text" and _text(p.get("text")):
+            if kind == "text" and is_text(p.get("text")):
                 self.w.text(p["text"])
             elif kind == "thinking":
                 for q in p.get("thinking") or ():
-                    if _text(q.get("text")):
+                    if is_text(q.get("text")):
                         self.w.reasoning(q["text"])
 
     def _call(self, tc: Obj) -> None:
@@ -138,12 +118,12 @@ class ChatReader(Reader):
             index = len(self._calls) if new or not self._calls else len(self._calls) - 1
         fn = tc.get("function") or {}
         if index not in self._calls:
-            call_id = _name(call_id, f"call_{index}")
+            call_id = name_of(call_id, f"call_{index}")
             self._calls[index] = call_id
-            self.w.tool_start(index, call_id, _name(fn.get("name")))
+            self.w.tool_start(index, call_id, name_of(fn.get("name")))
         args = fn.get("arguments")
         if args:
-            self.w.tool_args(index, _args(args))
+            self.w.tool_args(index, args_text(args))
 
     def done_marker(self) -> None:
         if self.final and not self.w.done:
@@ -193,19 +173,21 @@ class AnthropicReader(Reader):
         w = self.w
         if kind == "text":
             self._kinds[index] = "text"
-            if _text(block.get("text")):
+            if is_text(block.get("text")):
                 w.text(block["text"])
         elif kind == "thinking":
             self._kinds[index] = "thinking"
-            if _text(block.get("thinking")):
+            if is_text(block.get("thinking")):
                 w.reasoning(block["thinking"])
-            if _text(block.get("signature")):
+            if is_text(block.get("signature")):
                 w.signature(block["signature"])
         elif kind == "tool_use":
             self._kinds[index] = "tool"
-            w.tool_start(index, _name(block.get("id"), f"toolu_{index}"), _name(block.get("name")))
+            w.tool_start(
+                index, name_of(block.get("id"), f"toolu_{index}"), name_of(block.get("name"))
+            )
             if block.get("input"):
-                w.tool_args(index, _args(block["input"]))
+                w.tool_args(index, args_text(block["input"]))
 
     def _delta(self, obj: Obj) -> None:
         kind = self._kinds.get(obj.get("index"))
@@ -215,15 +197,15 @@ class AnthropicReader(Reader):
         dtype = d.get("type")
         w = self.w
         if dtype == "text_delta":
-            if kind == "text" and _text(d.get("text")):
+            if kind == "text" and is_text(d.get("text")):
                 w.text(d["text"])
         elif dtype == "input_json_delta":
-            if kind == "tool" and _text(d.get("partial_json")):
+            if kind == "tool" and is_text(d.get("partial_json")):
                 w.tool_args(obj["index"], d["partial_json"])
         elif dtype == "thinking_delta":
-            if kind == "thinking" and _text(d.get("thinking")):
+            if kind == "thinking" and is_text(d.get("thinking")):
                 w.reasoning(d["thinking"])
-        elif dtype == "signature_delta" and kind == "thinking" and _text(d.get("signature")):
+        elif dtype == "signature_delta" and kind == "thinking" and is_text(d.get("signature")):
             w.signature(d["signature"])
 
     def _stop(self, obj: Obj) -> None:
@@ -233,9 +215,9 @@ class AnthropicReader(Reader):
     def _message_delta(self, obj: Obj) -> None:
         w = self.w
         d = obj.get("delta") or {}
-        if _text(d.get("stop_reason")):
+        if is_text(d.get("stop_reason")):
             w.stop = d["stop_reason"]
-            w.stop_sequence = d["stop_sequence"] if _text(d.get("stop_sequence")) else None
+            w.stop_sequence = d["stop_sequence"] if is_text(d.get("stop_sequence")) else None
         u = obj.get("usage")
         if u:
             if w.usage is None:
@@ -304,23 +286,23 @@ class ResponsesReader(Reader):
             self._kinds[index] = "reasoning"
         elif kind == "function_call":
             self._kinds[index] = "call"
-            call_id = _name(item.get("call_id")) or _name(item.get("id"), f"call_{index}")
-            self.w.tool_start(index, call_id, _name(item.get("name")))
+            call_id = name_of(item.get("call_id")) or name_of(item.get("id"), f"call_{index}")
+            self.w.tool_start(index, call_id, name_of(item.get("name")))
             self._calls[index] = 0
             self._more_args(index, item.get("arguments"))
 
     def _text(self, obj: Obj) -> None:
-        if self._kinds.get(obj.get("output_index")) == "message" and _text(obj.get("delta")):
+        if self._kinds.get(obj.get("output_index")) == "message" and is_text(obj.get("delta")):
             self.w.text(obj["delta"])
 
     def _refusal(self, obj: Obj) -> None:
-        if self._kinds.get(obj.get("output_index")) == "message" and _text(obj.get("delta")):
+        if self._kinds.get(obj.get("output_index")) == "message" and is_text(obj.get("delta")):
             self.w.refusal(obj["delta"])
 
     def _reasoning(self, obj: Obj) -> None:
         index = obj.get("output_index")
         delta = obj.get("delta")
-        if self._kinds.get(index) != "reasoning" or not _text(delta):
+        if self._kinds.get(index) != "reasoning" or not is_text(delta):
             return
         part = obj.get("summary_index", obj.get("content_index"))
         last = self._summary.get(index, part)
@@ -332,7 +314,7 @@ class ResponsesReader(Reader):
     def _args(self, obj: Obj) -> None:
         index = obj.get("output_index")
         delta = obj.get("delta")
-        if index in self._calls and _text(delta):
+        if index in self._calls and is_text(delta):
             self._calls[index] += len(delta)
             self.w.tool_args(index, delta)
 
@@ -372,19 +354,19 @@ class ResponsesReader(Reader):
             kind = item.get("type")
             if kind == "message":
                 for c in item.get("content") or ():
-                    if c.get("type") == "output_text" and _text(c.get("text")):
+                    if c.get("type") == "output_text" and is_text(c.get("text")):
                         self.w.text(c["text"])
-                    elif c.get("type") == "refusal" and _text(c.get("refusal")):
+                    elif c.get("type") == "refusal" and is_text(c.get("refusal")):
                         self.w.refusal(c["refusal"])
             elif kind == "reasoning":
                 summary = item.get("summary") or ()
-                text = "\n\n".join(s["text"] for s in summary if _text(s.get("text")))
+                text = "\n\n".join(s["text"] for s in summary if is_text(s.get("text")))
                 if text:
                     self.w.reasoning(text)
             elif kind == "function_call":
-                call_id = _name(item.get("call_id")) or _name(item.get("id"), f"call_{i}")
-                self.w.tool_start(("final", i), call_id, _name(item.get("name")))
-                self.w.tool_args(("final", i), _args(item.get("arguments")))
+                call_id = name_of(item.get("call_id")) or name_of(item.get("id"), f"call_{i}")
+                self.w.tool_start(("final", i), call_id, name_of(item.get("name")))
+                self.w.tool_args(("final", i), args_text(item.get("arguments")))
             else:
                 continue
             self.w.block_end()

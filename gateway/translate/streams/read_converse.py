@@ -33,7 +33,8 @@ from typing import Any
 
 from gateway.translate import stops, usage
 from gateway.translate.errors import from_aws
-from gateway.translate.streams.read import Obj, Reader, _args, _name, _text
+from gateway.translate.fields import args_text, is_text, name_of
+from gateway.translate.streams.read import Obj, Reader
 from gateway.translate.streams.write import Writer
 
 
@@ -74,7 +75,7 @@ class ConverseReader(Reader):
         if use and use.get("type") is None:  # a server tool's use (and result): not the client's
             self._kinds[index] = "tool"
             self.w.tool_start(
-                index, _name(use.get("toolUseId"), f"tooluse_{index}"), _name(use.get("name"))
+                index, name_of(use.get("toolUseId"), f"tooluse_{index}"), name_of(use.get("name"))
             )
 
     def _delta(self, obj: Obj) -> None:
@@ -86,20 +87,20 @@ class ConverseReader(Reader):
         if t is not None:
             if kind is None:
                 kind = self._kinds[index] = "text"
-            if kind == "text" and _text(t):
+            if kind == "text" and is_text(t):
                 w.text(t)
         elif "toolUse" in d:
             if kind == "tool":
-                w.tool_args(index, _args((d["toolUse"] or {}).get("input")))
+                w.tool_args(index, args_text((d["toolUse"] or {}).get("input")))
         elif "reasoningContent" in d:
             if kind is None:
                 kind = self._kinds[index] = "reasoning"
             r = d["reasoningContent"] or {}
             if kind != "reasoning":
                 return
-            if _text(r.get("text")):
+            if is_text(r.get("text")):
                 w.reasoning(r["text"])
-            if _text(r.get("signature")):
+            if is_text(r.get("signature")):
                 w.signature(r["signature"])
 
     def _stop(self, obj: Obj) -> None:
