@@ -440,7 +440,6 @@ async def test_counts_that_are_not_counts_are_not_counted(
     assert h.metric("llm_gateway_tokens_total", team="team-a", model="gpt-test", kind="prompt") == 0
 
 
-
 def _null_fields(data: Any, index: int) -> Any:
     """An Anthropic JSON answer whose fields are ``null`` where its format has text."""
     data["content"] = [

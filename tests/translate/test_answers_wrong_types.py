@@ -177,7 +177,7 @@ def test_a_field_of_another_wrong_type_makes_the_answer_malformed(
     provider's answer (retried); the reason names the field and its type, not its value."""
     body = CONVERSE_ANSWER if name == "converse" else sdk_body(name)
     data = replaced(body, path, value)
-    for client, fmt in CLIENTS.items():
+    for fmt in CLIENTS.values():
         if fmt is not source:
             with pytest.raises(convert.Malformed, match=re.escape(said)) as e:
                 convert.answer(data, source, fmt, "m")
