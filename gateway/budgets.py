@@ -11,7 +11,8 @@ the state backend (``shared``) plus this replica's own spending not yet added to
 A request of a team asks :meth:`Book.spent` (no I/O: the request never waits for the
 shared store); its cost is added with :meth:`Book.charge` when it is done. The first use
 after the period's end starts the team's count from 0. The ``warn_at`` and ``exceeded``
-crossings are reported once per period by the book (so once per replica).
+crossings are reported once per period by the book (to the state backend, which logs
+each once for all the replicas: :mod:`gateway.state.redis_budgets`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The events of team budgets (docs/reference.md, Events): ``budget_warning`` and
-``budget_exceeded``, each once per team and period on a replica, and
+``budget_exceeded``, each once per team and period (for all the replicas together with
+Redis: :mod:`gateway.state.redis_budgets`), and
 ``budget_not_shared`` at the start of ``serve --workers N`` with budgets and no
 ``GATEWAY_STATE_URL`` (each worker then keeps its own count)."""
 

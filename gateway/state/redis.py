@@ -8,6 +8,7 @@ Keys (all prefixed ``llm-gateway:``)::
     llm-gateway:limit:{team}:req:{minute}   admitted requests in one minute; TTL 120 s
     llm-gateway:limit:{team}:tok:{minute}   tokens in one minute;   TTL 120 s
     llm-gateway:spend:{team}:{period}       a team's budget spending (redis_budgets)
+    llm-gateway:spend-event:{team}:{period}:{event}  who logs a budget event (redis_budgets)
 
 Redis off the critical path (issue 18): a request makes at most ONE round trip to
 Redis on its happy path, and none when its team has no limits.
@@ -391,6 +392,7 @@ class RedisState(SyncedState):
         if (self._pending or self.spending.teams) and not self.degraded:
             with contextlib.suppress(Exception):
                 await self.sync()  # the last counts and spending; bounded by op_timeout
+        self._budget_sync.unclaimed()  # a crossing no sync claimed: logged all the same
         await self._admissions.close()
         try:
             await self._redis.aclose()

@@ -6,6 +6,10 @@ Key (prefixed ``llm-gateway:``)::
     llm-gateway:spend:{team}:{period}   micro-dollars spent by every replica in the period
                                         (``2026-12-03``, ``2026-W49``, ``2026-12``);
                                         expires a day after the period's end
+    llm-gateway:spend-event:{team}:{period}:{kind}
+                                        the replica that logs the period's
+                                        ``budget_warning`` / ``budget_exceeded``
+                                        (``SET NX``); expires with the total
 
 A request never waits for Redis for its budget: it reads the replica's
 :class:`~gateway.budgets.Book` (the last total read back plus this replica's own
@@ -20,13 +24,20 @@ next sync after the outage adds it all. A flush whose reply was lost after Redis
 it is added again (over-counted, never under-counted). A value that is not an integer
 is logged once (``state_value_ignored``) and read as 0; a counter ``INCRBY`` refuses is
 deleted and counted again from this replica's flush.
+
+The events ``budget_warning`` and ``budget_exceeded`` are logged once per team and period
+by all the replicas together: a replica whose book sees a crossing claims it in the next
+pass (``SET NX``, a key per team, period and kind) and logs it only when the claim is
+its own. A claim that does not reach Redis (an outage, a failed pass) is logged by the
+replica all the same: an alert may come twice, never not at all.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.budgets import Book, Period
+from gateway.budgets import Book, Crossing, Period
+from gateway.observe import budget_events
 from gateway.state.redis_values import Ignored
 
 KEEP_AFTER_S = 86400
@@ -42,14 +53,24 @@ class BudgetSync:
         self._prefix = prefix
         self._flushing: list[tuple[str, Period, int]] = []
         self._reads: list[tuple[str, Period]] = []
+        self._claims: list[Crossing] = []  # crossings to claim with the next pass
+        self._claiming: list[Crossing] = []  # and claimed by this one
+
+    def claim(self, c: Crossing) -> None:
+        """A crossing this replica's book saw: logged if this replica's claim is first."""
+        self._claims.append(c)
 
     def key(self, team: str, period: Period) -> str:
         return f"{self._prefix}spend:{team}:{period.key}"
 
+    def event_key(self, c: Crossing) -> str:
+        return f"{self._prefix}spend-event:{c.team}:{c.period.key}:{c.kind}"
+
     @property
     def tracking(self) -> bool:
-        """Some team has a budget: its total is read back at every sync."""
-        return bool(self.book.teams) or bool(self.book.past)
+        """Some team has a budget: its total is read back at every sync (or a crossing
+        waits to be claimed)."""
+        return bool(self.book.teams) or bool(self.book.past) or bool(self._claims)
 
     def queue(self, pipe: Any) -> int:
         """Take this replica's unflushed spending and add the pass's commands to
@@ -68,12 +89,22 @@ class BudgetSync:
             pipe.expireat(key, int(period.end) + KEEP_AFTER_S)
         if self._reads:
             pipe.mget([self.key(t, p) for t, p in self._reads])
-        return 2 * len(self._flushing) + (1 if self._reads else 0)
+        self._claiming, self._claims = self._claims, []
+        for c in self._claiming:
+            pipe.set(self.event_key(c), 1, nx=True, exat=int(c.period.end) + KEEP_AFTER_S)
+        return 2 * len(self._flushing) + (1 if self._reads else 0) + len(self._claiming)
 
     def apply(self, replies: list[Any]) -> list[str]:
-        """Read back the pass's replies; the keys that hold something else than an
-        integer (to delete: their spending is flushed again next time)."""
+        """Read back the pass's replies (and log the crossings whose claim was this
+        replica's); the keys that hold something else than an integer (to delete: their
+        spending is flushed again next time)."""
         flushing, self._flushing = self._flushing, []
+        claiming, self._claiming = self._claiming, []
+        if claiming:
+            replies, claimed = replies[: -len(claiming)], replies[-len(claiming) :]
+            for c, won in zip(claiming, claimed, strict=True):
+                if won is not None:  # True: this replica's; an error: logged all the same
+                    budget_events.crossed(c)
         bad: list[str] = []
         book = self.book
         for (team, period, n), total in zip(
@@ -96,7 +127,16 @@ class BudgetSync:
 
     def failed(self) -> None:
         """The pass did not reach Redis (or its replies were lost): what it flushed is
-        this replica's own spending again."""
+        this replica's own spending again, and the crossings it claimed are logged here."""
         flushing, self._flushing = self._flushing, []
+        claiming, self._claiming = self._claiming, []
+        for c in claiming:
+            budget_events.crossed(c)
         for team, period, n in flushing:
             self.book.restore(team, period, n)
+
+    def unclaimed(self) -> None:
+        """Log the crossings not claimed yet (Redis is out, or the replica stops)."""
+        claims, self._claims = self._claims, []
+        for c in claims:
+            budget_events.crossed(c)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, TypeVar
 import orjson
 import structlog
 
+from gateway.budgets import Crossing
+from gateway.observe import budget_events
 from gateway.resilience import fallback
 from gateway.resilience.budget import (
     BUDGET_WINDOW_S,
@@ -96,6 +98,7 @@ class SyncedState:
         """Logs each key whose value is ignored once (also used for counters)."""
         self.spending = self.local.spending  # one book, kept through an outage
         self._budget_sync = BudgetSync(self.spending, self.ignored, PREFIX)
+        self.spending.crossed = self._crossed  # logged by the replica that claims it
 
     def _decode(self, key: str, raw: bytes | str | None) -> FallbackState:
         """The fallback state of ``key`` read back; the initial one when malformed (the
@@ -129,8 +132,17 @@ class SyncedState:
             log.info("state_backend_recovered", backend="redis")
         return result
 
+    def _crossed(self, c: Crossing) -> None:
+        """A budget crossing of this replica's book: claimed with the next sync, so that
+        one replica logs it; logged at once while Redis is out."""
+        if self.degraded:
+            budget_events.crossed(c)
+        else:
+            self._budget_sync.claim(c)
+
     def _mark_down(self, exc: Exception) -> None:
         self._next_try = self._clock() + self._reconnect_interval
+        self._budget_sync.unclaimed()  # the crossings waiting for a sync: logged here
         self._seen.clear()  # every view is read again from Redis after the outage
         self._pending.clear()  # at most one sync interval of counts
         self._leases.clear()  # reservations are made again after the outage

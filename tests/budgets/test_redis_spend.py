@@ -130,3 +130,70 @@ async def test_rollover_flushes_the_old_period_to_its_own_key(
     tomorrow = TODAY + timedelta(days=1)
     assert int(await redis.get(f"llm-gateway:spend:t:{tomorrow:%Y-%m-%d}")) == 2 * MICRO
     assert state.spending.teams["t"].usd == 2
+
+
+WARNED = Budget(usd=10, per="day", warn_at=0.5)
+EVENT_KEY = f"llm-gateway:spend-event:t:{TODAY:%Y-%m-%d}:"
+
+
+def budget_events(logs: list[dict[str, object]]) -> list[tuple[object, object]]:
+    return [(e["event"], e["spent_usd"]) for e in logs if str(e["event"]).startswith("budget_")]
+
+
+async def test_each_crossing_is_logged_once_by_all_replicas(
+    redis_server: RedisServer, redis: Redis
+) -> None:
+    """Two replicas whose books both see the team cross ``warn_at`` and then its limit:
+    each event is logged once in all, by the replica whose claim came first; the claims
+    expire with the period's total."""
+    a = RedisState(redis_server.url, wall=lambda: NOW)
+    b = RedisState(redis_server.url, wall=lambda: NOW)
+    try:
+        b.track({"t": WARNED}, NOW)
+        with capture_logs() as logs:
+            a.charge("t", WARNED, 6, NOW)  # A crosses warn_at: claimed with its next sync
+            assert budget_events(logs) == []
+            await a.sync()
+            await b.sync()  # B reads 6: its book crosses warn_at too, claimed next time
+            await b.sync()  # A's claim was first: B logs nothing
+            a.charge("t", WARNED, 5, NOW)  # both books reach the limit
+            b.charge("t", WARNED, 5, NOW)
+            for _ in range(2):
+                await a.sync()
+                await b.sync()
+        assert budget_events(logs) == [("budget_warning", 6), ("budget_exceeded", 11)]
+        end = int(period_of("day", NOW).end) + 86400
+        for kind in ("budget_warning", "budget_exceeded"):
+            assert await redis.expiretime(EVENT_KEY + kind) == end
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_crossing_is_logged_all_the_same_when_redis_is_out(
+    state: RedisState, redis_server: RedisServer
+) -> None:
+    """A claim whose sync fails is logged by the replica, and a crossing seen while Redis
+    is out at once: an alert may come twice, never not at all."""
+    state.track({"t": WARNED}, NOW)
+    await state.sync()
+    redis_server.stop()
+    with capture_logs() as logs:
+        state.charge("t", WARNED, 6, NOW)
+        await state.sync()  # fails: the claim it carried is logged here
+        assert budget_events(logs) == [("budget_warning", 6)]
+        assert state.degraded
+        state.charge("t", WARNED, 5, NOW)
+        assert budget_events(logs) == [("budget_warning", 6), ("budget_exceeded", 11)]
+
+
+async def test_a_replica_that_stops_logs_its_last_crossing(
+    redis_server: RedisServer, redis: Redis
+) -> None:
+    """A crossing still to be claimed when the replica stops: claimed by the last sync."""
+    state = RedisState(redis_server.url, wall=lambda: NOW)
+    with capture_logs() as logs:
+        state.charge("t", WARNED, 10, NOW)
+        await state.close()
+    assert budget_events(logs) == [("budget_warning", 10), ("budget_exceeded", 10)]
+    assert await redis.exists(EVENT_KEY + "budget_exceeded")
