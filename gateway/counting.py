@@ -19,6 +19,7 @@ import orjson
 from yarl import URL
 
 from gateway.admission import past_deadline
+from gateway.clouds.target import cloud_target
 from gateway.engine import Outcome, Request
 from gateway.errors import Category
 from gateway.formats import MESSAGES
@@ -85,7 +86,7 @@ class CountAttempter(HttpAttempter):
         beta = self.request.headers.get("anthropic-beta")
         if cloud is not None:
             url, shaped = cloud.count(d.upstream_model, body, beta)
-            return self.cloud_target(wiring, d, url, shaped, beta)
+            return cloud_target(wiring, d.provider, url, shaped, beta, self.log.request_id)
         base = wiring.targets[endpoint_of(MESSAGES)]
         counting = Target(URL(f"{base.url}/count_tokens"), base.headers)
         t = target(counting, self.request.headers, self.request.rel_url.raw_query_string)

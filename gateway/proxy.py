@@ -1,8 +1,9 @@
 """The proxy side of the engine: attempts over HTTP, waits with keepalives, the relay.
 
 :class:`HttpAttempter` is what :func:`gateway.engine.recover` drives for a live
-request. Streams are peeked up to their first event before an attempt counts as
-a success, so an error that arrives as the first event is recovered invisibly.
+request. Streams are peeked up to their first event before an attempt counts as a
+success (:mod:`gateway.stream_head`), so an error that arrives as the first event is
+recovered invisibly.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
-from yarl import URL
 
 from gateway.admission import past_deadline, untranslatable
+from gateway.clouds.target import cloud_target
 from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
 from gateway.formats import Format
 from gateway.observe.events import Events, RequestLog
-from gateway.observe.tracing import StreamTrace, Tracing
+from gateway.observe.tracing import Tracing
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
@@ -33,17 +34,22 @@ from gateway.resilience.decide import (
     Retry,
 )
 from gateway.resilience.failure import Failure
+from gateway.stream_head import (
+    USAGE_CHUNK,
+    OpenStream,
+    asks_usage,
+    read_head,
+    splitter_for,
+    with_usage,
+)
 from gateway.streams import sse
-from gateway.upstream import MAPPED, Body, Response, Upstream, UpstreamFailure, failure
+from gateway.upstream import Body, Response, Upstream, UpstreamFailure
 
 if TYPE_CHECKING:
-    from gateway.clouds.eventstream import EventStreamSplitter
     from gateway.pricing import Price
     from gateway.translate import convert as translate
 # Otherwise imported where a request crosses formats: a gateway whose models all speak
 # their clients' formats never loads the translation modules (0.7 MB of RSS).
-
-_MAX_HELD = 64  # preamble events held back before the first real one, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +63,6 @@ class Crossing:
     model: str  # the public model name, which a translated answer names
     # a Responses client's namespaced functions, flattened upstream: named back in answers
     names: translate.Names = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class OpenStream:
-    """A streaming answer whose first events were read; the relay sends the rest."""
-
-    resp: Response
-    # whole events, in the client's format
-    splitter: sse.Splitter | translate.Splitter | EventStreamSplitter
-    head: list[sse.Event]
-    trace: StreamTrace | None = None  # the attempt's span, ended by the relay (when traced)
-    hide_usage: bool = False  # the usage chunk was the gateway's request: counted, not sent
 
 
 class HttpAttempter:
@@ -104,7 +98,7 @@ class HttpAttempter:
         # A chat (or legacy completions) stream whose client did not ask for the usage
         # chunk: the gateway asks for it all the same (its tokens are counted, for the team's
         # tokens_per_minute and the metrics) and keeps it from the client.
-        self.hide_usage = stream and endpoint in _USAGE_CHUNK and not asks_usage(req.body)
+        self.hide_usage = stream and endpoint in USAGE_CHUNK and not asks_usage(req.body)
 
     # ---- Attempter -------------------------------------------------------------------
     def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
@@ -230,34 +224,10 @@ class HttpAttempter:
         path = self.endpoint.value if own else (fmt.paths[0] if fmt.paths else "")
         beta = self.request.headers.get("anthropic-beta") if own else None
         url, shaped = cloud.call(path, fmt, d.upstream_model, body, stream, beta)
-        signed = self.cloud_target(wiring, d, url, shaped, beta)
+        signed = cloud_target(wiring, d.provider, url, shaped, beta, self.log.request_id)
         if isinstance(signed, Failure):
             return signed
         return *signed, cloud.eventstream(fmt, stream)
-
-    def cloud_target(
-        self, wiring: Wiring, d: Deployed, url: URL, shaped: dict[str, Any], beta: str | None
-    ) -> tuple[Target, Body] | Failure:
-        """A cloud call to ``url`` with the body ``shaped``: its headers (the client's
-        ``anthropic-beta`` where the cloud takes it as a header), encoded, authorized last;
-        a credential with nothing to sign with is a failure (auth)."""
-        assert wiring.cloud is not None
-        headers = dict(wiring.headers)
-        if beta is not None and wiring.cloud.passes_beta():
-            headers["anthropic-beta"] = beta
-        headers["x-request-id"] = self.log.request_id
-        raw = orjson.dumps(shaped)
-        credential = wiring.credential
-        if credential is not None:
-            from gateway.clouds.credentials import CredentialUnavailable
-
-            try:
-                credential.authorize("POST", url, headers, raw)
-            except CredentialUnavailable:  # why is in the credentials_failed event only:
-                # it may name the files and services looked at, not the client's business
-                msg = f"provider {d.provider!r} has no usable credentials"
-                return transport_failure(Category.auth, msg)
-        return Target(url, headers), Body(raw)
 
     def _crossing(
         self, fmts: tuple[Format, ...], model: str, body: dict[str, Any]
@@ -377,58 +347,17 @@ class HttpAttempter:
         eventstream: bool = False,
     ) -> Outcome:
         """Read up to the first event: an error there is a failed attempt, not a cut stream."""
-        splitter: sse.Splitter | translate.Splitter | EventStreamSplitter
-        inner: translate.Splitter | None = None
-        if crossing is None:
-            splitter = sse.Splitter()
-        else:
-            from gateway.translate import convert as translate
-
+        if crossing is not None:
             # the usage chunk, a chat client's own choice (others always have usage), is
             # written all the same, for the gateway to count: kept from a client that did not
             # ask for it, as the relay does with a chat provider's
-            client = crossing.client_fmt
-            hide_usage = client.usage_if_asked and not asks_usage(self.req.body)
-            splitter = inner = translate.Splitter(
-                crossing.upstream_fmt, client, crossing.model, True, crossing.names
-            )
-        if eventstream:  # Bedrock: AWS event-stream frames, as SSE events of the format
-            from gateway.clouds.eventstream import EventStreamSplitter
-
-            splitter = EventStreamSplitter(inner)
-        head: list[sse.Event] = []
-        content = resp.content
+            hide_usage = crossing.client_fmt.usage_if_asked and not asks_usage(self.req.body)
+        splitter = splitter_for(crossing, eventstream)
         cap = self.upstream.limits.max_event_bytes
-        try:
-            with Limit(first_byte):
-                while all(sse.is_preamble(e) for e in head) and len(head) < _MAX_HELD:
-                    piece = await content.readany()
-                    if not piece:
-                        raise UpstreamFailure(
-                            Category.connection,
-                            "upstream stream ended before its first event",
-                            "first_byte",
-                        )
-                    head.extend(sse.classify_event(r, self.endpoint) for r in splitter.feed(piece))
-                    if len(splitter.pending) > cap:
-                        raise UpstreamFailure(
-                            Category.connection, f"upstream event over {cap} bytes", "first_byte"
-                        )
-        except (TimeoutError, UpstreamFailure, *MAPPED) as e:
-            resp.close()
-            if isinstance(e, TimeoutError):
-                f = Failure(
-                    Category.timeout,
-                    None,
-                    "no event before the first-byte timeout",
-                    code=FIRST_BYTE_TIMEOUT,
-                    stage=FIRST_BYTE_TIMEOUT,
-                )
-            else:
-                u = failure(e, "first_byte")
-                f = transport_failure(u.category, u.message)
-            self._count(provider, model, f)
-            return Outcome(f, status=0)
+        head = await read_head(resp, splitter, self.endpoint, first_byte, cap)
+        if isinstance(head, Failure):
+            self._count(provider, model, head)
+            return Outcome(head, status=0)
         first = next((e for e in head if not sse.is_preamble(e)), head[-1])
         if first.kind is sse.Kind.error:
             resp.close()
@@ -528,19 +457,3 @@ class HttpAttempter:
             self.log.status = 200
             self.log.ttfb = time.monotonic() - self.log.started
         return self.response
-
-
-_USAGE_CHUNK = frozenset({Endpoint.chat, Endpoint.completions})
-
-
-def asks_usage(body: dict[str, Any]) -> bool:
-    """Whether a chat or completions stream request asks for the usage chunk."""
-    options = body.get("stream_options")
-    return isinstance(options, dict) and options.get("include_usage") is True
-
-
-def with_usage(body: dict[str, Any]) -> dict[str, Any]:
-    """``body`` asking for the stream's usage chunk (its other stream options kept)."""
-    options = body.get("stream_options")
-    kept = options if isinstance(options, dict) else {}
-    return {**body, "stream_options": {**kept, "include_usage": True}}

@@ -33,10 +33,11 @@ from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, exhausted
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
-from gateway.proxy import HttpAttempter, OpenStream
+from gateway.proxy import HttpAttempter
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
+from gateway.stream_head import OpenStream
 from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict

@@ -20,10 +20,11 @@ from gateway.errors import Category, GatewayError, exhausted
 from gateway.observe.events import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
-from gateway.proxy import HttpAttempter, OpenStream
+from gateway.proxy import HttpAttempter
 from gateway.relay import end, relay
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
+from gateway.stream_head import OpenStream
 from gateway.streams import sse
 from gateway.usage import Usage
 
