@@ -49,8 +49,9 @@ def _best(run: Callable[[int], float], n: int, repeat: int) -> float:
 def access_line(repeat: int) -> tuple[float, float]:
     """The access line of one request: FastJson, then structlog's chain (fast path off)."""
     from gateway.observe import logs
-    from gateway.observe.events import Events, RequestLog
+    from gateway.observe.events import Events
     from gateway.observe.metrics import Metrics
+    from gateway.observe.request_log import RequestLog
 
     out = open(os.devnull, "w")  # noqa: SIM115 (the log's sink for the whole run)
     real, sys.stdout = sys.stdout, out

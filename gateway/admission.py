@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from gateway.budgets import Book, Period
     from gateway.engine import Env
     from gateway.formats import Format
-    from gateway.observe.events import RequestLog
+    from gateway.observe.request_log import RequestLog
     from gateway.policy.policyset import PolicySet, ResolvedRoute
     from gateway.policy.schema import Budget, Limits, Model
     from gateway.state.base import StateBackend

@@ -19,7 +19,7 @@ from gateway.usage import Usage
 
 if TYPE_CHECKING:
     from gateway.formats import Format
-    from gateway.observe.events import RequestLog
+    from gateway.observe.request_log import RequestLog
     from gateway.pricing import Price
 
 

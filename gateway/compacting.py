@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.billing import bill_answer
 from gateway.deployment_choice import ONLY, Deployments
-from gateway.observe.events import Events, RequestLog
+from gateway.observe.events import Events
+from gateway.observe.request_log import RequestLog
 from gateway.resilience import compaction, summary_call
 from gateway.resilience.decide import Progress
 from gateway.resilience.failure import Failure

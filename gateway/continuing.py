@@ -18,7 +18,7 @@ import orjson
 from gateway.billing import bill_answer
 from gateway.engine import Attempter, Env, Request, Result, recover
 from gateway.errors import Category
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import transport_failure

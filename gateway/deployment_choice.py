@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.resilience import deployments as dep

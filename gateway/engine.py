@@ -20,7 +20,8 @@ from gateway.compacting import compact_step, summarize
 from gateway.deployment_choice import ONLY, Deployments
 from gateway.errors import Category
 from gateway.formats import Format
-from gateway.observe.events import Events, RequestLog
+from gateway.observe.events import Events
+from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.pricing import Price

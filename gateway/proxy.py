@@ -23,7 +23,8 @@ from gateway.deadlines import Limit
 from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
 from gateway.formats import Format
-from gateway.observe.events import Events, RequestLog
+from gateway.observe.events import Events
+from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target

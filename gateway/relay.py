@@ -31,7 +31,7 @@ from gateway.continuing import Segment, follow_stream, same_model
 from gateway.deadlines import Limit
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, exhausted
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.proxy import HttpAttempter
 from gateway.resilience import continuation, followup

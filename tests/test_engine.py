@@ -12,8 +12,9 @@ from typing import Any
 
 from gateway.engine import Env, Outcome, Request, recover
 from gateway.formats import CHAT
-from gateway.observe.events import Events, RequestLog
+from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
+from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.resilience.classify import classify_response

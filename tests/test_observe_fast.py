@@ -21,8 +21,9 @@ from structlog.testing import capture_logs
 
 from gateway.observe import logs
 from gateway.observe.counts import LATENCY_BUCKETS
-from gateway.observe.events import Events, RequestLog
+from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics, P
+from gateway.observe.request_log import RequestLog
 from tests.log_sink import Sink
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
-    from gateway.observe.events import RequestLog
+    from gateway.observe.request_log import RequestLog
 
 log = structlog.get_logger("gateway")
 

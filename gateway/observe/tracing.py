@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.providers import ENDPOINT_OF, Endpoint
 
 log = logging.getLogger("gateway.tracing")

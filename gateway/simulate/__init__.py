@@ -47,7 +47,7 @@ from gateway.continuing import continue_answer, follow_stream
 from gateway.engine import Env, recover
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, Format
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.policy.load import PolicyError, load_policy_dir
 from gateway.policy.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.policy.schema import Policy

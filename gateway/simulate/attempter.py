@@ -13,8 +13,9 @@ from gateway.admission import past_deadline, untranslatable
 from gateway.engine import Outcome
 from gateway.errors import Category, GatewayError
 from gateway.formats import CHAT, Format
-from gateway.observe.events import Events, RequestLog
+from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
+from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.pricing import Price

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.continuing import Segment, same_model
 from gateway.engine import Env, Request, recover
 from gateway.errors import Category
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.providers import endpoint_of
 from gateway.resilience import followup
 from gateway.resilience.failure import Failure

@@ -17,7 +17,7 @@ from gateway.billing import bill_answer
 from gateway.continuing import continue_answer
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError, exhausted
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter

@@ -18,7 +18,7 @@ from gateway.counting import CountAttempter, counts, estimate, without_compactio
 from gateway.engine import recover
 from gateway.errors import bad_request
 from gateway.formats import MESSAGES
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.providers import endpoint_of
 from gateway.web.answer import fail
 from gateway.web.handlers import (

@@ -14,7 +14,7 @@ from gateway.admission import admit, has_limits, prepare, request_for, resolve, 
 from gateway.deadlines import Limit
 from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
-from gateway.observe.events import RequestLog
+from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import PolicySet
 from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint
 from gateway.proxy import HttpAttempter

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gateway.observe.events import RequestLog, visible
+from gateway.observe.request_log import RequestLog, visible
 from gateway.testing import FakeProvider
 from gateway.translate.requests import translate
 from tests.harness import CLIENT_KEY, Harness
