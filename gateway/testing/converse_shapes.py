@@ -57,6 +57,20 @@ def problem(body: Any) -> str | None:
             isinstance(b, dict) and len(b) == 1 and next(iter(b)) in BLOCKS for b in content
         ):
             return f"The content field in the Message object at messages.{i} is invalid."
+        for j, block in enumerate(content):
+            text = block.get("text")
+            if isinstance(text, str) and (not text or text.isspace()):
+                return (
+                    f"The text field in the ContentBlock object at messages.{i}.content.{j} is "
+                    "blank. Add text to the text field, and try again."
+                )
+    tool_blocks = any(
+        "toolUse" in b or "toolResult" in b for m in messages for b in m.get("content", ())
+    )
+    if tool_blocks and not body.get("toolConfig"):
+        return (
+            "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+        )
     return None
 
 

@@ -310,6 +310,26 @@ async def test_a_responses_client_on_bedrock_converse(clouds: Clouds) -> None:
     assert clouds.bedrock.requests[-1].path.endswith("/converse-stream")
 
 
+async def test_an_agents_summary_request_on_bedrock_converse(clouds: Clouds) -> None:
+    """The OpenAI SDK asks a non-Anthropic Bedrock model for a summary of an agent's
+    conversation: tool calls and results in the history, blank text beside them, no
+    tools offered. Bedrock refuses that as sent (a blank text block; tool blocks without a
+    toolConfig: the fake checks both); the translation sends what it takes, and the
+    client gets its answer."""
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    messages: Any = [
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": " ", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": ""},
+        {"role": "user", "content": "Summarise the conversation."},
+    ]
+    client = clouds.gw.async_openai()
+    answer = await client.chat.completions.create(model="nova-pro", messages=messages)
+    assert NOVA in (answer.choices[0].message.content or "")
+    sent = clouds.bedrock.requests[-1].body
+    assert [t["toolSpec"]["name"] for t in sent["toolConfig"]["tools"]] == ["ls"]
+
+
 async def test_no_credential_reaches_logs_metrics_or_admin(clouds: Clouds) -> None:
     """After calls on every cloud, no key, secret, token or signature appears in a log
     line, the metrics, /admin/deployments or a client's answer."""

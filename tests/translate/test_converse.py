@@ -20,6 +20,7 @@ from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Compaction, Policy
 from gateway.resilience import compaction, conversation
+from gateway.testing.converse_shapes import problem
 from gateway.translate import convert
 from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
@@ -48,6 +49,7 @@ def to_converse(
 ) -> tuple[dict[str, Any], list[str]]:
     out, dropped = convert.request(body, CLIENTS[client], CONVERSE, max_output_tokens=cap)
     assert not bedrock_errors(out), bedrock_errors(out)
+    assert problem(out) is None, problem(out)  # what Bedrock's own validation refuses
     assert "model" not in out and "stream" not in out  # the URL says both
     return out, dropped
 
@@ -331,6 +333,66 @@ def test_tool_choice_none_leaves_the_tools_out() -> None:
     assert out["toolConfig"] == {"tools": [SPEC]} and dropped == ["tool_choice"]
 
 
+HISTORY = [
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": "  ", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "get weather!", "arguments": "{}"}},
+    ]},
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "c2", "content": ""},
+    {"role": "user", "content": "Summarise this conversation in one line."},
+]  # fmt: skip
+
+
+def test_a_tool_history_without_tools_names_its_tools_as_not_to_call() -> None:
+    """A request that offers no tools while its history holds tool calls and results (a
+    summary or a title asked of an agent's conversation): Converse refuses tool blocks
+    without a toolConfig, so the tools the calls name are sent, each described as not
+    available, with no input; a name Converse cannot take is left out."""
+    out, dropped = to_converse({"model": "m", "messages": HISTORY}, "openai")
+    (spec,) = [t["toolSpec"] for t in out["toolConfig"]["tools"]]
+    assert spec["name"] == "get_weather" and "Do not call it" in spec["description"]
+    assert spec["inputSchema"] == {"json": {"type": "object", "properties": {}}}
+    assert "toolChoice" not in out["toolConfig"] and dropped == []
+    body = {"model": "m", "messages": HISTORY, "tool_choice": "none"}
+    assert to_converse(body, "openai")[0]["toolConfig"] == out["toolConfig"]
+    only_bad = [HISTORY[0], {**HISTORY[1], "tool_calls": HISTORY[1]["tool_calls"][1:]},
+                HISTORY[3], HISTORY[4]]  # fmt: skip
+    out, _ = to_converse({"model": "m", "messages": only_bad}, "openai")
+    assert [t["toolSpec"]["name"] for t in out["toolConfig"]["tools"]] == ["unavailable_tool"]
+    plain = {"model": "m", "messages": [HISTORY[0]]}
+    assert "toolConfig" not in to_converse(plain, "openai")[0]  # no tool blocks: none
+
+
+def test_blank_text_is_left_out() -> None:
+    """Bedrock refuses a text block that is empty or only whitespace: such text (a turn's,
+    the system's) is left out, and a turn left empty with it; a tool result may be empty."""
+    body = {"model": "m", "messages": [
+        {"role": "system", "content": " \n"},
+        {"role": "user", "content": [{"type": "text", "text": "\t"}, {"type": "text", "text": "Hi"}]},
+        {"role": "assistant", "content": "   "},
+        {"role": "user", "content": "Go on"},
+    ]}  # fmt: skip
+    out, _ = to_converse(body, "openai")
+    assert "system" not in out
+    assert out["messages"] == [{"role": "user", "content": [{"text": "Hi"}, {"text": "Go on"}]}]
+    out, _ = to_converse({"model": "m", "messages": HISTORY}, "openai")
+    assert out["messages"][1]["content"][0] == {
+        "toolUse": {"toolUseId": "c1", "name": "get_weather", "input": {}}
+    }  # the assistant's blank text left out
+    assert out["messages"][2]["content"][1] == {"toolResult": {"toolUseId": "c2", "content": []}}
+
+
+def test_a_request_with_no_text_this_model_takes_is_refused() -> None:
+    """Nothing left to send (blank text only): the client's 400, before any call."""
+    for content in ("", "  \n", []):
+        with pytest.raises(Refused) as e:
+            body = {"model": "m", "messages": [{"role": "user", "content": content}]}
+            convert.request(body, CHAT, CONVERSE, max_output_tokens=None)
+        assert e.value.field == "messages" and e.value.status == 400
+
+
 def test_anthropic_request_with_images_thinking_and_an_error_result() -> None:
     """A Messages request: system blocks, a base64 image (its media type as the format), a
     signed thinking block kept as reasoningContent, an error tool result with status
@@ -566,6 +628,7 @@ def test_every_documented_request_is_a_valid_converse_request_or_refused(name: s
         return
     assert bedrock_errors(out) == ""
     assert bedrock_errors(out, "ConverseStream") == ""
+    assert problem(out) is None, problem(out)
     assert out["messages"][0]["role"] == "user"
     roles = [m["role"] for m in out["messages"]]
     assert all(a != b for a, b in itertools.pairwise(roles))

@@ -6,10 +6,12 @@ No client speaks Converse, so there is no reader. The body has no ``model`` and 
 
 Turns alternate, user first: system and developer messages are hoisted into ``system``,
 tool results join the user turn (first, as Claude on Bedrock wants them), consecutive
-turns of one role are merged, an empty turn is left out. Content blocks are keyed by
-their kind; images and documents go as base64 bytes (a URL is refused: Converse takes
-none). Tool call ids are made ``[a-zA-Z0-9_-]`` as for Anthropic. The rule for every
-field is in docs/translation.md (Bedrock Converse).
+turns of one role are merged, blank text (Bedrock refuses it) and a turn left empty
+are left out. Content blocks are keyed by their kind; images and documents go as base64
+bytes (a URL is refused: Converse takes none). Tool call ids are made ``[a-zA-Z0-9_-]``
+as for Anthropic; a history with tool blocks always goes with a ``toolConfig`` (Bedrock
+refuses it without one). The rule for every field is in docs/translation.md (Bedrock
+Converse).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def write(
     ids: dict[str, str] = {}  # tool call ids on the wire -> the client's
     last: dict[str, Any] | None = None
     history_calls = False  # toolUse / toolResult blocks: Converse then wants toolConfig
+    history_tools: list[str] = []  # the tools they name (for a request that offers none)
     for m in conv.messages:
         if m.role in ("system", "developer"):
             continue  # hoisted into ``system``
@@ -83,6 +86,8 @@ def write(
             if type(p) is ToolCall or type(p) is ToolResult:
                 one_id(ids, p.id)
                 history_calls = True
+                if type(p) is ToolCall and p.name not in history_tools:
+                    history_tools.append(p.name)
         if role == "assistant" and all("reasoningContent" in b for b in content):
             if content:
                 drops.add("reasoning")  # reasoning alone would read as a prefill
@@ -94,12 +99,14 @@ def write(
         else:
             last = {"role": role, "content": content}
             messages.append(last)
-    if messages and messages[0]["role"] != "user":
+    if not messages:  # (Bedrock's answer: "A conversation must start with a user message")
+        raise Refused("messages", "no message has content this model accepts (text not blank)")
+    if messages[0]["role"] != "user":
         raise Refused("messages", "a conversation must start with a user message on this model")
     body["messages"] = messages
     _write_system(conv, body, drops)
     _write_inference(conv, body, drops, max_output_tokens, caps)
-    _write_tools(conv, body, drops, history_calls)
+    _write_tools(conv, body, drops, history_calls, history_tools)
     _write_format(conv, body)
     _write_rest(conv, drops)
     return body
@@ -117,13 +124,13 @@ def _merged(role: str, prev: list[Any], content: list[Any]) -> list[Any]:
 
 def _write_system(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
     system = conv.system + [m for m in conv.messages if m.role in ("system", "developer")]
-    if texts := system_texts(system, drops):
-        body["system"] = [{"text": t} for t in texts]
+    if texts := [t for t in system_texts(system, drops) if not t.isspace()]:
+        body["system"] = [{"text": t} for t in texts]  # (a blank one is refused)
 
 
 def _write_part(p: Part, drops: Dropped) -> dict[str, Any] | None:
     if type(p) is Text:  # the most common part first, by its exact type
-        return {"text": p.text} if p.text else None
+        return {"text": p.text} if p.text and not p.text.isspace() else None  # blank: refused
     if isinstance(p, ToolCall):
         args = call_input(p, drops)
         return {"toolUse": {"toolUseId": tool_id(p.id), "name": p.name, "input": args}}
@@ -134,7 +141,7 @@ def _write_part(p: Part, drops: Dropped) -> dict[str, Any] | None:
     if isinstance(p, Document):
         return _write_document(p, drops)
     if isinstance(p, Refusal):
-        return {"text": p.text} if p.text else None
+        return {"text": p.text} if p.text and not p.text.isspace() else None
     if isinstance(p, Reasoning):
         if p.signature and p.text:  # Converse refuses reasoning without its text
             text = {"text": p.text, "signature": p.signature}
@@ -207,10 +214,14 @@ def _write_inference(
         body["inferenceConfig"] = config
 
 
-def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped, history_calls: bool) -> None:
+def _write_tools(
+    conv: Conv, body: dict[str, Any], drops: Dropped, history_calls: bool, history_tools: list[str]
+) -> None:
     if not conv.tools:
         if conv.tool_choice in ("required", "tool"):
             raise Refused("tool_choice", f"{conv.tool_choice} needs tools")
+        if history_calls:  # Converse refuses tool blocks without a toolConfig
+            body["toolConfig"] = {"tools": _unavailable(history_tools)}
         return
     choice: dict[str, Any] | None = None
     if conv.tool_choice == "none":
@@ -238,6 +249,23 @@ def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped, history_calls
     body["toolConfig"] = config
     if conv.parallel_tool_calls is False:
         drops.add("parallel_tool_calls")
+
+
+#: What a tool of the history that the request does not offer may be named on Converse.
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_UNAVAILABLE = "Used earlier in this conversation; not available in this request. Do not call it."
+
+
+def _unavailable(names: list[str]) -> list[dict[str, Any]]:
+    """The tools a request that offers none must name all the same, its history holding
+    tool calls or results (a summary or a title asked of a conversation, say): those the
+    calls name (any name Converse cannot take left out), or one ``unavailable_tool`` when
+    none is left; each described as not to be called, taking no input."""
+    kept = [n for n in names if _TOOL_NAME.fullmatch(n)] or ["unavailable_tool"]
+    schema = {"json": {"type": "object", "properties": {}}}
+    return [
+        {"toolSpec": {"name": n, "description": _UNAVAILABLE, "inputSchema": schema}} for n in kept
+    ]
 
 
 def _write_format(conv: Conv, body: dict[str, Any]) -> None:
