@@ -9,6 +9,24 @@ from typing import Any
 
 from gateway.testing.answer import Answer, Event, dump
 
+#: Anthropic's refusal of tool blocks in a request that defines no tools.
+TOOLS_REQUIRED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+def tool_blocks_without_tools(body: dict[str, Any]) -> bool:
+    """Whether a Messages body holds ``tool_use`` or ``tool_result`` blocks but defines no
+    ``tools``: Anthropic refuses it (:data:`TOOLS_REQUIRED`)."""
+    if body.get("tools"):
+        return False
+    messages = body.get("messages")
+    for m in messages if isinstance(messages, list) else ():
+        content = m.get("content") if isinstance(m, dict) else None
+        for b in content if isinstance(content, list) else ():
+            if isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"):
+                return True
+    return False
+
+
 ANTHROPIC_STOP = {
     "stop": "end_turn",
     "length": "max_tokens",

@@ -93,6 +93,7 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from gateway.testing import replies, shapes
+from gateway.testing.anthropic_shapes import TOOLS_REQUIRED, tool_blocks_without_tools
 from gateway.testing.cloud_auth import bearer_token
 from gateway.testing.conversation import (
     parse_chat,
@@ -394,6 +395,8 @@ class FakeProvider:
                 context_window=self.context_window,
                 embedding_dimensions=self.embedding_dimensions,
             )
+        if ex.api == "messages" and tool_blocks_without_tools(body):
+            return replies.error_response(ex, Error.bad_request(TOOLS_REQUIRED))
         conv = _PARSERS[ex.api](body)
         if self.reject_prefill.get(model) and conv.ends_with_prefill:
             return replies.error_response(ex, Error.bad_request(PREFILL_MESSAGE))

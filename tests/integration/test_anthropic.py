@@ -114,8 +114,9 @@ async def test_prompt_too_long_compacted(gw: Harness, fake: FakeProvider) -> Non
         )
     messages.append({"role": "assistant", "content": "I have read the files."})
     messages.append({"role": "user", "content": "Summarise."})  # fmt: skip
-    raw = await gw.async_anthropic().messages.with_raw_response.create(
-        model="claude-test", max_tokens=100, messages=messages
+    read = {"name": "read", "input_schema": {"type": "object"}}  # (Anthropic wants the tools
+    raw = await gw.async_anthropic().messages.with_raw_response.create(  # of tool blocks)
+        model="claude-test", max_tokens=100, messages=messages, tools=[read]
     )
     assert (await raw.parse()).content[0].text
     assert "compaction" in raw.headers["x-gateway-recovery"]

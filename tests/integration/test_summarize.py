@@ -128,6 +128,12 @@ async def test_a_slow_summary_sends_keepalives_to_a_streaming_client(
     assert SUMMARY in fake.requests[-1].body["messages"][2]["content"]
 
 
+READ_FILE: Any = {
+    "name": "read_file",
+    "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+}
+
+
 @pytest.mark.parametrize(
     ("summarize_model", "path"),
     [("claude-backup", "/v1/messages"), ("gpt-backup", "/v1/chat/completions")],
@@ -144,7 +150,7 @@ async def test_summarize_anthropic_end_to_end(
     with capture_logs() as events:
         raw = await gw.async_anthropic().messages.with_raw_response.create(
             model="claude-test", max_tokens=512, system="You are a coding agent.",
-            messages=messages,
+            messages=messages, tools=[READ_FILE],  # (Anthropic wants the tools of tool blocks)
         )  # fmt: skip
     assert (await raw.parse()).content
     assert raw.headers["x-gateway-recovery"] == "compaction"

@@ -55,3 +55,18 @@ async def test_an_id_that_is_anothers_rewritten_form_is_a_400_naming_the_field(
     assert e.value.status_code == 400
     assert (e.value.body or {}).get("param") == "tool_call_id"  # type: ignore[union-attr]
     assert not fake.requests  # nothing went upstream
+
+
+async def test_a_summary_of_a_tool_history_with_no_tools_reaches_claude(
+    gw: Harness, fake: FakeProvider
+) -> None:
+    """The OpenAI SDK asks Claude for a summary of an agent's conversation and offers no
+    tools. Anthropic refuses tool blocks without tools (the fake does too); the request
+    goes with the tools the history names, described as not to be called, and the client
+    gets its answer."""
+    messages = [*history(("call_1", "call_2")), {"role": "user", "content": "Summarise."}]
+    c = await gw.async_openai().chat.completions.create(model="claude-test", messages=messages)
+    assert c.choices[0].message.content
+    sent = fake.requests[-1].body
+    assert [t["name"] for t in sent["tools"]] == ["a", "b"]
+    assert all("Do not call it" in t["description"] for t in sent["tools"])

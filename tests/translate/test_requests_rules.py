@@ -349,6 +349,39 @@ def test_tool_ids_are_made_acceptable_to_anthropic_and_still_pair() -> None:
     assert use["id"] == result["tool_use_id"] == "call_1_x_6140247c"  # see test_tool_ids.py
 
 
+def test_a_tool_history_without_tools_names_its_tools_to_anthropic() -> None:
+    """Anthropic refuses tool blocks in a request that defines no tools ("Requests which
+    include tool_use or tool_result blocks must define tools"): a chat or Responses
+    request that offers none (a summary asked of an agent's conversation) gets the tools
+    its history's calls name, described as not to be called, with no input; a name
+    Anthropic cannot take is left out. A request with tools, or with no tool block, is
+    unchanged."""
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "l s", "arguments": "{}"}},
+    ]
+    history = [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": calls},
+               {"role": "tool", "tool_call_id": "c1", "content": "a"},
+               {"role": "tool", "tool_call_id": "c2", "content": "b"},
+               {"role": "user", "content": "Summarise."}]  # fmt: skip
+    body, _, _ = translate({**CHAT, "messages": history}, "openai", "anthropic")
+    (tool,) = body["tools"]
+    assert tool["name"] == "ls" and "Do not call it" in tool["description"]
+    assert tool["input_schema"] == {"type": "object", "properties": {}}
+    assert "tool_choice" not in body
+    check_request("anthropic", body)
+    body, _, _ = translate({**CHAT, "messages": history, "tools": [TOOL]}, "openai", "anthropic")
+    assert [t["name"] for t in body["tools"]] == ["f"]
+    assert "tools" not in translate(CHAT, "openai", "anthropic")[0]
+    resp = {**RESP, "input": [
+        {"role": "user", "content": "q"},
+        {"type": "function_call", "call_id": "c1", "name": "l s", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a"},
+        {"role": "user", "content": "Summarise."}]}  # fmt: skip
+    body, _, _ = translate(resp, "responses", "anthropic")
+    assert [t["name"] for t in body["tools"]] == ["unavailable_tool"]
+
+
 def test_parallel_tool_calls_false_disables_parallel_tool_use() -> None:
     """``parallel_tool_calls: false`` is ``disable_parallel_tool_use`` and comes back."""
     for tool_choice, expect in [(None, {"type": "auto"}), ("required", {"type": "any"}),

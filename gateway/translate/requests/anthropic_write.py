@@ -33,8 +33,10 @@ from gateway.translate.ir import (
 from gateway.translate.requests.common import (
     BUDGET_OF_EFFORT,
     EFFORT_TO_ANTHROPIC,
+    UNAVAILABLE_TOOL,
     call_input,
     effort_of_budget,
+    history_tools,
     json_schema,
     system_texts,
 )
@@ -215,6 +217,11 @@ def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
     if not conv.tools:
         if conv.tool_choice in ("required", "tool"):
             raise Refused("tool_choice", f"{conv.tool_choice} needs tools")
+        if names := history_tools(conv):  # Anthropic refuses tool blocks without tools
+            schema = {"type": "object", "properties": {}}
+            body["tools"] = [
+                {"name": n, "description": UNAVAILABLE_TOOL, "input_schema": schema} for n in names
+            ]
         return  # no tools: no choice to make
     choice: dict[str, Any] | None = None
     if conv.tool_choice is not None:

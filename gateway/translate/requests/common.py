@@ -1,13 +1,15 @@
 """What the request readers and writers share: stop sequences, reasoning effort, the text
-of system messages, a tool call's arguments as an object, the JSON schema of an answer."""
+of system messages, a tool call's arguments as an object, the JSON schema of an answer,
+the tools a history names when the request offers none."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
-from gateway.translate.ir import Conv, Dropped, Msg, Refused, Text, ToolCall
+from gateway.translate.ir import Conv, Dropped, Msg, Refused, Text, ToolCall, ToolResult
 
 #: Anthropic thinking budget for an OpenAI reasoning effort (budget_tokens >= 1024).
 BUDGET_OF_EFFORT = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
@@ -76,3 +78,35 @@ def json_schema(conv: Conv) -> dict[str, Any] | None:
             "JSON mode without a schema is not available on this model (give a json_schema)",
         )
     return rf.get("json_schema") or {}
+
+
+#: What a tool of the history that the request does not offer may be named (the names
+#: Converse and Anthropic both take).
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+#: How such a tool is described to the model.
+UNAVAILABLE_TOOL = (
+    "Used earlier in this conversation; not available in this request. Do not call it."
+)
+
+
+def history_tools(conv: Conv) -> list[str] | None:
+    """The tools to name for a request that offers none while its history holds tool
+    calls or results (a summary or a title asked of an agent's conversation): Anthropic
+    and Converse refuse tool blocks without tools. The names the calls use (any the
+    formats cannot take left out), or ``unavailable_tool`` when none is left; None when
+    the request offers tools or its history holds no tool block."""
+    if conv.tools:
+        return None
+    names: list[str] = []
+    blocks = False
+    for m in conv.messages:
+        for p in m.parts:
+            if type(p) is ToolCall:
+                blocks = True
+                if p.name not in names and _TOOL_NAME.fullmatch(p.name):
+                    names.append(p.name)
+            elif type(p) is ToolResult:
+                blocks = True
+    if not blocks:
+        return None
+    return names or ["unavailable_tool"]

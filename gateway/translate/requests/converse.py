@@ -38,7 +38,13 @@ from gateway.translate.ir import (
     ToolResult,
 )
 from gateway.translate.requests.anthropic_write import one_id, tool_id
-from gateway.translate.requests.common import call_input, json_schema, system_texts
+from gateway.translate.requests.common import (
+    UNAVAILABLE_TOOL,
+    call_input,
+    history_tools,
+    json_schema,
+    system_texts,
+)
 
 #: Image media types Converse takes -> its ``format``.
 IMAGE_FORMATS = {
@@ -73,7 +79,6 @@ def write(
     ids: dict[str, str] = {}  # tool call ids on the wire -> the client's
     last: dict[str, Any] | None = None
     history_calls = False  # toolUse / toolResult blocks: Converse then wants toolConfig
-    history_tools: list[str] = []  # the tools they name (for a request that offers none)
     for m in conv.messages:
         if m.role in ("system", "developer"):
             continue  # hoisted into ``system``
@@ -86,8 +91,6 @@ def write(
             if type(p) is ToolCall or type(p) is ToolResult:
                 one_id(ids, p.id)
                 history_calls = True
-                if type(p) is ToolCall and p.name not in history_tools:
-                    history_tools.append(p.name)
         if role == "assistant" and all("reasoningContent" in b for b in content):
             if content:
                 drops.add("reasoning")  # reasoning alone would read as a prefill
@@ -106,7 +109,7 @@ def write(
     body["messages"] = messages
     _write_system(conv, body, drops)
     _write_inference(conv, body, drops, max_output_tokens, caps)
-    _write_tools(conv, body, drops, history_calls, history_tools)
+    _write_tools(conv, body, drops, history_calls)
     _write_format(conv, body)
     _write_rest(conv, drops)
     return body
@@ -214,14 +217,16 @@ def _write_inference(
         body["inferenceConfig"] = config
 
 
-def _write_tools(
-    conv: Conv, body: dict[str, Any], drops: Dropped, history_calls: bool, history_tools: list[str]
-) -> None:
+def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped, history_calls: bool) -> None:
     if not conv.tools:
         if conv.tool_choice in ("required", "tool"):
             raise Refused("tool_choice", f"{conv.tool_choice} needs tools")
-        if history_calls:  # Converse refuses tool blocks without a toolConfig
-            body["toolConfig"] = {"tools": _unavailable(history_tools)}
+        if history_calls and (names := history_tools(conv)):  # Converse refuses tool
+            schema = {"json": {"type": "object", "properties": {}}}  # blocks without tools
+            body["toolConfig"] = {"tools": [
+                {"toolSpec": {"name": n, "description": UNAVAILABLE_TOOL, "inputSchema": schema}}
+                for n in names
+            ]}  # fmt: skip
         return
     choice: dict[str, Any] | None = None
     if conv.tool_choice == "none":
@@ -249,23 +254,6 @@ def _write_tools(
     body["toolConfig"] = config
     if conv.parallel_tool_calls is False:
         drops.add("parallel_tool_calls")
-
-
-#: What a tool of the history that the request does not offer may be named on Converse.
-_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_UNAVAILABLE = "Used earlier in this conversation; not available in this request. Do not call it."
-
-
-def _unavailable(names: list[str]) -> list[dict[str, Any]]:
-    """The tools a request that offers none must name all the same, its history holding
-    tool calls or results (a summary or a title asked of a conversation, say): those the
-    calls name (any name Converse cannot take left out), or one ``unavailable_tool`` when
-    none is left; each described as not to be called, taking no input."""
-    kept = [n for n in names if _TOOL_NAME.fullmatch(n)] or ["unavailable_tool"]
-    schema = {"json": {"type": "object", "properties": {}}}
-    return [
-        {"toolSpec": {"name": n, "description": _UNAVAILABLE, "inputSchema": schema}} for n in kept
-    ]
 
 
 def _write_format(conv: Conv, body: dict[str, Any]) -> None:
