@@ -76,6 +76,7 @@ def write(
     messages: list[dict[str, Any]] = []
     ids: dict[str, str] = {}  # tool call ids on the wire -> the client's
     last: dict[str, Any] | None = None
+    tool_blocks = False  # the history holds a tool call or result: Anthropic wants tools
     for m in conv.messages:
         if m.role == "assistant":
             role = "assistant"
@@ -95,6 +96,7 @@ def write(
                     content.append(block)
                 if type(p) is ToolCall or type(p) is ToolResult:
                     one_id(ids, p.id)
+                    tool_blocks = True
             if not content:
                 continue  # nothing Anthropic accepts (an empty turn): skipped
         if last is not None and last["role"] == role:
@@ -105,7 +107,7 @@ def write(
     body["messages"] = messages
     cap = conv.max_tokens if conv.max_tokens is not None else max_output_tokens
     body["max_tokens"] = cap if cap is not None else DEFAULT_ANTHROPIC_MAX_TOKENS
-    _write_tools(conv, body, drops)
+    _write_tools(conv, body, drops, tool_blocks)
     thinking = _write_thinking(conv, body, drops, caps, cap is None)
     _write_sampling(conv, body, drops, caps, thinking)
     if conv.stop is not None:
@@ -202,7 +204,7 @@ def _write_document(p: Document) -> dict[str, Any]:
     return out
 
 
-def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
+def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped, tool_blocks: bool) -> None:
     if conv.tools is not None:
         tools = []
         for t in conv.tools:
@@ -217,10 +219,11 @@ def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:
     if not conv.tools:
         if conv.tool_choice in ("required", "tool"):
             raise Refused("tool_choice", f"{conv.tool_choice} needs tools")
-        if names := history_tools(conv):  # Anthropic refuses tool blocks without tools
+        if tool_blocks:  # Anthropic refuses tool blocks without tools
             schema = {"type": "object", "properties": {}}
             body["tools"] = [
-                {"name": n, "description": UNAVAILABLE_TOOL, "input_schema": schema} for n in names
+                {"name": n, "description": UNAVAILABLE_TOOL, "input_schema": schema}
+                for n in history_tools(conv)
             ]
         return  # no tools: no choice to make
     choice: dict[str, Any] | None = None

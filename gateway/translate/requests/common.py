@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from gateway.translate.ir import Conv, Dropped, Msg, Refused, Text, ToolCall, ToolResult
+from gateway.translate.ir import Conv, Dropped, Msg, Refused, Text, ToolCall
 
 #: Anthropic thinking budget for an OpenAI reasoning effort (budget_tokens >= 1024).
 BUDGET_OF_EFFORT = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
@@ -89,24 +89,13 @@ UNAVAILABLE_TOOL = (
 )
 
 
-def history_tools(conv: Conv) -> list[str] | None:
+def history_tools(conv: Conv) -> list[str]:
     """The tools to name for a request that offers none while its history holds tool
     calls or results (a summary or a title asked of an agent's conversation): Anthropic
-    and Converse refuse tool blocks without tools. The names the calls use (any the
-    formats cannot take left out), or ``unavailable_tool`` when none is left; None when
-    the request offers tools or its history holds no tool block."""
-    if conv.tools:
-        return None
-    names: list[str] = []
-    blocks = False
-    for m in conv.messages:
-        for p in m.parts:
-            if type(p) is ToolCall:
-                blocks = True
-                if p.name not in names and _TOOL_NAME.fullmatch(p.name):
-                    names.append(p.name)
-            elif type(p) is ToolResult:
-                blocks = True
-    if not blocks:
-        return None
-    return names or ["unavailable_tool"]
+    and Converse refuse tool blocks without tools. The names the calls use, each once
+    (any the formats cannot take left out), or ``unavailable_tool`` when none is left.
+    Called by a writer whose own pass saw a tool block, when the request offers no tool."""
+    names = dict.fromkeys(
+        p.name for m in conv.messages for p in m.parts if type(p) is ToolCall
+    )  # (ordered, each once: linear however many calls the history holds)
+    return [n for n in names if _TOOL_NAME.fullmatch(n)] or ["unavailable_tool"]

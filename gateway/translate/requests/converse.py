@@ -221,11 +221,11 @@ def _write_tools(conv: Conv, body: dict[str, Any], drops: Dropped, history_calls
     if not conv.tools:
         if conv.tool_choice in ("required", "tool"):
             raise Refused("tool_choice", f"{conv.tool_choice} needs tools")
-        if history_calls and (names := history_tools(conv)):  # Converse refuses tool
-            schema = {"json": {"type": "object", "properties": {}}}  # blocks without tools
+        if history_calls:  # Converse refuses tool blocks without tools
+            schema = {"json": {"type": "object", "properties": {}}}
             body["toolConfig"] = {"tools": [
                 {"toolSpec": {"name": n, "description": UNAVAILABLE_TOOL, "inputSchema": schema}}
-                for n in names
+                for n in history_tools(conv)
             ]}  # fmt: skip
         return
     choice: dict[str, Any] | None = None
