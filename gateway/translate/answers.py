@@ -26,11 +26,11 @@ from typing import Any
 
 from gateway.translate import stops, usage
 from gateway.translate.fields import (
-    WrongType,
     arguments_at,
     id_at,
     input_at,
     is_text,
+    object_at,
     objects_at,
     text_at,
 )
@@ -77,9 +77,7 @@ def read_chat(body: dict[str, Any]) -> Answer:
     if refusal := text_at(msg.get("refusal"), "message.refusal"):
         parts.append(Refusal(refusal))
     for i, call in enumerate(objects_at(msg.get("tool_calls"), "message.tool_calls")):
-        fn = call.get("function")
-        if type(fn) is not dict:
-            raise WrongType("message.tool_calls[].function is not an object")
+        fn = object_at(call.get("function"), "message.tool_calls[].function")
         parts.append(ToolCall(
             id_at(call.get("id"), "tool_calls[].id", f"call_{i}"),
             text_at(fn.get("name"), "tool_calls[].function.name") or "",

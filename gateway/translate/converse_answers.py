@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.translate import stops, usage
-from gateway.translate.fields import WrongType, id_at, input_at, objects_at, text_at
+from gateway.translate.fields import id_at, input_at, object_at, objects_at, text_at
 from gateway.translate.ir import Answer, Dropped, Part, Reasoning, Refusal, Text, ToolCall
 from gateway.translate.requests.common import call_input
 from gateway.translate.streams.write import base_id
@@ -33,9 +33,7 @@ def read_converse(body: dict[str, Any]) -> Answer:
             if text := text_at(b["text"], "content[].text"):
                 parts.append(Text(text))
         elif "toolUse" in b:
-            use = b["toolUse"]
-            if type(use) is not dict:
-                raise WrongType("content[].toolUse is not an object")
+            use = object_at(b["toolUse"], "content[].toolUse")
             if use.get("type") is not None:
                 continue  # a server tool's use: not the client's to run
             parts.append(ToolCall(
@@ -44,13 +42,9 @@ def read_converse(body: dict[str, Any]) -> Answer:
                 input_at(use.get("input"), "content[].toolUse.input"),
             ))  # fmt: skip
         elif "reasoningContent" in b:
-            r = b["reasoningContent"]
-            if type(r) is not dict:
-                raise WrongType("content[].reasoningContent is not an object")
-            if rt := r.get("reasoningText"):  # (redactedContent is not kept)
-                if type(rt) is not dict:
-                    raise WrongType("content[].reasoningContent.reasoningText is not an object")
-                where = "content[].reasoningContent.reasoningText"
+            r = object_at(b["reasoningContent"], "content[].reasoningContent")
+            where = "content[].reasoningContent.reasoningText"
+            if rt := object_at(r.get("reasoningText"), where):  # (redactedContent: not kept)
                 text = text_at(rt.get("text"), where + ".text") or ""
                 parts.append(
                     Reasoning(text, text_at(rt.get("signature"), where + ".signature") or None)

@@ -30,6 +30,7 @@ __all__ = [
     "input_at",
     "is_text",
     "name_of",
+    "object_at",
     "objects_at",
     "text_at",
 ]
@@ -107,6 +108,15 @@ def input_at(value: Any, where: str) -> str:
     if isinstance(value, dict):
         return orjson.dumps(value).decode()
     raise _wrong(value, where, "an object")
+
+
+def object_at(value: Any, where: str) -> dict[str, Any]:
+    """An object (a call's ``function``, a block's body); empty when absent or ``null``."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise _wrong(value, where, "an object")
+    return value
 
 
 def objects_at(value: Any, where: str) -> list[dict[str, Any]]:
