@@ -111,8 +111,11 @@ class Gateway:
             (team, b["spent_usd"], b["limit_usd"])
             for team, b in describe(self.state.spending, self.budgets, time.time()).items()
         )
-        # the cloud providers' credentials (gateway/clouds), found at start and on reload
-        self.credentials = CloudCredentials(self.env.board, lambda: self.policies)
+        # the cloud providers' credentials (gateway/clouds), looked for at start (in the
+        # background) and on reload
+        self.credentials = CloudCredentials(
+            self.env.board, lambda: self.policies, timeout=settings.cloud_token_timeout_s
+        )
         self.tracing = tracing.configure(os.environ)  # None unless OTEL_* asks for traces
 
     def reload(self, trigger: str) -> bool:
@@ -237,7 +240,7 @@ class Gateway:
             await self.deployment_sync.start()
         if self.policies.uses_sim:
             await self.ensure_sim()
-        await self.credentials.start(self.policies)  # each lookup in a thread
+        self.credentials.start(self.policies)  # in the background: the port opens now
         self._watcher = asyncio.create_task(reload.watch(self))
         separate = self.settings.metrics_port is not None
         paths = routes.ROUTES if separate else {**routes.ROUTES, **routes.METRICS}
