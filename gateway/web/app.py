@@ -258,6 +258,8 @@ class Gateway:
         except OSError:
             await self.stop()
             raise
+        if not separate and (w is None or w.index == 0):  # said once, not once per worker
+            warn_public_metrics(self.settings)
         return self.port
 
     @property
@@ -312,6 +314,24 @@ class Gateway:
         await self.upstream.close()
         if self.tracing is not None:
             await asyncio.to_thread(self.tracing.shutdown)  # exports what is buffered
+
+
+#: What ``/metrics`` shows, as the start-up warning names it.
+METRICS_SHOW = (
+    "every team's name, budget and spend; requests, tokens, cost, retries and fallbacks"
+    " per team and model; the deployments and their states"
+)
+
+
+def warn_public_metrics(settings: GatewaySettings) -> None:
+    """``/metrics`` is on the public port (no ``GATEWAY_METRICS_PORT``): a warning, since
+    whoever reaches the port reads it (or whoever has the token, with one)."""
+    log.warning(
+        "metrics_on_public_port",
+        shows=METRICS_SHOW,
+        token_required=bool(settings.metrics_token),
+        fix="set GATEWAY_METRICS_PORT (deploy/ uses 9100) so that only Prometheus reaches it",
+    )
 
 
 def create_app(
