@@ -24,7 +24,7 @@ AHEAD_AT_LEAST = 60.0
 AHEAD_SHARE = 0.1
 #: How long the first fetch of a credential may take before its provider is out (seconds;
 #: ``GATEWAY_CLOUD_TOKEN_TIMEOUT_S``).
-FETCH_TIMEOUT = 4.0
+FETCH_TIMEOUT = 3.0
 #: The first wait before a failed fetch is tried again, and the longest (seconds).
 RETRY_FIRST = 1.0
 RETRY_CAP = 60.0
