@@ -74,6 +74,9 @@ class GatewaySettings(BaseSettings):
     upstream_max_headers: int = Field(default=128, ge=8)
     upstream_max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)  # after decompression
     upstream_max_event_bytes: int = Field(default=8 * 1024 * 1024, gt=0)  # one SSE event
+    # --- cloud credentials (docs/clouds.md: Credentials): how long a cloud provider's first
+    # token may take (the port is open meanwhile) before its deployments are out (auth) ---
+    cloud_token_timeout_s: float = Field(default=3.0, gt=0)
     # --- /metrics: a port of its own (unset: served on the main port; 0: any free port),
     # and a bearer token it requires ---
     metrics_port: int | None = Field(default=None, ge=0, le=65535)

@@ -21,6 +21,7 @@ from gateway.policy.policyset import hash_key
 from gateway.settings import GatewaySettings
 from gateway.testing import FakeProvider
 from gateway.web.app import Gateway, create_app
+from tests.waiting import eventually
 
 CLIENT_KEY = "team-a-client-key"
 PROVIDER_KEY = "provider-secret-key"
@@ -100,10 +101,15 @@ class Harness:
         self._clients: list[Any] = []
         self.url = ""
 
-    async def start(self) -> Harness:
+    async def start(self, *, ready: bool = True) -> Harness:
+        """Start the gateway; ``ready``: and wait until ``/readyz`` would say so (the first
+        cloud tokens came or their time is up), as a load balancer waits."""
         self.app = create_app(self.settings, metrics=self.metrics)
         port = await self.app.start("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{port}"
+        if ready:
+            app = self.app
+            await eventually(lambda: app.credentials.started, 30, step=0.005, what="readiness")
         return self
 
     async def stop(self) -> None:

@@ -10,6 +10,13 @@ attempt from what is held, with no I/O. When nothing usable is held, ``problem``
 why (naming the provider and where the credentials were looked for, never a secret) and
 the ``on_change`` callback hears of it, and again when the credentials are back.
 
+A fetch has a deadline: a first token that has not come within ``timeout``, or a token
+that expires while its refresh has not answered, is a problem at that moment. The fetch
+goes on in its thread (one at a time per credential) and its answer is taken when it
+comes. Each fetch runs in a daemon thread, so a token service that never answers holds
+up neither the gateway's start nor its exit; the libraries' own requests are given
+:data:`REQUEST_TIMEOUT_S` where they take one (Google, Azure; botocore bounds its own).
+
 The cloud libraries are optional extras: a kind's module imports its library, and
 :func:`credential_of` imports that module only when a policy names the kind.
 """
@@ -21,12 +28,19 @@ import contextlib
 import importlib.util
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from gateway.clouds.refresh import RETRY_CAP, RETRY_FIRST, refresh_delay, retry_delay
+from gateway.clouds.refresh import (
+    FETCH_TIMEOUT,
+    RETRY_CAP,
+    RETRY_FIRST,
+    refresh_delay,
+    retry_delay,
+    unusable_at,
+)
 
 if TYPE_CHECKING:
     from yarl import URL
@@ -44,18 +58,10 @@ _EXTRAS = {
 }
 #: The longest piece of a library's error message a problem repeats.
 _MESSAGE_CHARS = 600
-#: Threads of their own for the libraries' blocking fetches (an instance metadata lookup
-#: may wait seconds), so that they never hold up what the event loop's default executor
-#: runs for requests (aiohttp's DNS lookups).
-_FETCHERS = 4
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(_FETCHERS, thread_name_prefix="cloud-credentials")
-    return _POOL
+#: The longest a cloud library's own request for a token waits for an answer (seconds;
+#: Google's default is 120, azure-core's 300): a request that hung ends as a failed fetch,
+#: tried again with backoff.
+REQUEST_TIMEOUT_S = 15.0
 
 
 class CredentialUnavailable(Exception):
@@ -87,8 +93,9 @@ class Credential(Generic[T]):
     """One cloud provider's credentials (a subclass per cloud implements :meth:`_fetch`
     and :meth:`authorize`).
 
-    ``clock`` is the wall clock expiries are compared with; ``retry_first`` and
-    ``retry_cap`` the backoff of a failed fetch (:func:`gateway.clouds.refresh.retry_delay`).
+    ``clock`` is the wall clock expiries are compared with; ``timeout`` how long a first
+    fetch may take before the credential is unusable; ``retry_first`` and ``retry_cap`` the
+    backoff of a failed fetch (:func:`gateway.clouds.refresh.retry_delay`).
     """
 
     #: The cloud, as messages name it ("AWS"); where its credentials are looked for; the
@@ -103,6 +110,7 @@ class Credential(Generic[T]):
         on_change: OnChange | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        timeout: float = FETCH_TIMEOUT,
         retry_first: float = RETRY_FIRST,
         retry_cap: float = RETRY_CAP,
     ) -> None:
@@ -111,10 +119,13 @@ class Credential(Generic[T]):
         self._on_change = on_change
         self._reported: str | None = None  # the last problem on_change heard (None at first)
         self._clock = clock
+        self.timeout = timeout
         self._retry = (retry_first, retry_cap)
         self._held: Held[T] | None = None
         self._failures = 0
         self._task: asyncio.Task[None] | None = None
+        self._fetching: asyncio.Future[Held[T]] | None = None  # the fetch in its thread
+        self._settled = asyncio.Event()  # the first fetch answered, or its deadline passed
         self._found: Any = None  # the library's credentials once found (used in threads only)
         quiet_library_logs(*self.loggers)
 
@@ -135,21 +146,27 @@ class Credential(Generic[T]):
     # -- the life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Find the credentials (in a thread), then keep them fresh in a background task.
-        Never raises: a failure sets ``problem`` and is tried again with backoff."""
-        await self._attempt()
+        """Find the credentials (in a thread) and keep them fresh in a background task;
+        returns once the first fetch answered or its deadline passed (``problem`` then
+        says whether they are usable; a late answer is still taken). Never raises: a
+        failure sets ``problem`` and is tried again with backoff."""
         if self._task is None:
             self._task = asyncio.create_task(
                 self._keep_fresh(), name=f"credentials of {self.provider}"
             )
+        await self._settled.wait()
 
     async def close(self) -> None:
-        """Stop the background task."""
+        """Stop the background task (a fetch still running in its thread is left to end
+        on its own; its answer is dropped)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._fetching is not None:
+            self._fetching.cancel()
+            self._fetching = None
 
     def check(self) -> str | None:
         """Find the credentials now, blocking (``check --strict``): the problem, or None.
@@ -170,22 +187,41 @@ class Credential(Generic[T]):
         return held.value
 
     async def _keep_fresh(self) -> None:
-        while True:
-            held = self._held
-            expires_at = held.expires_at if held is not None else None
-            now = self._clock()
-            if self._failures:
-                delay = retry_delay(self._failures, expires_at, now, *self._retry)
-            else:
-                delay = refresh_delay(expires_at, now)
-            if math.isinf(delay):
-                return
-            await asyncio.sleep(delay)
-            await self._attempt()
+        try:
+            while True:
+                await self._attempt()
+                self._settled.set()
+                held = self._held
+                expires_at = held.expires_at if held is not None else None
+                now = self._clock()
+                if self._failures:
+                    delay = retry_delay(self._failures, expires_at, now, *self._retry)
+                else:
+                    delay = refresh_delay(expires_at, now)
+                if math.isinf(delay):
+                    return
+                await asyncio.sleep(delay)
+        finally:
+            self._settled.set()  # whoever waits in start() is not left waiting
 
     async def _attempt(self) -> None:
+        """One fetch, waited for until its answer; past its deadline (nothing usable
+        held) the problem is known at once, and the answer still taken when it comes."""
+        fetching = self._fetching = self._in_thread()
+        old = self._held
+        give_up = unusable_at(
+            self._clock(), self.timeout, old is not None, old.expires_at if old else None
+        )
+        while not fetching.done():
+            left = give_up - self._clock()
+            await asyncio.wait({fetching}, timeout=None if math.isinf(left) else max(left, 0.0))
+            if not fetching.done():
+                self._set_problem(self._describe(self._late(old)))
+                self._settled.set()
+                give_up = math.inf
+        self._fetching = None
         try:
-            held = await asyncio.get_running_loop().run_in_executor(_pool(), self._fetch)
+            held = fetching.result()
             if held.expired(self._clock()):
                 raise LookupError(
                     "the credentials fetched have already expired (is the clock right?)"
@@ -200,6 +236,38 @@ class Credential(Generic[T]):
         self._failures = 0
         self._held = held
         self._set_problem(None)
+
+    def _late(self, old: Held[T] | None) -> TimeoutError:
+        """What a fetch that has not answered is, once nothing usable is held."""
+        if old is None:
+            return TimeoutError(f"no answer within {self.timeout:g} s")
+        return TimeoutError("the credentials expired while their refresh had no answer")
+
+    def _in_thread(self) -> asyncio.Future[Held[T]]:
+        """:meth:`_fetch` in a daemon thread of its own (never joined: a fetch that hangs
+        holds up neither the event loop nor the process's exit); its answer as a future."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Held[T]] = loop.create_future()
+
+        def settle(held: Held[T] | None, exc: BaseException | None) -> None:
+            if future.done():  # closed meanwhile
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(held)  # type: ignore[arg-type]
+
+        def fetch() -> None:
+            try:
+                held, exc = self._fetch(), None
+            except Exception as e:
+                held, exc = None, e
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(settle, held, exc)
+
+        name = f"cloud credentials of {self.provider}"
+        threading.Thread(target=fetch, name=name, daemon=True).start()
+        return future
 
     def _set_problem(self, problem: str | None) -> None:
         self.problem = problem
@@ -256,21 +324,24 @@ def _importable(module: str) -> bool:
 
 
 def credential_of(
-    name: str, provider: Provider, on_change: OnChange | None = None
-) -> Credential[Any] | None:
+    name: str, provider: Provider, on_change: OnChange | None = None, *,
+    timeout: float = FETCH_TIMEOUT,
+) -> Credential[Any] | None:  # fmt: skip
     """The credential provider ``name`` needs: AWS for ``bedrock`` without ``api_key_env``,
     Google for ``vertex``, Entra ID for ``azure`` without ``api_key_env``; None otherwise
-    (a static key is sent as it is). Imports the kind's library."""
+    (a static key is sent as it is). ``timeout``: how long its first fetch may take.
+    Imports the kind's library."""
     if provider.api == "bedrock" and provider.api_key_env is None:
         from gateway.clouds.aws_credentials import AwsCredential
 
-        return AwsCredential(name, provider.region or "", provider.aws_profile, on_change)
+        region, profile = provider.region or "", provider.aws_profile
+        return AwsCredential(name, region, profile, on_change, timeout=timeout)
     if provider.api == "vertex":
         from gateway.clouds.google_credentials import GoogleCredential
 
-        return GoogleCredential(name, on_change)
+        return GoogleCredential(name, on_change, timeout=timeout)
     if provider.api == "azure" and provider.api_key_env is None:
         from gateway.clouds.azure_credentials import AzureCredential
 
-        return AzureCredential(name, on_change)
+        return AzureCredential(name, on_change, timeout=timeout)
     return None

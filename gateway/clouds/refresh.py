@@ -7,6 +7,11 @@ seconds (tests, a misconfigured identity service) is still replaced well before 
 A failed refresh is tried again with a doubling wait, capped, while the old token is kept;
 a retry never waits past the old token's expiry, so the failure is known the moment there
 is nothing left to sign with.
+
+A fetch that does not answer is not waited for in silence: with nothing usable held (the
+first token) the credential is unusable once the fetch is ``timeout`` old; with a token
+held, the moment that token expires (:func:`unusable_at`). The fetch itself is not given
+up: its answer, whenever it comes, is taken.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ import math
 AHEAD_AT_LEAST = 60.0
 #: The share of what is left of a token's life by which it is refreshed ahead.
 AHEAD_SHARE = 0.1
+#: How long the first fetch of a credential may take before its provider is out (seconds;
+#: ``GATEWAY_CLOUD_TOKEN_TIMEOUT_S``).
+FETCH_TIMEOUT = 3.0
 #: The first wait before a failed fetch is tried again, and the longest (seconds).
 RETRY_FIRST = 1.0
 RETRY_CAP = 60.0
@@ -50,3 +58,13 @@ def retry_delay(
     if expires_at is not None and expires_at > now:
         return min(wait, expires_at - now)
     return wait
+
+
+def unusable_at(started: float, timeout: float, held: bool, expires_at: float | None) -> float:
+    """The moment a credential whose fetch began at ``started`` and has not answered has
+    nothing usable: with a credential ``held``, its expiry (``expires_at``; never for one
+    that does not expire, at once for one already expired); with none, ``timeout`` after
+    the fetch began."""
+    if not held:
+        return started + timeout
+    return math.inf if expires_at is None else expires_at

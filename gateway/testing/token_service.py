@@ -37,7 +37,9 @@ class TokenService:
 
     ``lifetime``: seconds a token is valid; ``delay``: seconds each token request waits
     before it is answered; ``refuse``: a status the token routes answer with instead
-    (None: they serve). All three may be changed while it runs.
+    (None: they serve); ``hang``: while True, token requests get no answer at all (those
+    waiting are answered once it is set back to False, as a token service that was stuck).
+    All four may be changed while it runs.
     """
 
     def __init__(
@@ -49,8 +51,22 @@ class TokenService:
         self.requests: list[TokenRequest] = []
         self.issued: dict[str, float] = {}  # token -> its expiry (epoch seconds)
         self._clock = clock
+        self._answering = asyncio.Event()
+        self._answering.set()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+
+    @property
+    def hang(self) -> bool:
+        """Whether token requests get no answer (they wait until it is False again)."""
+        return not self._answering.is_set()
+
+    @hang.setter
+    def hang(self, on: bool) -> None:
+        if on:
+            self._answering.clear()
+        else:
+            self._answering.set()
 
     def routes(self, app: web.Application) -> None:
         """Add the service's own routes (a subclass's)."""
@@ -68,7 +84,8 @@ class TokenService:
         return expires_at is not None and self._clock() < expires_at
 
     async def served(self, request: web.Request) -> web.Response | None:
-        """Record ``request``, wait :attr:`delay`; an error response when refusing."""
+        """Record ``request``, wait :attr:`delay` (and while :attr:`hang` holds); an error
+        response when refusing."""
         form = dict(await request.post()) if request.method == "POST" else {}
         self.requests.append(
             TokenRequest(
@@ -81,6 +98,7 @@ class TokenService:
         )
         if self.delay:
             await asyncio.sleep(self.delay)
+        await self._answering.wait()
         if self.refuse is not None:
             return web.json_response(
                 {"error": "unavailable", "error_description": "refused by the test"},

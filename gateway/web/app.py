@@ -111,8 +111,11 @@ class Gateway:
             (team, b["spent_usd"], b["limit_usd"])
             for team, b in describe(self.state.spending, self.budgets, time.time()).items()
         )
-        # the cloud providers' credentials (gateway/clouds), found at start and on reload
-        self.credentials = CloudCredentials(self.env.board, lambda: self.policies)
+        # the cloud providers' credentials (gateway/clouds), looked for at start (in the
+        # background) and on reload
+        self.credentials = CloudCredentials(
+            self.env.board, lambda: self.policies, timeout=settings.cloud_token_timeout_s
+        )
         self.tracing = tracing.configure(os.environ)  # None unless OTEL_* asks for traces
 
     def reload(self, trigger: str) -> bool:
@@ -237,7 +240,7 @@ class Gateway:
             await self.deployment_sync.start()
         if self.policies.uses_sim:
             await self.ensure_sim()
-        await self.credentials.start(self.policies)  # each lookup in a thread
+        self.credentials.start(self.policies)  # in the background: the port opens now
         self._watcher = asyncio.create_task(reload.watch(self))
         separate = self.settings.metrics_port is not None
         paths = routes.ROUTES if separate else {**routes.ROUTES, **routes.METRICS}
@@ -255,6 +258,8 @@ class Gateway:
         except OSError:
             await self.stop()
             raise
+        if not separate and (w is None or w.index == 0):  # said once, not once per worker
+            warn_public_metrics(self.settings)
         return self.port
 
     @property
@@ -309,6 +314,24 @@ class Gateway:
         await self.upstream.close()
         if self.tracing is not None:
             await asyncio.to_thread(self.tracing.shutdown)  # exports what is buffered
+
+
+#: What ``/metrics`` shows, as the start-up warning names it.
+METRICS_SHOW = (
+    "every team's name, budget and spend; requests, tokens, cost, retries and fallbacks"
+    " per team and model; the deployments and their states"
+)
+
+
+def warn_public_metrics(settings: GatewaySettings) -> None:
+    """``/metrics`` is on the public port (no ``GATEWAY_METRICS_PORT``): a warning, since
+    whoever reaches the port reads it (or whoever has the token, with one)."""
+    log.warning(
+        "metrics_on_public_port",
+        shows=METRICS_SHOW,
+        token_required=bool(settings.metrics_token),
+        fix="set GATEWAY_METRICS_PORT (deploy/ uses 9100) so that only Prometheus reaches it",
+    )
 
 
 def create_app(

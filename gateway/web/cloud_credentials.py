@@ -1,10 +1,12 @@
 """The cloud credentials of the policy set being served (docs/clouds.md, Credentials).
 
 One :class:`~gateway.clouds.credentials.Credential` per cloud provider that signs or
-takes tokens (no static key): found when the gateway starts (before it is ready) or when
-a reload adds the provider, kept fresh in the background, closed when a reload drops the
-provider. A provider whose credentials fail does not stop the gateway: its deployments
-are taken out (reason ``auth``) until the credentials work again, and the events
+takes tokens (no static key): looked for in the background when the gateway starts (its
+port opens at once) or when a reload adds the provider, kept fresh in the background,
+closed when a reload drops the provider. Until its first token has come, a provider's
+deployments are out on this replica (no request waits for it, none is sent without it);
+a first token that has not come within the time limit, or credentials that fail or
+expire, keep them out (reason ``auth``) until the credentials work again. The events
 ``credentials_failed`` / ``credentials_recovered`` name the provider, never a secret.
 """
 
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 
 from gateway.clouds.kinds import KINDS
+from gateway.clouds.refresh import FETCH_TIMEOUT
 from gateway.errors import Category
 from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Provider
@@ -32,19 +35,29 @@ OUT_FOR_S = 3600.0
 
 
 class CloudCredentials:
-    """The credentials of the cloud providers of the current policy set."""
+    """The credentials of the cloud providers of the current policy set (``timeout``: how
+    long a first token may take before its provider is out with the event)."""
 
     def __init__(
         self,
         board: DeploymentBoard,
         policies: Callable[[], PolicySet],
         clock: Callable[[], float] = time.time,
+        timeout: float = FETCH_TIMEOUT,
     ) -> None:
         self._board = board
         self._policies = policies
         self._clock = clock
+        self._timeout = timeout
         self._held: dict[str, tuple[Provider, Any]] = {}  # name -> (its config, Credential)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._starting: set[str] = set()  # providers of the start still on their first fetch
+
+    @property
+    def started(self) -> bool:
+        """Every credential looked for at start has its first token, or its time is up
+        (what ``/readyz`` waits for; a reload never makes it False)."""
+        return not self._starting
 
     def get(self, provider: str) -> Any:
         """The credential of ``provider`` (None: it has a static key, or no cloud kind)."""
@@ -59,16 +72,23 @@ class CloudCredentials:
                 out[name] = cred.problem
         return out
 
-    async def start(self, policies: PolicySet) -> None:
-        """Find the credentials of ``policies`` (each lookup in a thread; all at once)."""
+    def start(self, policies: PolicySet) -> None:
+        """Look for the credentials of ``policies``, in the background (each in a thread of
+        its own, all at once): only readiness (:attr:`started`) waits for them."""
         fresh = self._update(policies)
-        if fresh:
-            await asyncio.gather(*(cred.start() for cred in fresh))
+        self._starting.update(cred.provider for cred in fresh)
+        self._begin(fresh)
 
     def reload(self, policies: PolicySet) -> None:
         """A new policy set: start the credentials it adds (in the background), close the
         ones it drops, keep those of unchanged providers."""
-        for cred in self._update(policies):
+        self._begin(self._update(policies))
+
+    def _begin(self, fresh: Iterable[Any]) -> None:
+        """Start ``fresh`` credentials; their deployments are out here until they have a
+        token (quietly: the event comes when the first token is late or fails)."""
+        for cred in fresh:
+            self._take_out(cred.provider, failed=False)
             self._spawn(self._start(cred))
 
     async def close(self) -> None:
@@ -86,6 +106,7 @@ class CloudCredentials:
         for name in list(self._held):
             if wanted.get(name) != self._held[name][0]:
                 _, gone = self._held.pop(name)
+                self._starting.discard(name)
                 self._spawn(gone.close())
         fresh: list[Any] = []
         if not wanted:
@@ -94,17 +115,20 @@ class CloudCredentials:
 
         for name, p in wanted.items():
             if name not in self._held:
-                cred = credential_of(name, p, self._changed)
+                cred = credential_of(name, p, self._changed, timeout=self._timeout)
                 if cred is not None:
                     self._held[name] = (p, cred)
                     fresh.append(cred)
         return fresh
 
     async def _start(self, cred: Any) -> None:
-        """A credential a reload added: requests in the meantime found none and took its
-        deployments out; once found, they are back (a failure is reported by the
-        credential itself)."""
-        await cred.start()
+        """A credential started: once its first token has come its deployments are back (a
+        failure, or a first token later than the limit, is reported by the credential
+        itself, and its recovery puts them back)."""
+        try:
+            await cred.start()
+        finally:
+            self._starting.discard(cred.provider)
         if cred.problem is None:
             self._restore(cred.provider)
 
@@ -121,13 +145,16 @@ class CloudCredentials:
             self._restore(provider)
             return
         log.error("credentials_failed", provider=provider, reason=problem)
-        out = DeploymentState(
-            until=self._clock() + OUT_FOR_S,
-            state=OUT,
-            why=Category.auth.value,
-            last_error=Category.auth.value,
-        )
+        self._take_out(provider, failed=True)
+
+    def _take_out(self, provider: str, *, failed: bool) -> None:
+        """Take the deployments of ``provider`` out (reason auth) until it is restored;
+        ``failed``: its credentials failed (else they are not there yet)."""
+        until = self._clock() + OUT_FOR_S
         for model, name in self._deployments(provider):
+            (state,) = self._board.states(model, (name,))
+            last = Category.auth.value if failed else state.last_error
+            out = DeploymentState(until=until, state=OUT, why=Category.auth.value, last_error=last)
             # this replica's credentials: the others, with their own, are not told
             self._board.put(model, name, out, local=False)
 

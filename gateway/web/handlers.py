@@ -293,6 +293,8 @@ async def readyz(gw: Gateway, request: web.BaseRequest) -> web.Response:
     if gw.draining:
         gw.drain_reported = True  # whoever routes by readiness has been told (drain.py)
         return web.Response(status=503, text="draining\n")
+    if not gw.credentials.started:  # the first cloud tokens, for a few seconds at most
+        return web.Response(status=503, text="starting\n")
     return web.Response(text="ready\n")
 
 

@@ -3,9 +3,11 @@ shows of itself, and that the core install never loads a cloud library."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -130,14 +132,22 @@ class Scripted(BearerCredential):
     cloud = "Test"
     looked_for = "the test's script"
 
-    def __init__(self, lifetime: float, changes: list[tuple[str, str | None]]) -> None:
-        super().__init__("p", lambda p, q: changes.append((p, q)), retry_first=0.05, retry_cap=0.1)
+    def __init__(
+        self, lifetime: float, changes: list[tuple[str, str | None]], timeout: float = 5.0
+    ) -> None:
+        super().__init__(
+            "p", lambda p, q: changes.append((p, q)), timeout=timeout, retry_first=0.05,
+            retry_cap=0.1,
+        )  # fmt: skip
         self.lifetime = lifetime
         self.failing: str | None = None
+        self.answering = threading.Event()  # cleared: a fetch gets no answer until set
+        self.answering.set()
         self.fetches = 0
 
     def _fetch(self) -> Held[str]:
         self.fetches += 1
+        self.answering.wait()
         if self.failing is not None:
             raise ConnectionError(self.failing)
         return Held(f"Bearer t{self.fetches}", time.time() + self.lifetime)
@@ -189,3 +199,64 @@ async def test_a_token_already_expired_when_fetched_is_a_failure() -> None:
     assert credential.problem is not None and "already expired" in credential.problem
     with pytest.raises(CredentialUnavailable):
         _sent(credential)
+
+
+async def test_a_first_fetch_with_no_answer_is_a_problem_at_its_time_limit() -> None:
+    """The token service never answers the first fetch: start returns at the time limit
+    with the problem (on_change hears it); the answer, once it comes, is taken at once
+    (no retry waited for) and on_change hears of the recovery."""
+    changes: list[tuple[str, str | None]] = []
+    credential = Scripted(60.0, changes, timeout=0.3)
+    credential.answering.clear()
+    began = time.monotonic()
+    await credential.start()
+    assert 0.25 <= time.monotonic() - began < 0.6
+    problem = "p: no usable Test credentials (looked for the test's script): TimeoutError:"
+    assert changes == [("p", f"{problem} no answer within 0.3 s")]
+    with pytest.raises(CredentialUnavailable, match="no answer within"):
+        _sent(credential)
+    credential.answering.set()
+    await until(lambda: credential.problem is None, 0.2)
+    assert changes[-1] == ("p", None) and credential.fetches == 1
+    assert _sent(credential) == "Bearer t1"
+    await credential.close()
+
+
+async def test_a_refresh_with_no_answer_is_a_problem_when_the_token_expires() -> None:
+    """A token of 0.6 s whose refresh (at 0.3 s) gets no answer: the token is sent until
+    its expiry, then the problem says it expired with its refresh unanswered; the late
+    answer brings the credential back."""
+    changes: list[tuple[str, str | None]] = []
+    credential = Scripted(0.6, changes, timeout=5.0)
+    await credential.start()
+    began = time.monotonic()
+    credential.answering.clear()
+    await until(lambda: credential.fetches == 2, 1.0)
+    assert _sent(credential) == "Bearer t1" and changes == []
+    await until(lambda: credential.problem is not None, 1.0)
+    assert 0.45 <= time.monotonic() - began < 0.8  # at the expiry, not the 5 s limit
+    assert "expired while their refresh had no answer" in str(credential.problem)
+    assert changes == [("p", credential.problem)]
+    credential.answering.set()
+    await until(lambda: credential.problem is None, 0.2)
+    assert _sent(credential) == "Bearer t2" and changes[-1] == ("p", None)
+    await credential.close()
+
+
+async def test_closing_leaves_a_hung_fetch_behind_at_once() -> None:
+    """close() with a fetch that never answers returns at once; the fetch's thread is a
+    daemon (it never holds up the process's exit), and its late answer is dropped."""
+    credential = Scripted(60.0, [], timeout=5.0)
+    credential.answering.clear()
+    task = asyncio.create_task(credential.start())
+    await until(lambda: credential.fetches == 1, 1.0)
+    (thread,) = [t for t in threading.enumerate() if t.name == "cloud credentials of p"]
+    assert thread.daemon
+    began = time.monotonic()
+    await credential.close()
+    await asyncio.wait_for(task, 0.5)  # start() is not left waiting either
+    assert time.monotonic() - began < 0.1
+    credential.answering.set()
+    thread.join(1.0)
+    await asyncio.sleep(0.01)
+    assert credential.problem is not None  # the late answer was not taken

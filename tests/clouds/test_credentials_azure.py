@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from yarl import URL
 
+from gateway.clouds import azure_credentials
 from gateway.clouds.azure_credentials import SCOPE, AzureCredential
 from gateway.clouds.credentials import CredentialUnavailable
 from gateway.testing.fake_azure_identity import API_VERSION, FakeAzureIdentity
@@ -130,3 +131,20 @@ async def test_a_refused_identity_is_a_problem_until_it_serves(
     out = capsys.readouterr()
     texts = [repr(credential), problem, caplog.text, out.out, out.err]
     assert leaked([token, azure.secret], *texts) == []
+
+
+async def test_a_token_request_that_hangs_is_given_up_at_the_request_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The managed-identity endpoint never answers: azure-identity's requests end at the
+    gateway's request limit (0.3 s here; azure-core alone waits 300 s per request), a
+    failed fetch after its own few retries."""
+    monkeypatch.setattr(azure_credentials, "REQUEST_TIMEOUT_S", 0.3)
+    async with FakeAzureIdentity() as azure:
+        azure.hang = True
+        _identity(monkeypatch, azure)
+        began = time.monotonic()
+        problem = await asyncio.to_thread(AzureCredential("azure-eu").check)
+        assert time.monotonic() - began < 10.0
+        assert azure.requests  # it was asked, and gave no answer
+    assert problem is not None

@@ -15,6 +15,7 @@ import pytest
 from google.auth import jwt
 from yarl import URL
 
+from gateway.clouds import google_credentials
 from gateway.clouds.credentials import CredentialUnavailable
 from gateway.clouds.google_credentials import SCOPE, GoogleCredential
 from gateway.testing.fake_google_token import JWT_BEARER, FakeGoogleToken
@@ -196,3 +197,20 @@ async def test_the_metadata_server_gives_a_token(tmp_path: Path) -> None:
         token_requests = [r for r in google.requests if r.path.endswith("/token")]
         assert token_requests and token_requests[0].headers["metadata-flavor"] == "Google"
         assert token_requests[0].query["scopes"] == SCOPE
+
+
+async def test_a_token_request_that_hangs_is_given_up_at_the_request_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The token endpoint never answers: google-auth's request ends at the gateway's
+    request limit (0.3 s here; google-auth alone waits 120 s), a failed fetch."""
+    monkeypatch.setattr(google_credentials, "REQUEST_TIMEOUT_S", 0.3)
+    async with FakeGoogleToken() as google:
+        google.hang = True
+        monkeypatch.setenv(
+            "GOOGLE_APPLICATION_CREDENTIALS", str(google.service_account_file(tmp_path))
+        )
+        began = time.monotonic()
+        problem = await asyncio.to_thread(GoogleCredential("vertex-eu").check)
+        assert time.monotonic() - began < 3.0
+    assert problem is not None and "timed out" in problem.lower()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gateway.clouds.refresh import RETRY_CAP, refresh_delay, retry_delay
+from gateway.clouds.refresh import RETRY_CAP, refresh_delay, retry_delay, unusable_at
 
 
 @pytest.mark.parametrize(
@@ -81,3 +81,22 @@ def test_a_longer_outage_is_seen_only_while_it_lasts() -> None:
     assert gaps[0] == 3600.0
     assert 7199.5 <= gaps[-1] < 7200.0 + RETRY_CAP
     assert len(gaps) == (gaps[-1] - gaps[0]) / 0.5 + 1  # one stretch, no flicker
+
+
+@pytest.mark.parametrize(
+    ("started", "timeout", "held", "expires_at", "unusable"),
+    [
+        (100.0, 5.0, False, None, 105.0),  # the first token: the time limit
+        (100.0, 0.5, False, 90.0, 100.5),  # nothing held (an expiry is not looked at)
+        (100.0, 5.0, True, 130.0, 130.0),  # a refresh: the held token's expiry
+        (100.0, 5.0, True, 101.0, 101.0),  # ... also before the time limit
+        (100.0, 5.0, True, 99.0, 99.0),  # held but already expired: at once
+        (100.0, 5.0, True, None, math.inf),  # one that never expires: never
+    ],
+)
+def test_a_fetch_with_no_answer_leaves_nothing_usable_at(
+    started: float, timeout: float, held: bool, expires_at: float | None, unusable: float
+) -> None:
+    """A first fetch that has not answered makes the credential unusable once it is
+    ``timeout`` old; a refresh that has not answered, once the held token expires."""
+    assert unusable_at(started, timeout, held, expires_at) == unusable

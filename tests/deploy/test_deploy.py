@@ -618,11 +618,12 @@ def test_dockerfile_base_and_user() -> None:
 
 
 def test_dockerfile_healthcheck_expose_and_exec_form() -> None:
-    """HEALTHCHECK polls /healthz with python urllib, EXPOSE 8080, exec-form ENTRYPOINT and CMD."""
+    """HEALTHCHECK polls /healthz with python urllib, EXPOSE 8080 and the metrics port,
+    exec-form ENTRYPOINT and CMD."""
     (healthcheck,) = dockerfile_args("HEALTHCHECK")
     cmd = json.loads(healthcheck[healthcheck.index("CMD") + 3 :])
     assert cmd[:2] == ["python", "-c"] and "urllib" in cmd[2] and "/healthz" in cmd[2]
-    assert dockerfile_args("EXPOSE") == [str(GATEWAY_PORT)]
+    assert dockerfile_args("EXPOSE") == [f"{GATEWAY_PORT} {METRICS_PORT}"]
     for keyword in ("ENTRYPOINT", "CMD"):
         (args,) = dockerfile_args(keyword)
         assert isinstance(json.loads(args), list), f"{keyword} must be exec form (JSON array)"
@@ -641,6 +642,9 @@ def test_dockerfile_env_uses_known_settings() -> None:
     assert gateway_vars <= KNOWN_SETTINGS, gateway_vars - KNOWN_SETTINGS
     assert env["GATEWAY_POLICY_DIR"] == POLICY_DIR_IN_IMAGE
     assert env["GATEWAY_PORT"] == str(GATEWAY_PORT)
+    # /metrics (every team's budget and spend) off the API port in the image itself, not
+    # only where compose or Kubernetes set it
+    assert env["GATEWAY_METRICS_PORT"] == str(METRICS_PORT)
 
 
 def test_dockerfile_copy_sources_exist() -> None:

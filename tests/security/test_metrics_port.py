@@ -124,3 +124,25 @@ async def test_metrics_port_scrapes_while_draining_and_closes_at_exit(
     assert await gw.wait_exit(within=10) == 0
     with pytest.raises(aiohttp.ClientConnectionError):
         await metrics_status(murl)
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["single", "workers"])
+async def test_metrics_on_the_public_port_is_warned_of_at_start(
+    serve: Callable[..., Awaitable[Served]],  # noqa: F811
+    serve_with_metrics_port: Start,
+    fake: FakeProvider,
+    tmp_path: Path,
+    workers: int,
+) -> None:
+    """Without a metrics port, /metrics (every team's budget and spend among the rest) is
+    on the public port: the start says so once, a warning naming what it shows and the
+    setting that moves it; with a metrics port, nothing is said."""
+    root = write_policies(tmp_path / "policies", policy_files(fake.url))
+    args = ["--workers", str(workers)] if workers > 1 else []
+    gw = await serve(root, *args, reload_watch_s="0")
+    (warned,) = gw.named("metrics_on_public_port")
+    assert warned["level"] == "warning" and warned["token_required"] is False
+    assert "GATEWAY_METRICS_PORT" in warned["fix"] and "budget" in warned["shows"]
+    assert await metrics_status(gw.url) == 200  # as it says
+    separate, _ = await serve_with_metrics_port(root, workers=workers)
+    assert separate.named("metrics_on_public_port") == []
