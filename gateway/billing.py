@@ -4,7 +4,8 @@ cost").
 
 A part comes with the provider's usage, read in its format (:meth:`Format.answer_usage`);
 a part that has none (a stream cut before its usage event, a provider that reports none) is
-estimated from the text sent and received, with the compaction estimate (``ceil(chars / 4)
+estimated from the request sent and the output received (a JSON answer's text; what a
+stream relayed: :mod:`gateway.relay`), with the compaction estimate (``ceil(chars / 4)
 + 4 per entry``), and the request's tokens are marked ``estimated``. Counting goes through
 :meth:`~gateway.observe.events.RequestLog.bill`, which also prices the part.
 """
@@ -23,10 +24,10 @@ if TYPE_CHECKING:
     from gateway.pricing import Price
 
 
-def estimate(body: Mapping[str, Any], fmt: Format, text: str) -> Usage:
-    """A part's usage estimated: the request ``body`` (in ``fmt``) and the ``text`` the
-    part produced."""
-    return Usage(estimate_tokens(body, fmt), -(-text_size(text) // CHARS_PER_TOKEN))
+def estimate(body: Mapping[str, Any], fmt: Format, output: int) -> Usage:
+    """A part's usage estimated: the request ``body`` (in ``fmt``) and the size of what the
+    part produced (``output``, in the estimate's units: :func:`text_size` of its text)."""
+    return Usage(estimate_tokens(body, fmt), -(-output // CHARS_PER_TOKEN))
 
 
 def bill_answer(
@@ -54,4 +55,4 @@ def bill_answer(
         text = fmt.answer_text(data)
     except (AttributeError, TypeError):
         text = ""
-    log.bill(estimate(sent, fmt, text), price, model, recovery=recovery, estimated=True)
+    log.bill(estimate(sent, fmt, text_size(text)), price, model, recovery=recovery, estimated=True)

@@ -102,6 +102,9 @@ class Segment:
     diverged: bool = False
     held: list[Any] = field(default_factory=list)  # closing events held back
     usage: Usage | None = None  # what the stream reported (its counts so far: the last)
+    # what the model wrote that the stream relayed, in the token estimate's units (counted
+    # as it passes when no transcript is kept: Format.stream_output)
+    output: int = 0
 
 
 class StreamSide(Protocol):

@@ -12,7 +12,9 @@ Each upstream stream is billed once, when the answer's end is known, on the pric
 deployment that served it: a part of the answer (its output reached the client), or
 recovery (a stream cut and then regenerated: the new stream's output replaced it). Its
 usage is the last its events reported; a stream cut before its usage event is estimated
-from the request sent and the text it produced (:func:`gateway.billing.estimate`). The
+from the request sent and what the model wrote that it relayed, counted whatever the
+policy (:func:`gateway.billing.estimate`; the transcript's output, else a running count of
+each event's :meth:`~gateway.formats.Format.stream_output`). The
 usage events of a resumed or continued stream tell the client the parts' sum
 (:class:`~gateway.streams.splice.Splice`).
 """
@@ -123,8 +125,8 @@ class LiveStream:
         # the answer's parts, billed once its end is known: (usage, price, model, estimated)
         self.parts: list[tuple[Usage, Price | None, str, bool]] = []
         # the current stream's attempt: its model, price, the request it sent, and where
-        # its text starts in the transcript
-        self.model, self.sent, self.text_at = req.model, req.body, 0
+        # its output starts in the transcript
+        self.model, self.sent, self.output_at = req.model, req.body, 0
         self.price: Price | None = None
 
     def attempt(self, result: Result) -> None:
@@ -132,7 +134,7 @@ class LiveStream:
         model = result.progress.model
         self.model, self.sent = model, result.body
         self.price = self.att.price(model, result.progress.deployment)
-        self.text_at = len(self.tx.text) if self.tx is not None else 0
+        self.output_at = self.tx.output if self.tx is not None else 0
 
     async def pump(self) -> Segment:
         s, seg = self.s, Segment()
@@ -152,13 +154,15 @@ class LiveStream:
 
     def _part(self, seg: Segment) -> tuple[Usage, Price | None, str, bool]:
         """The stream that ended as ``seg``, as a part to bill: what it reported, else (cut
-        before its usage event, or before its last count) estimated."""
+        before its usage event, or before its last count) estimated from what it relayed
+        (the transcript's output when one is kept, else the stream's running count)."""
         u, estimated = seg.usage, False
         if u is not None and not u.input and not u.output:
             u = None  # a translated stream's usage with no counts from the provider
         if u is None or not seg.complete:
-            text = self.tx.text[self.text_at :] if self.tx is not None else ""
-            guess = estimate(self.sent, self.req.fmt, text)
+            tx = self.tx
+            output = seg.output if tx is None else tx.output - self.output_at
+            guess = estimate(self.sent, self.req.fmt, output)
             if u is None:
                 u, estimated = guess, True
             elif guess.output > u.output:  # an Anthropic message_start's count, say
@@ -287,6 +291,7 @@ async def _pump(
     # at for it (Format.usage_key).
     usage_key = ep.fmt.usage_key
     hide_usage = s.hide_usage  # the chat usage chunk the client did not ask for: not sent
+    output = ep.fmt.stream_output
 
     def take(batch: Iterable[sse.Classified]) -> bytes:
         keep: list[bytes] = []
@@ -318,8 +323,10 @@ async def _pump(
                     splice.usage = u  # what its usage events tell the client, summed
                 if hide_usage and not data.get("choices"):
                     continue  # the usage chunk only the gateway asked for: counted, not sent
-            if tx is None:
-                keep.append(raw)  # nothing to keep track of: relayed as it came
+            if tx is None:  # nothing to keep track of: relayed as it came, its output counted
+                if data is not None:
+                    seg.output += output(data)
+                keep.append(raw)
             elif held:
                 held.append(sse.Event(raw, kind, data))  # after a closing event: held
             elif splice is None:

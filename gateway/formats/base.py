@@ -207,6 +207,14 @@ class Format:
         """The event ends the answer's text (its stop reason, a closing event)."""
         raise NotImplementedError
 
+    def stream_output(self, obj: dict[str, Any]) -> int:
+        """The size of what the model wrote that one event carries (text, reasoning, tool
+        calls' names and arguments), in the token estimate's units
+        (:func:`~gateway.formats.parts.text_size`): what a stream relayed without a
+        transcript counts, to bill a cut stream. Never raises; a field of the wrong type
+        counts 0."""
+        raise NotImplementedError
+
     def stream_resumable(self, t: Transcript) -> bool:
         """What the format adds to whether a resumed stream can continue ``t`` (the
         common conditions are the transcript's)."""

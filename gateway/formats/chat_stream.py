@@ -12,6 +12,7 @@ import copy
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from gateway.formats.parts import sizes, text_size
 from gateway.streams.kinds import Kind
 from gateway.streams.overlap import Diverged, Out
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from gateway.usage import Usage
 
 _CHOICE = itemgetter("index", "delta", "finish_reason")  # of a chat choice
+_OTHER = ("reasoning_content", "reasoning", "refusal")  # a delta's output besides its text
+_CALL = ("name", "arguments")  # a tool call's output
 
 
 class ChatStream:
@@ -67,6 +70,28 @@ class ChatStream:
                         continue  # the usual chunk: text and nothing else
                 _read_delta(t, delta)
         return False
+
+    def stream_output(self, obj: dict[str, Any]) -> int:
+        choices = obj.get("choices")
+        n = 0
+        if type(choices) is not list:
+            return n
+        for c in choices:
+            if type(c) is not dict:
+                continue
+            delta = c.get("delta")
+            if type(delta) is not dict:  # legacy completions: the choice holds its text
+                text = c.get("text")
+                if type(text) is str:
+                    n += text_size(text)
+                continue
+            content = delta.get("content")
+            if type(content) is str:
+                n += text_size(content)
+                if len(delta) == 1:
+                    continue  # the usual chunk: text and nothing else
+            n += delta_output(delta)
+        return n
 
     def stream_closes(self, t: Transcript, obj: dict[str, Any]) -> bool:
         choices = obj.get("choices")
@@ -149,6 +174,22 @@ def _read_delta(t: Transcript, delta: dict[str, Any]) -> None:
         t.non_text = True
     if delta.get("reasoning_content") or delta.get("reasoning"):
         t.reasoning = True
+    t.other += delta_output(delta)
+
+
+def delta_output(delta: dict[str, Any]) -> int:
+    """The output of a chat delta besides its text: reasoning, a refusal, the names and
+    arguments of tool calls (in the estimate's units, :func:`text_size`)."""
+    n = sizes(delta, _OTHER)
+    calls = delta.get("tool_calls")
+    if type(calls) is list:
+        for call in calls:
+            if type(call) is dict and type(fn := call.get("function")) is dict:
+                n += sizes(fn, _CALL)
+    fn = delta.get("function_call")  # the legacy single call
+    if type(fn) is dict:
+        n += sizes(fn, _CALL)
+    return n
 
 
 def read_texts(t: Transcript, choices: list[Any]) -> None:

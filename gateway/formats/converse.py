@@ -168,6 +168,9 @@ class Converse(Format):
     def stream_closes(self, t: Transcript, obj: dict[str, Any]) -> bool:
         _not_a_client_format()
 
+    def stream_output(self, obj: dict[str, Any]) -> int:
+        _not_a_client_format()
+
     def stream_resumable(self, t: Transcript) -> bool:
         _not_a_client_format()
 

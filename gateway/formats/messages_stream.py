@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gateway.formats.parts import is_tool
+from gateway.formats.parts import is_tool, sizes, text_size
 from gateway.streams.kinds import DATA, Kind
 from gateway.streams.overlap import Diverged, Out
 
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from gateway.usage import Usage
 
 _ENDS = ("message_delta", "message_stop")
+#: What the model wrote in a content delta, by the delta's type
+_WRITTEN = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
+_STARTED = ("text", "name")  # ... and in a block's start: its text, a tool's name
 
 
 class MessagesStream:
@@ -42,14 +45,18 @@ class MessagesStream:
             if kind == "text":
                 t.text_index, t.text_open = index, True
                 t.add((obj.get("content_block") or {}).get("text") or "")
-            elif is_tool(kind):
-                t.tool = True
             else:
-                t.open_other.add(index)
+                if is_tool(kind):
+                    t.tool = True
+                else:
+                    t.open_other.add(index)
+                t.other += self.stream_output(obj)
         elif etype == "content_block_delta":
             delta = obj.get("delta") or {}
             if obj.get("index") == t.text_index and delta.get("type") == "text_delta":
                 t.add(delta.get("text") or "")
+            else:
+                t.other += self.stream_output(obj)
         elif etype == "content_block_stop":
             index = obj.get("index")
             if index == t.text_index:
@@ -59,6 +66,20 @@ class MessagesStream:
         elif etype in _ENDS:
             t.closed = True
         return False
+
+    def stream_output(self, obj: dict[str, Any]) -> int:
+        etype = obj.get("type")
+        if etype == "content_block_delta":
+            delta = obj.get("delta")
+            if type(delta) is dict and type(dtype := delta.get("type")) is str:
+                value = delta.get(_WRITTEN.get(dtype, ""))
+                if type(value) is str:
+                    return text_size(value)
+        elif etype == "content_block_start":
+            block = obj.get("content_block")
+            if type(block) is dict:
+                return sizes(block, _STARTED)
+        return 0
 
     def stream_closes(self, t: Transcript, obj: dict[str, Any]) -> bool:
         etype = obj.get("type")

@@ -53,6 +53,22 @@ def is_tool(kind: Any) -> bool:
     return isinstance(kind, str) and kind.endswith(_TOOL_SUFFIXES)
 
 
+def text_size(text: str) -> int:
+    """The size of a text in the token estimate's units: its length, a character outside
+    ASCII counted as its UTF-8 bytes (2 for Cyrillic or an accented letter, 3 for Chinese)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def sizes(obj: Mapping[str, Any], keys: tuple[str, ...]) -> int:
+    """The :func:`text_size` of the string values of ``obj`` under ``keys``, summed."""
+    n = 0
+    for key in keys:
+        value = obj.get(key)
+        if type(value) is str:
+            n += text_size(value)
+    return n
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 

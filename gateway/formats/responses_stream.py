@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gateway.formats.parts import is_tool
+from gateway.formats.parts import is_tool, sizes, text_size
 from gateway.streams.kinds import DATA, Kind
 from gateway.streams.overlap import Diverged, Out
 
@@ -26,6 +26,16 @@ _PREAMBLE = ("response.created", "response.in_progress", "response.queued")
 _FINAL = ("response.completed", "response.incomplete")
 _TEXT_DONE = ("response.output_text.done", "response.content_part.done")
 _CLOSED = (*_FINAL, "response.failed")
+_TEXT_DELTA = "response.output_text.delta"
+_REFUSAL = "response.refusal.delta"
+#: The events whose ``delta`` is what the model wrote: text, or other output (the usual
+#: event first: a tuple, tested in order)
+_WRITTEN = (
+    _TEXT_DELTA, _REFUSAL, "response.function_call_arguments.delta",
+    "response.reasoning_text.delta", "response.reasoning_summary_text.delta",
+    "response.custom_tool_call_input.delta", "response.mcp_call_arguments.delta",
+    "response.code_interpreter_call_code.delta",
+)  # fmt: skip
 
 
 class ResponsesStream:
@@ -52,10 +62,12 @@ class ResponsesStream:
             if kind == "message":
                 t.item_id, t.output_index = item.get("id"), oi
                 t.content_index, t.part_open, t.text_closed = None, False, False
-            elif is_tool(kind):
-                t.tool = True
             else:
-                t.open_other.add(oi)
+                if is_tool(kind):
+                    t.tool = True
+                else:
+                    t.open_other.add(oi)
+                t.other += self.stream_output(obj)
         elif etype == "response.content_part.added" and oi == t.output_index:
             part = obj.get("part") or {}
             if part.get("type") == "output_text" and t.content_index is None:
@@ -63,11 +75,15 @@ class ResponsesStream:
                 t.part_text = []
             else:
                 t.non_text = True
-        elif etype == "response.output_text.delta":
+        elif etype == _TEXT_DELTA:
             text = obj.get("delta") or ""
             t.add(text)
             if oi == t.output_index and obj.get("content_index") == t.content_index:
                 t.part_text.append(text)
+        elif etype in _WRITTEN:  # output besides the text
+            t.other += self.stream_output(obj)
+            if etype == _REFUSAL:
+                t.non_text = True
         elif etype in _TEXT_DONE:
             if oi == t.output_index:
                 t.part_open, t.text_closed = False, True
@@ -76,13 +92,22 @@ class ResponsesStream:
             t.open_other.discard(oi)
             if oi == t.output_index:
                 t.text_closed = True
-        elif etype == "response.refusal.delta":
-            t.non_text = True
         elif etype in _CLOSED:
             t.closed = True
         if isinstance(etype, str) and "function_call" in etype:
             t.tool = True
         return False
+
+    def stream_output(self, obj: dict[str, Any]) -> int:
+        etype = obj.get("type")
+        if type(etype) is str:  # else not an event of the model's output
+            if etype in _WRITTEN:
+                delta = obj.get("delta")
+                return text_size(delta) if type(delta) is str else 0
+            if etype == "response.output_item.added":
+                item = obj.get("item")
+                return sizes(item, ("name",)) if type(item) is dict else 0  # a call's name
+        return 0
 
     def stream_closes(self, t: Transcript, obj: dict[str, Any]) -> bool:
         etype = obj.get("type")

@@ -41,6 +41,7 @@ from typing import Any
 
 from gateway.formats import Format
 from gateway.formats.parts import IMAGE_TYPES, plain_text, role
+from gateway.formats.parts import text_size as text_size  # the estimate's unit, re-exported
 
 __all__ = [
     "PINNED_ROLES", "allowed_cuts", "conversation_problems", "estimate_tokens",
@@ -99,12 +100,6 @@ def groups(cuts: Sequence[bool], start: int, end: int) -> list[tuple[int, int]]:
 
 
 # ---- size -----------------------------------------------------------------------
-
-
-def text_size(text: str) -> int:
-    """The size of a text in the estimate's units: its length, a character outside ASCII
-    counted as its UTF-8 bytes (2 for Cyrillic or an accented letter, 3 for Chinese)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def text_chars(value: Any) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from gateway.formats.parts import text_size
 from gateway.providers import Endpoint
 from gateway.streams.sse import DATA, DONE, FINAL, Event, Kind
 
@@ -41,6 +42,8 @@ class Transcript:
         self._closes = fmt.stream_closes
         self.text_key = endpoint.text_key  # where a chat choice holds its text
         self.parts: list[str] = []  # the text deltas (:attr:`text` joins them)
+        # the other output sent (reasoning, refusals, tool calls), in the estimate's units
+        self.other = 0
         self.id: str | None = None
         self.model: Any = None
         self.created: Any = None  # chat/completions ``created``; Responses ``created_at``
@@ -80,6 +83,12 @@ class Transcript:
             text = "".join(p for p in parts if type(p) is str)
         self.parts = [text] if text else []
         return text
+
+    @property
+    def output(self) -> int:
+        """The size of the output sent so far, text and :attr:`other`, in the token
+        estimate's units (:func:`~gateway.formats.parts.text_size`)."""
+        return text_size(self.text) + self.other
 
     @property
     def resumable(self) -> bool:

@@ -198,8 +198,8 @@ async def _completion(
         asked = (spec, route, body)
         book, now = gw.state.spending, time.time()
         spec, route, body = within_budget(policies, book, budget, asked, endpoint, path, log, now)
+    limited = has_limits(limits)
     try:
-        limited = has_limits(limits)
         if limited:
             await admit(gw.state, team, limits, time.time())
         req = request_for(
@@ -208,7 +208,10 @@ async def _completion(
         req = await prepare(req, log, gw.env)
         stream = body.get("stream") is True
         attempter = attempter_of(HttpAttempter, gw, policies, request, req, log, endpoint, stream)
-        resp = await answer(attempter, req, log, gw.env)
+        return await answer(attempter, req, log, gw.env)
+    finally:  # what the request cost and used, also when it failed or its client left
+        if budget is not None and (cost := log.cost_usd + log.recovery_cost_usd):
+            gw.state.charge(team, budget, cost, time.time())
         if limited and (  # the answer's tokens and the recovery's: both were billed
             tokens := log.prompt_tokens
             + log.completion_tokens
@@ -216,10 +219,6 @@ async def _completion(
             + log.recovery_completion_tokens
         ):
             await gw.state.add_tokens(team, limits, tokens, time.time())
-        return resp
-    finally:  # what the request cost, also when it failed or its client left
-        if budget is not None and (cost := log.cost_usd + log.recovery_cost_usd):
-            gw.state.charge(team, budget, cost, time.time())
 
 
 A = TypeVar("A", bound=HttpAttempter)

@@ -177,7 +177,7 @@ async def test_a_stream_resumed_with_prefill_counts_both_attempts(
     fake.script(UPSTREAM[model], [(Success(usage=U1), CutAfter(3)), Success(usage=U2)])
     text, usage, line = await agree(usage_gw, log_sink, api, model, True)
     assert text == REPLY
-    first = estimate(body_of(api, model), FMT[api], "".join(split_pieces(REPLY, 8)[:3]))
+    first = estimate(body_of(api, model), FMT[api], len("".join(split_pieces(REPLY, 8)[:3])))
     if api == "messages":  # its message_start told the prompt; the output is estimated
         first.input = U1["prompt_tokens"]
     assert usage == (first.input + U2["prompt_tokens"], first.output + U2["completion_tokens"])
@@ -229,7 +229,7 @@ async def test_a_translated_stream_resumed_counts_every_part(
     fake.script("claude-test", [(Success(usage=U1), CutAfter(3)), Success(usage=U2)])
     text, usage, line = await agree(usage_gw, log_sink, "chat", "claude-test", True)
     assert text == REPLY
-    first = estimate(body_of("chat", "x"), CHAT, "".join(split_pieces(REPLY, 8)[:3]))
+    first = estimate(body_of("chat", "x"), CHAT, len("".join(split_pieces(REPLY, 8)[:3])))
     assert usage == (first.input + U2["prompt_tokens"], first.output + U2["completion_tokens"])
     assert line["tokens"]["estimated"] is True
 
