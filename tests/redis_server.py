@@ -7,10 +7,11 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
 
 REDIS_SERVER = shutil.which("redis-server")
 NO_REDIS = "redis-server not found on PATH (apt-get install redis-server; .ci/run installs it)"
@@ -89,3 +90,11 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    """A client of the test's redis-server, to plant and read what the gateway sees."""
+    client = Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()
