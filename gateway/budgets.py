@@ -223,15 +223,17 @@ class Book:
         if budget is not None:
             self._check(team, e, budget)
 
-    def refused(self, team: str, period: Period, flushed: int) -> None:
+    def refused(self, team: str, period: Period, flushed: int) -> bool:
         """The store refused to add ``flushed`` to the total (it holds something else than
         an integer): the total is invalid and the spending waits in ``own`` for a valid
-        one. A past period's is dropped: its key is no longer read back."""
+        one (True). A past period's is dropped (False): its key is no longer read back."""
         e = self.teams.get(team)
-        if e is not None and e.period.key == period.key:
-            e.flushing -= flushed
-            e.own += flushed
-            e.invalid = True
+        if e is None or e.period.key != period.key:
+            return False
+        e.flushing -= flushed
+        e.own += flushed
+        e.invalid = True
+        return True
 
     def restore(self, team: str, period: Period, flushed: int) -> None:
         """``flushed`` was not added to the shared total (the store failed): it is this

@@ -51,6 +51,7 @@ log = structlog.get_logger("gateway.state")
 
 KEEP_AFTER_S = 86400
 """How long a period's total stays in Redis after the period ends."""
+SPENT = "the budget counts as spent until the key is reset"
 READ_TOTALS = f"""
 local out = {{}}
 for i, key in ipairs(KEYS) do
@@ -129,8 +130,9 @@ class BudgetSync:
             flushing, replies[: 2 * len(flushing) : 2], strict=True
         ):
             if isinstance(total, Exception):  # not an integer: never sent again
-                book.refused(team, period, n)
-                self._check(team, period, None, "Redis refused to add to it (not an integer)")
+                waits = book.refused(team, period, n)
+                outcome = SPENT if waits else "this replica's spending of the past period dropped"
+                self._check(team, period, None, "Redis refused to add to it", outcome)
             else:
                 book.settle(team, period.key, self._check(team, period, total), n)
         if self._reads:
@@ -138,9 +140,11 @@ class BudgetSync:
             for (team, period), raw in zip(self._reads, read, strict=True):
                 book.settle(team, period.key, self._check(team, period, raw), 0)
 
-    def _check(self, team: str, period: Period, raw: Any, why: str = "") -> int | None:
-        """The total ``raw`` (None when it is not one the gateway wrote, logged once
-        naming the key: ``why``, or what is wrong with it)."""
+    def _check(
+        self, team: str, period: Period, raw: Any, why: str = "", outcome: str = SPENT
+    ) -> int | None:
+        """The total ``raw``; None when it is not one the gateway wrote (or ``why``),
+        logged once naming the key, what is wrong and the ``outcome``."""
         key = self.key(team, period)
         if not why:
             try:
@@ -151,6 +155,8 @@ class BudgetSync:
                 self._invalid.discard(key)
                 return total
         if key not in self._invalid:
+            if len(self._invalid) >= 4096:  # keys of teams and periods since gone
+                self._invalid.clear()
             self._invalid.add(key)
             log.error(
                 "budget_total_invalid",
@@ -159,7 +165,7 @@ class BudgetSync:
                 team=team,
                 period=period.key,
                 reason=why,
-                outcome="the budget counts as spent until the key is reset",
+                outcome=outcome,
             )
         return None
 
