@@ -64,6 +64,11 @@ async def test_a_bad_total_keeps_a_spent_team_refused(
     fake.script("fake-model", [ONE_USD] * 5)
     await client.chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
     assert await refused(client)
+
+    async def flushed() -> bool:
+        return await redis.get(key()) == str(MICRO).encode()
+
+    await eventually(flushed, within=1, what="the spending in Redis")  # every replica's
     with capture_logs() as logs:
         await redis.delete(key())
         if value is None:
