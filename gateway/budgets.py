@@ -26,6 +26,7 @@ from gateway.policy.schema import Budget, Team
 
 __all__ = [
     "MAX_CHARGE_USD",
+    "MAX_TOTAL",
     "MICRO",
     "Book",
     "Crossing",
@@ -42,6 +43,9 @@ MICRO = 1_000_000
 #: says so (2**63 tokens) is broken. Redis counts up to 2**63 micro-dollars.
 MAX_CHARGE_USD = 1_000_000.0
 """Micro-dollars per dollar: the unit of the counts shared between replicas."""
+MAX_TOTAL = 2**53
+"""The largest total of a period a shared store holds, micro-dollars (about $9 billion):
+a total beyond it, or below 0, is not one the gateway wrote; nor is a flush beyond it."""
 
 Per = Literal["day", "week", "month"]
 Kind = Literal["budget_warning", "budget_exceeded"]
@@ -94,6 +98,10 @@ class Spend:
     """This replica's spending being flushed now."""
     warned: bool = False
     exceeded: bool = False
+    invalid: bool = False
+    """The last total read back is not one the gateway could have written: the budget
+    counts as spent (fail closed) and :meth:`Book.take` holds this replica's spending back
+    until a valid total is read (the operator reset the key)."""
 
     @property
     def micro(self) -> float:
@@ -105,7 +113,7 @@ class Spend:
 
     def state(self, budget: Budget) -> Literal["ok", "warned", "spent"]:
         usd = self.usd
-        if usd >= budget.usd:
+        if usd >= budget.usd or self.invalid:
             return "spent"
         if budget.warn_at is not None and usd >= budget.warn_at * budget.usd:
             return "warned"
@@ -156,9 +164,10 @@ class Book:
 
     def spent(self, team: str, budget: Budget, now: float) -> Period | None:
         """None while the team may spend; else the period its budget is spent in (it
-        resets at the period's ``end``)."""
+        resets at the period's ``end``, or, when its total read back is invalid, once a
+        valid one is read)."""
         e = self.entry(team, budget, now)
-        return e.period if e.micro >= budget.usd * MICRO else None
+        return e.period if e.micro >= budget.usd * MICRO or e.invalid else None
 
     def charge(self, team: str, budget: Budget, usd: float, now: float) -> None:
         """Add a request's cost (USD) to the team's spending: at most
@@ -182,28 +191,49 @@ class Book:
     def take(self) -> list[tuple[str, Period, int]]:
         """This replica's unflushed spending, whole micro-dollars (the fractions stay):
         ``(team, period, amount)``, the past periods' first; the current ones are
-        ``flushing`` until :meth:`settle` or :meth:`restore`."""
-        out = [(team, period, int(left)) for team, (period, left) in self.past.items()]
+        ``flushing`` until :meth:`settle`, :meth:`restore` or :meth:`refused`. At most
+        :data:`MAX_TOTAL` each (the rest stays); none of a team whose total is invalid."""
+        out = [
+            (team, period, min(int(left), MAX_TOTAL)) for team, (period, left) in self.past.items()
+        ]
         self.past.clear()
         for team, e in self.teams.items():
-            n = int(e.own)
-            if n > 0:
+            n = min(int(e.own), MAX_TOTAL)
+            if n > 0 and not e.invalid:
                 e.own -= n
                 e.flushing += n
                 out.append((team, e.period, n))
         return out
 
-    def settle(self, team: str, key: str, total: int, flushed: int) -> None:
+    def settle(self, team: str, key: str, total: int | None, flushed: int) -> None:
         """The total of every replica read back for ``team``'s period ``key`` (after
-        adding ``flushed`` of this replica's spending to it, or 0 for a read)."""
+        adding ``flushed`` of this replica's spending to it, or 0 for a read); None, or
+        one outside 0 .. :data:`MAX_TOTAL`: not a total the gateway wrote, the budget
+        counts as spent until a valid one is read back."""
         e = self.teams.get(team)
         if e is None or e.period.key != key:
             return  # a period that ended meanwhile
         e.flushing -= flushed
-        e.shared = max(0, total)
+        if total is None or not 0 <= total <= MAX_TOTAL:
+            e.invalid = True
+            return
+        e.invalid = False
+        e.shared = total
         budget = self.budgets.get(team)
         if budget is not None:
             self._check(team, e, budget)
+
+    def refused(self, team: str, period: Period, flushed: int) -> bool:
+        """The store refused to add ``flushed`` to the total (it holds something else than
+        an integer): the total is invalid and the spending waits in ``own`` for a valid
+        one (True). A past period's is dropped (False): its key is no longer read back."""
+        e = self.teams.get(team)
+        if e is None or e.period.key != period.key:
+            return False
+        e.flushing -= flushed
+        e.own += flushed
+        e.invalid = True
+        return True
 
     def restore(self, team: str, period: Period, flushed: int) -> None:
         """``flushed`` was not added to the shared total (the store failed): it is this
@@ -235,7 +265,7 @@ def describe(book: Book, budgets: Mapping[str, Budget], now: float) -> dict[str,
             "period": e.period.key,
             "spent_usd": round(spent, 6),
             "limit_usd": budget.usd,
-            "remaining_usd": round(max(0.0, budget.usd - spent), 6),
+            "remaining_usd": 0.0 if e.invalid else round(max(0.0, budget.usd - spent), 6),
             "resets_at": iso(e.period.end),
             "warn_at": budget.warn_at,
             "when_spent": budget.when_spent,

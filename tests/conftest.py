@@ -9,7 +9,7 @@ import pytest
 from gateway.testing import FakeProvider
 from tests.harness import PROVIDER_KEY, PROVIDER_KEY_ENV, Harness, policy_files, write_policies
 from tests.log_sink import log_sink  # noqa: F401  (a shared fixture)
-from tests.redis_server import redis_server  # noqa: F401  (a shared fixture)
+from tests.redis_server import redis, redis_server  # noqa: F401  (shared fixtures)
 
 
 @pytest.fixture(autouse=True)

@@ -125,7 +125,7 @@ def test_request_completed_fields_are_not_secret_names(log_sink: Sink) -> None:
     log_sink.configure("info", "json")
     Events(Metrics()).request_completed(request(recovery=["retry"], error="x"), 11.0)
     (line,) = log_sink.lines()
-    assert not logs._SECRET_FIELDS & set(line)
+    assert not [name for name in line if logs.secret_field(name)]
     # redact() looks at top-level names only; the nested token counts are plain numbers
     assert all(isinstance(v, int) for v in line["tokens"].values())
 
@@ -144,6 +144,33 @@ def test_other_events_are_still_redacted(log_sink: Sink) -> None:
     assert first["event"] == "prompt_too_long_recovery" and first["prompt"] == "[redacted]"
     assert second["authorization"] == second["api_key"] == second["body"] == "[redacted]"
     assert TIMESTAMP.match(second["timestamp"]) and second["level"] == "info"
+
+
+SECRET_NAMES = [
+    "authorization", "Proxy-Authorization", "api_key", "x-api-key", "X-Api-Key", "api-key",
+    "x-goog-api-key", "token", "access_token", "session_token", "x-amz-security-token",
+    "refresh_token", "secret", "client_secret", "secret_access_key", "private_key",
+    "password", "redis_password", "signature", "x-amz-signature", "cookie", "set-cookie",
+    "credentials", "prompt", "messages", "body",
+]  # fmt: skip
+#: Fields that name or count things: their values are not secrets.
+PLAIN_NAMES = ["key", "team", "tokens", "prompt_tokens", "max_tokens", "keys", "period",
+               "reason", "field", "token_count", "budget"]  # fmt: skip
+
+
+def test_secrets_are_redacted_by_their_names_and_a_redis_key_is_not(log_sink: Sink) -> None:
+    """Redaction hides the fields whose names say they hold a secret (keys, tokens,
+    signatures, passwords, credentials, cookies) or client text, not every field named
+    ``key``: a Redis key's name (``state_value_ignored``) is readable."""
+    log_sink.configure("info", "json")
+    secrets = {name: f"SEKRIT-{i}" for i, name in enumerate(SECRET_NAMES)}
+    plain = {name: f"plain-{i}" for i, name in enumerate(PLAIN_NAMES)}
+    plain["key"] = "llm-gateway:limit:team-a:tok:29944123"
+    structlog.get_logger("gateway").warning("anything", **secrets, **plain)
+    (line,) = log_sink.lines()
+    assert "SEKRIT" not in log_sink.path.read_text()
+    assert {name: line[name] for name in secrets} == dict.fromkeys(secrets, "[redacted]")
+    assert {name: line[name] for name in plain} == plain
 
 
 def test_warning_level_drops_the_access_line_but_counts(log_sink: Sink) -> None:

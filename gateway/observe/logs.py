@@ -23,17 +23,42 @@ from typing import IO, Any
 import orjson
 import structlog
 
-# Field names whose values must never reach a log line, whatever the caller passed.
+# The fields whose values never reach a log line, whatever the caller passed: secrets, by
+# what their names say they hold (compared lower-case, "-" read as "_"), and the client's
+# text. A name that only names or counts something (``key``: a Redis key's name,
+# ``tokens``: counts) is not one.
 _SECRET_FIELDS = frozenset(
-    {"authorization", "api_key", "x-api-key", "key", "password", "token", "messages", "prompt",
-     "input", "content", "system", "body"}
+    {"authorization", "api_key", "apikey", "token", "secret", "password", "passwd",
+     "signature", "cookie", "set_cookie", "credential", "credentials", "private_key",
+     "messages", "prompt", "input", "content", "system", "body"}
 )  # fmt: skip
+_SECRET_ENDINGS = (
+    "_authorization", "_api_key", "_apikey", "_token", "_secret", "_password",
+    "_signature", "_cookie", "_credentials", "_private_key", "_secret_key", "_access_key",
+)  # fmt: skip
+_decided: dict[str, bool] = {}  # field name -> secret_field(name), for the names seen
+
+
+def secret_field(name: str) -> bool:
+    """Whether a field of this name holds a secret or the client's text (its value is
+    redacted): ``api_key``, ``x-api-key``, ``authorization``, ``session_token``,
+    ``client_secret``, ``password``, ``x-amz-signature``, ``cookie``, ``prompt``, ...;
+    not ``key``, ``tokens`` or ``prompt_tokens``."""
+    n = name.lower().replace("-", "_")
+    return n in _SECRET_FIELDS or n.endswith(_SECRET_ENDINGS)
 
 
 def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Replace the value of any secret-bearing field with a marker (defence in depth)."""
-    for name in _SECRET_FIELDS.intersection(event):
-        event[name] = "[redacted]"
+    decided = _decided
+    for name in [n for n in event if decided.get(n) is not False]:
+        secret = decided.get(name)
+        if secret is None:
+            if len(decided) >= 4096:  # names are the code's own; a bound all the same
+                decided.clear()
+            secret = decided[name] = secret_field(str(name))
+        if secret:
+            event[name] = "[redacted]"
     return event
 
 
@@ -171,7 +196,7 @@ class FastJson:
     says whether info events pass the level, decided once here as the filtering logger
     decides it; it holds while :meth:`current`. :func:`redact` is skipped: the callers'
     field names are fixed and none is secret-bearing (tests/test_observe_fast.py checks
-    ``request_completed``'s against ``_SECRET_FIELDS``, and that other events are still
+    ``request_completed``'s with :func:`secret_field`, and that other events are still
     redacted)."""
 
     __slots__ = ("_factory", "_now", "_processors", "_renderer", "_wrapper", "_write", "info")

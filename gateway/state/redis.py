@@ -118,6 +118,10 @@ log = structlog.get_logger("gateway.state")
 
 WATCH_ATTEMPTS = 8
 FALLBACK_TTL_MIN = 3600
+MAX_REQUEST_TOKENS = 2**32
+"""The most tokens one request adds to its team's window: more than any model's context
+window. A provider's absurd count spends the window's ``tokens_per_minute`` and leaves a
+total the replicas still read back as a count (below 2**53)."""
 
 R = TypeVar("R")
 
@@ -297,17 +301,15 @@ class RedisState(SyncedState):
             pipe.mget(request_keys)
             pipe.mget(retry_keys)
             mine_now, _, requests, retries = await pipe.execute(raise_on_error=False)
-        restarted = isinstance(mine_now, Exception)  # it held something else than an integer
-        if restarted:
-            await self._restart_counters([mine], {mine: 1})  # counted with the next flush
+        refused = isinstance(mine_now, Exception)  # it held something else than an integer
+        if refused:
+            await self._refused([mine])  # this retry is not counted
         count = self.ignored.counter
-        spent_before = sum(map(count, retry_keys, retries)) - (0 if restarted else 1)  # ours
+        spent_before = sum(map(count, retry_keys, retries)) - (0 if refused else 1)  # ours
         noted = sum(map(count, request_keys, requests)) + sum(map(self._unflushed, request_keys))
         if retry_allowed(noted, spent_before, budget):
             return True
-        if restarted:
-            self._count(mine, -1)
-        else:
+        if not refused:
             await self._redis.decr(mine)
         return False
 
@@ -362,6 +364,7 @@ class RedisState(SyncedState):
     async def add_tokens(self, team: str, limits: Limits, tokens: int, now: float) -> None:
         if limits.tokens_per_minute is None or tokens <= 0:
             return
+        tokens = min(tokens, MAX_REQUEST_TOKENS)
         if self.degraded:
             await self._call(
                 lambda: self._add_tokens(team, tokens, now),

@@ -21,9 +21,14 @@ in the same pipeline as the other counters.
 When Redis fails, what was being flushed goes back into the replica's own spending, so
 serving continues on the last total seen plus this replica's spending since, and the
 next sync after the outage adds it all. A flush whose reply was lost after Redis applied
-it is added again (over-counted, never under-counted). A value that is not an integer
-is logged once (``state_value_ignored``) and read as 0; a counter ``INCRBY`` refuses is
-deleted and counted again from this replica's flush.
+it is added again (over-counted, never under-counted).
+
+A total the gateway could not have written (negative, not an integer, beyond 2**53, a
+key of another Redis type, or one ``INCRBY`` refuses) fails closed: the team's budget
+counts as spent, the event ``budget_total_invalid`` names the key (once until a valid
+total is read again; never the value), and the key is left for the operator to reset.
+This replica's spending waits meanwhile, sent after the reset; nothing is sent again to
+a key Redis refused it for.
 
 The events ``budget_warning`` and ``budget_exceeded`` are logged once per team and period
 by all the replicas together: a replica whose book sees a crossing claims it in the next
@@ -36,21 +41,37 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from gateway.budgets import Book, Crossing, Period
 from gateway.observe import budget_events
-from gateway.state.redis_values import Ignored
+from gateway.state.redis_values import NOT_A_STRING, Bad, spend_total
+
+log = structlog.get_logger("gateway.state")
 
 KEEP_AFTER_S = 86400
 """How long a period's total stays in Redis after the period ends."""
+SPENT = "the budget counts as spent until the key is reset"
+READ_TOTALS = f"""
+local out = {{}}
+for i, key in ipairs(KEYS) do
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then v = '{NOT_A_STRING.decode()}' end
+  out[i] = v
+end
+return out
+"""
+"""The totals of KEYS, as MGET reads them, but a key of another Redis type than a string
+(which MGET reads as no key: 0) comes back as ``NOT_A_STRING``."""
 
 
 class BudgetSync:
     """What one sync pass sends for budgets, and what it makes of the replies."""
 
-    def __init__(self, book: Book, ignored: Ignored, prefix: str) -> None:
+    def __init__(self, book: Book, prefix: str) -> None:
         self.book = book
-        self._ignored = ignored
         self._prefix = prefix
+        self._invalid: set[str] = set()  # keys logged invalid, until read valid again
         self._flushing: list[tuple[str, Period, int]] = []
         self._reads: list[tuple[str, Period]] = []
         self._claims: list[Crossing] = []  # crossings to claim with the next pass
@@ -74,8 +95,8 @@ class BudgetSync:
 
     def queue(self, pipe: Any) -> int:
         """Take this replica's unflushed spending and add the pass's commands to
-        ``pipe``: an INCRBY and an EXPIREAT per team with spending, one MGET of the
-        others; how many replies they give."""
+        ``pipe``: an INCRBY and an EXPIREAT per team with spending, one read of the
+        others' totals (:data:`READ_TOTALS`); how many replies they give."""
         self._flushing = self.book.take()
         flushed = {(team, p.key) for team, p, _ in self._flushing}
         self._reads = [
@@ -88,16 +109,15 @@ class BudgetSync:
             pipe.incrby(key, n)
             pipe.expireat(key, int(period.end) + KEEP_AFTER_S)
         if self._reads:
-            pipe.mget([self.key(t, p) for t, p in self._reads])
+            pipe.eval(READ_TOTALS, len(self._reads), *(self.key(t, p) for t, p in self._reads))
         self._claiming, self._claims = self._claims, []
         for c in self._claiming:
             pipe.set(self.event_key(c), 1, nx=True, exat=int(c.period.end) + KEEP_AFTER_S)
         return 2 * len(self._flushing) + (1 if self._reads else 0) + len(self._claiming)
 
-    def apply(self, replies: list[Any]) -> list[str]:
+    def apply(self, replies: list[Any]) -> None:
         """Read back the pass's replies (and log the crossings whose claim was this
-        replica's); the keys that hold something else than an integer (to delete: their
-        spending is flushed again next time)."""
+        replica's)."""
         flushing, self._flushing = self._flushing, []
         claiming, self._claiming = self._claiming, []
         if claiming:
@@ -105,25 +125,49 @@ class BudgetSync:
             for c, won in zip(claiming, claimed, strict=True):
                 if won is not None:  # True: this replica's; an error: logged all the same
                     budget_events.crossed(c)
-        bad: list[str] = []
         book = self.book
         for (team, period, n), total in zip(
             flushing, replies[: 2 * len(flushing) : 2], strict=True
         ):
-            if isinstance(total, Exception):
-                key = self.key(team, period)
-                self._ignored(key, "not an integer: the counter starts again")
-                bad.append(key)
-                book.restore(team, period, n)
-                book.settle(team, period.key, 0, 0)
+            if isinstance(total, Exception):  # not an integer: never sent again
+                waits = book.refused(team, period, n)
+                outcome = SPENT if waits else "this replica's spending of the past period dropped"
+                self._check(team, period, None, "Redis refused to add to it", outcome)
             else:
-                book.settle(team, period.key, int(total), n)
+                book.settle(team, period.key, self._check(team, period, total), n)
         if self._reads:
             read = replies[-1]
             for (team, period), raw in zip(self._reads, read, strict=True):
-                key = self.key(team, period)
-                book.settle(team, period.key, self._ignored.counter(key, raw), 0)
-        return bad
+                book.settle(team, period.key, self._check(team, period, raw), 0)
+
+    def _check(
+        self, team: str, period: Period, raw: Any, why: str = "", outcome: str = SPENT
+    ) -> int | None:
+        """The total ``raw``; None when it is not one the gateway wrote (or ``why``),
+        logged once naming the key, what is wrong and the ``outcome``."""
+        key = self.key(team, period)
+        if not why:
+            try:
+                total = spend_total(raw)
+            except Bad as e:
+                why = str(e)
+            else:
+                self._invalid.discard(key)
+                return total
+        if key not in self._invalid:
+            if len(self._invalid) >= 4096:  # keys of teams and periods since gone
+                self._invalid.clear()
+            self._invalid.add(key)
+            log.error(
+                "budget_total_invalid",
+                backend="redis",
+                key=key,
+                team=team,
+                period=period.key,
+                reason=why,
+                outcome=outcome,
+            )
+        return None
 
     def failed(self) -> None:
         """The pass did not reach Redis (or its replies were lost): what it flushed is

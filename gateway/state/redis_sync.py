@@ -3,7 +3,8 @@ shared through Redis (fallback views, unflushed counters, reserved admissions), 
 background sync that keeps it in step, and the outage handling every call to Redis goes
 through; also the keys' prefix and how values are encoded, and read back through
 :mod:`gateway.state.redis_values` (a malformed value is logged once and read as the
-initial state, or 0). The design is in :mod:`gateway.state.redis`.
+initial state, or 0; a team's spending total fails closed instead). The design is in
+:mod:`gateway.state.redis`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from gateway.resilience.budget import (
 from gateway.resilience.fallback import FallbackState
 from gateway.state.memory import MemoryState
 from gateway.state.redis_budgets import BudgetSync
-from gateway.state.redis_values import Bad, Ignored, fallback_state
+from gateway.state.redis_values import MAX_COUNT, Bad, Ignored, fallback_state
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -97,7 +98,7 @@ class SyncedState:
         self.ignored = Ignored()
         """Logs each key whose value is ignored once (also used for counters)."""
         self.spending = self.local.spending  # one book, kept through an outage
-        self._budget_sync = BudgetSync(self.spending, self.ignored, PREFIX)
+        self._budget_sync = BudgetSync(self.spending, PREFIX)
         self.spending.crossed = self._crossed  # logged by the replica that claims it
 
     def _decode(self, key: str, raw: bytes | str | None) -> FallbackState:
@@ -224,12 +225,11 @@ class SyncedState:
             spending = self._budget_sync.queue(pipe)
             replies = await pipe.execute(raise_on_error=False)
         if spending:
-            spent, replies = replies[-spending:], replies[:-spending]
-            if bad := self._budget_sync.apply(spent):
-                await self._redis.delete(*bad)
+            self._budget_sync.apply(replies[-spending:])
+            replies = replies[:-spending]
         incremented = replies[: 2 * len(counts) : 2]
         if bad := [k for k, r in zip(counts, incremented, strict=True) if isinstance(r, Exception)]:
-            await self._restart_counters(bad, counts)
+            await self._refused(bad)
         if teams:
             window = limit_window(wall)
             for team, raw in zip(teams, replies.pop(), strict=True):
@@ -240,19 +240,22 @@ class SyncedState:
             for key, raw in zip(keys, replies[-1], strict=True):
                 self._set_view(key, self._decode(key, raw), sent)
 
-    async def _restart_counters(self, keys: list[str], counts: dict[str, int]) -> None:
-        """Counters that hold something else than an integer (INCRBY refused them): logged,
-        deleted, and their counts flushed again with the next sync."""
+    async def _refused(self, keys: list[str]) -> None:
+        """Counters Redis refused to add to (what is sent is bounded: their keys hold
+        something else than an integer): each logged once by its key, deleted so that
+        later counts start it again; the refused counts are dropped, never sent again."""
         for key in keys:
-            self.ignored(key, "not an integer: the counter starts again")
-            self._count(key, counts[key])
+            self.ignored(key, "not an integer: its count is dropped, the counter starts again")
         await self._redis.delete(*keys)
 
     def _unflushed(self, key: str) -> int:
         return self._pending.get(key, 0) + self._inflight.get(key, 0)
 
     def _count(self, key: str, n: int) -> None:
-        self._pending[key] = self._pending.get(key, 0) + n
+        """Add ``n`` to the counter of ``key`` with the next flush: any int, bounded to what
+        Redis takes and the replicas read back (:data:`MAX_COUNT` either way)."""
+        total = self._pending.get(key, 0) + n
+        self._pending[key] = max(-MAX_COUNT, min(total, MAX_COUNT))
         if self._sync_task is None:
             self._ensure_sync()
 

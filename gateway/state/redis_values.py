@@ -12,6 +12,9 @@ known fields with the right types, finite times not before the epoch and at most
 :data:`HORIZON_S` (a week) ahead, streaks and counters that are plain non-negative integers,
 names of states and failure categories the gateway knows. Unknown fields are ignored
 (another version's).
+
+A team's spending total (:func:`spend_total`) is the exception: one the gateway did not
+write is not read as 0 but fails closed (:mod:`gateway.state.redis_budgets`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,17 @@ from gateway.resilience import fallback
 from gateway.resilience.deployments import COOLDOWN, EJECTED, OUT, DeploymentState
 from gateway.resilience.fallback import FallbackState
 
-__all__ = ["HORIZON_S", "Bad", "Ignored", "counter", "deployment_state", "fallback_state"]
+__all__ = [
+    "HORIZON_S",
+    "MAX_COUNT",
+    "NOT_A_STRING",
+    "Bad",
+    "Ignored",
+    "counter",
+    "deployment_state",
+    "fallback_state",
+    "spend_total",
+]
 
 log = structlog.get_logger("gateway.state")
 
@@ -35,6 +48,8 @@ HORIZON_S = 7 * 86400.0
 not one a policy means)."""
 MAX_COUNT = 2**53
 """Larger streaks and counters are not ones the gateway wrote."""
+NOT_A_STRING = b"WRONGTYPE"
+"""What a read script returns for a key that holds another Redis type than a string."""
 _STATES = frozenset({"", COOLDOWN, OUT, EJECTED})
 _CATEGORIES = frozenset({"", *(c.value for c in Category)})
 _LOGGED_MAX = 4096
@@ -153,4 +168,15 @@ def counter(raw: Any) -> int:
         raise Bad("not an integer")
     if abs(value) > MAX_COUNT:
         raise Bad("not a count the gateway wrote")
+    return value
+
+
+def spend_total(raw: Any) -> int:
+    """A team's spending total of a period, micro-dollars (bytes, None: no key yet, 0, or
+    :data:`NOT_A_STRING`); :class:`Bad` unless an integer from 0 to :data:`MAX_COUNT`."""
+    if raw == NOT_A_STRING:
+        raise Bad("not a string (another Redis type)")
+    value = counter(raw)
+    if value < 0:
+        raise Bad("negative")
     return value

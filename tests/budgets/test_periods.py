@@ -6,7 +6,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.budgets import MAX_CHARGE_USD, MICRO, Book, Crossing, describe, iso, period_of
+from gateway.budgets import (
+    MAX_CHARGE_USD,
+    MAX_TOTAL,
+    MICRO,
+    Book,
+    Crossing,
+    describe,
+    iso,
+    period_of,
+)
 from gateway.policy.schema import Budget
 
 
@@ -142,3 +151,48 @@ def test_an_absurd_cost_spends_the_budget_without_overflowing_the_shared_counter
     assert book.spent("t", DAY, now) is not None
     [(_, _, n)] = book.take()
     assert n == MAX_CHARGE_USD * MICRO < 2**63
+
+
+@pytest.mark.parametrize("total", [None, -1, MAX_TOTAL + 1], ids=["unreadable", "neg", "huge"])
+def test_an_invalid_total_spends_the_budget_and_holds_the_spending_back(
+    total: int | None,
+) -> None:
+    """A total read back that the gateway could not have written: the budget counts as
+    spent (``/admin/budgets``: spent, nothing remaining), this replica's spending waits
+    (not taken) and is taken once a valid total is read back."""
+    book, now = Book(), at("2026-12-03T10:00:00")
+    book.charge("t", DAY, 1, now)
+    period = book.teams["t"].period
+    book.settle("t", period.key, total, 0)
+    assert book.spent("t", DAY, now) == period
+    row = describe(book, {"t": DAY}, now)["t"]
+    assert (row["state"], row["remaining_usd"]) == ("spent", 0)
+    assert book.take() == []
+    book.settle("t", period.key, 0, 0)  # the operator deleted the key
+    assert book.spent("t", DAY, now) is None
+    assert [n for _, _, n in book.take()] == [MICRO]
+
+
+def test_a_refused_flush_waits_and_a_past_one_is_dropped() -> None:
+    """Spending the store refused to add: the current period's waits in the book (the
+    total invalid), a past period's is dropped (its key is no longer read)."""
+    book = Book()
+    book.charge("t", DAY, 1, at("2026-12-03T23:59:59"))
+    book.charge("t", DAY, 2, at("2026-12-04T00:00:01"))
+    (past, p1, n1), (_, p2, n2) = sorted(book.take(), key=lambda x: x[1].key)
+    assert book.refused(past, p1, n1) is False
+    assert book.refused("t", p2, n2) is True
+    e = book.teams["t"]
+    assert (e.invalid, e.own, e.flushing) == (True, 2 * MICRO, 0)
+    assert book.take() == []
+
+
+def test_a_flush_is_at_most_max_total() -> None:
+    """Whatever the budget, one flush is at most MAX_TOTAL micro-dollars (the rest stays):
+    a count Redis adds and the replicas read back."""
+    huge, now = Budget(usd=1e15, per="day"), at("2026-12-03T10:00:00")
+    book = Book()
+    book.charge("t", huge, 1e12, now)
+    [(_, _, n)] = book.take()
+    assert n == MAX_TOTAL
+    assert book.teams["t"].own == 1e12 * MICRO - MAX_TOTAL

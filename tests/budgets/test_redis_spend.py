@@ -26,15 +26,9 @@ KEY = f"llm-gateway:spend:t:{TODAY:%Y-%m-%d}"
 
 
 @pytest.fixture
-async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_server.url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
 async def state(redis_server: RedisServer) -> AsyncIterator[RedisState]:
-    s = RedisState(redis_server.url, wall=lambda: NOW, reconnect_interval=0.05)
+    # the test runs every sync: none in the background at the same time
+    s = RedisState(redis_server.url, wall=lambda: NOW, reconnect_interval=0.05, sync_interval=3600)
     yield s
     await s.close()
 
@@ -61,25 +55,77 @@ async def test_a_team_without_spending_reads_the_total(state: RedisState, redis:
     assert state.spending.spent("t", DAY, NOW) is not None
 
 
-async def test_a_malformed_total_is_read_as_zero_and_logged_once(
+#: Values of a period's total the gateway could not have written, and how to plant them.
+BAD_TOTALS = {
+    "negative": -100_000 * MICRO,  # a spent team "credited" $100,000
+    "over 2**53": 2**53 + 1,  # was read as 0
+    "not an integer": "lots",
+    "not a string": None,  # a list: MGET reads it as no key at all
+}
+
+
+async def plant(redis: Redis, value: object) -> None:
+    await redis.delete(KEY)
+    if value is None:
+        await redis.rpush(KEY, "1")  # type: ignore[misc]
+    else:
+        await redis.set(KEY, value)  # type: ignore[arg-type]
+
+
+def invalid(logs: list[dict[str, object]]) -> list[object]:
+    return [e["key"] for e in logs if e["event"] == "budget_total_invalid"]
+
+
+@pytest.mark.parametrize("value", list(BAD_TOTALS.values()), ids=list(BAD_TOTALS))
+async def test_a_bad_total_spends_the_budget_until_it_is_reset(
+    state: RedisState, redis: Redis, value: object
+) -> None:
+    """A period's total that is negative, not an integer, beyond 2**53 or of the wrong Redis
+    type: the team's budget counts as spent (fail closed: it unlocked the team), logged once
+    naming the key, never the value; the key is left for the operator and the replica's
+    own spending waits (not sent, not lost). Once the key is reset (DEL), the next syncs read
+    0 and add the spending that waited."""
+    state.charge("t", DAY, 1, NOW)
+    await state.sync()
+    assert state.spending.spent("t", DAY, NOW) is None
+    await plant(redis, value)
+    with capture_logs() as logs:
+        for _ in range(2):
+            await state.sync()
+        assert state.spending.spent("t", DAY, NOW) is not None
+        state.charge("t", DAY, 2, NOW)  # a request already in flight
+        for _ in range(2):
+            await state.sync()
+        assert state.spending.spent("t", DAY, NOW) is not None
+        assert state.spending.teams["t"].state(DAY) == "spent"
+    assert invalid(logs) == [KEY]
+    assert "lots" not in str(logs) and "100000" not in str(logs)
+    assert await redis.exists(KEY)  # left as it is: the operator's to reset
+    await redis.delete(KEY)
+    for _ in range(2):
+        await state.sync()
+    assert state.spending.spent("t", DAY, NOW) is None
+    assert int(await redis.get(KEY)) == 2 * MICRO  # the spending that waited
+    assert state.spending.teams["t"].usd == 2
+
+
+async def test_a_total_redis_refuses_to_add_to_is_not_sent_again(
     state: RedisState, redis: Redis
 ) -> None:
-    """A value that is not an integer is read as 0 and logged once; a counter INCRBY
-    refuses starts again from this replica's spending."""
-    state.track({"t": DAY}, NOW)
+    """Spending whose INCRBY Redis refuses (the key holds garbage) is sent once: the team is
+    spent and the spending waits for the key's reset, with no INCRBY/DEL loop."""
     await redis.set(KEY, "lots")
+    state.charge("t", DAY, 2, NOW)
+    await redis.config_resetstat()
     with capture_logs() as logs:
-        await state.sync()
-        await state.sync()
-        assert state.spending.teams["t"].usd == 0
-        state.charge("t", DAY, 2, NOW)
-        await state.sync()  # INCRBY refused: deleted, flushed again with the next sync
-        await state.sync()
-    assert int(await redis.get(KEY)) == 2 * MICRO
-    assert state.spending.teams["t"].usd == 2
-    ignored = [e for e in logs if e["event"] == "state_value_ignored"]
-    assert [e["key"] for e in ignored] == [KEY]  # once per key
-    assert "lots" not in str(ignored)
+        for _ in range(4):
+            await state.sync()
+    stats = await redis.info("commandstats")
+    assert stats["cmdstat_incrby"]["calls"] == 1
+    assert "cmdstat_del" not in stats
+    assert invalid(logs) == [KEY]
+    assert state.spending.spent("t", DAY, NOW) is not None
+    assert await redis.get(KEY) == b"lots"
 
 
 async def test_an_outage_keeps_the_last_total_and_own_spending(

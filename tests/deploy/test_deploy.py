@@ -339,6 +339,54 @@ def test_deployment_env_uses_known_settings() -> None:
     assert set(secret["stringData"]) & {"GATEWAY_ADMIN_KEY"}
 
 
+def secret_env(container: dict[str, Any], name: str) -> tuple[str, str]:
+    """(Secret, key) that the container's variable ``name`` is read from; required."""
+    ref = container_env(container)[name]["secretKeyRef"]
+    assert not ref.get("optional", False), f"{name}: the Secret must exist"
+    return ref["name"], ref["key"]
+
+
+def test_k8s_redis_wants_the_password_the_gateway_sends() -> None:
+    """Redis runs with ``requirepass`` from a Secret (its probe's redis-cli authenticates
+    with the same), and the gateway's GATEWAY_STATE_URL carries that password, from a
+    variable defined before it (Kubernetes expands ``$(VAR)`` from earlier ones only); the
+    example shows the Secret, which is not applied."""
+    pod = k8s_object("Deployment", "llm-gateway-redis")["spec"]["template"]["spec"]
+    (redis,) = pod["containers"]
+    args = redis["args"]
+    variable = re.fullmatch(r"\$\((\w+)\)", args[args.index("--requirepass") + 1])
+    assert variable, args
+    password = secret_env(redis, variable[1])
+    assert secret_env(redis, "REDISCLI_AUTH") == password
+    assert redis["readinessProbe"]["exec"]["command"][0] == "redis-cli"
+    gateway = gateway_container()
+    names = [e["name"] for e in gateway["env"]]
+    state = urlparse(container_env(gateway)["GATEWAY_STATE_URL"])
+    used = re.fullmatch(r"\$\((\w+)\)", state.password or "")
+    assert used, "GATEWAY_STATE_URL carries no password"
+    assert names.index(used[1]) < names.index("GATEWAY_STATE_URL")
+    assert secret_env(gateway, used[1]) == password
+    secret = k8s_object("Secret", password[0])
+    assert password[1] in secret["stringData"]
+    resources = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
+    assert "secret.example.yaml" not in resources
+
+
+def test_compose_redis_wants_the_password_the_replicas_send() -> None:
+    """compose's Redis runs with ``requirepass`` ${REDIS_PASSWORD} (compose refuses to
+    start without it), its healthcheck authenticates, and each replica's
+    GATEWAY_STATE_URL carries the same password."""
+    redis = compose()["services"]["redis"]
+    command = redis["command"]
+    required = command[command.index("--requirepass") + 1]
+    assert re.fullmatch(r"\$\{REDIS_PASSWORD:\?[^}]+\}", required), required
+    assert redis["environment"]["REDISCLI_AUTH"] == "${REDIS_PASSWORD}"
+    assert "redis-cli" in redis["healthcheck"]["test"]
+    for name, svc in gateway_services().items():
+        state = urlparse(svc["environment"]["GATEWAY_STATE_URL"])
+        assert state.password == "${REDIS_PASSWORD}", name
+
+
 def test_deployment_scrape_annotations() -> None:
     """The gateway pods serve /metrics on a port of their own, scraped from the pod and
     left out of the Service (so never reachable through the public address)."""

@@ -12,7 +12,6 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -92,13 +91,6 @@ def policy(fake_url: str) -> dict[str, Any]:
                                  "routes": [{"match": {"model": "*"}, "policy": "fast"}]}}
         },
     }  # fmt: skip
-
-
-@pytest.fixture
-async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_server.url)
-    yield client
-    await client.aclose()
 
 
 async def plant(redis: Redis) -> None:
@@ -265,7 +257,12 @@ async def test_garbage_fallback_state_is_the_initial_state(
                 model="gpt-test", messages=MESSAGES
             )
             models.append(answer.headers["x-gateway-model"])
-    warned = [(e["event"], e.get("key")) for e in logs if e["log_level"] == "warning"]
+    # (price_unknown: said once per process about the test policy's unpriced model)
+    warned = [
+        (e["event"], e.get("key"))
+        for e in logs
+        if e["log_level"] == "warning" and e["event"] != "price_unknown"
+    ]
     assert (models, warned) == (["gpt-test"] * 3, [("state_value_ignored", FB_KEY)])
     assert SECRET not in repr(logs)
     assert not gw.gateway.state.degraded
