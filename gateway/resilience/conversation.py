@@ -26,8 +26,9 @@ Japanese 3, Cyrillic 2), since tokenizers give such text more tokens per charact
 and Converse ``system`` and Responses ``instructions``; an entry's and a content part's
 text fields (``content``, ``text``, ``thinking``, ``refusal``, ``reasoning_content``,
 ``output``, a string ``input``), tool names and call arguments, the data of a document or
-file part; an Anthropic ``tool_use.input`` and the ``tools`` definitions (Converse
-``toolConfig``) as the bytes of their JSON. Parts are read where a provider reads them:
+file part; Converse ``toolUse``, ``toolResult`` and ``reasoningContent`` blocks alike; an
+Anthropic ``tool_use.input`` (Converse ``toolUse.input``) and the ``tools`` definitions
+(Converse ``toolConfig``) as the bytes of their JSON. Parts are read where a provider reads them:
 an entry's ``content``, ``output``, ``summary`` and ``tool_calls``, and the ``content``
 of a part inside those (a tool result's blocks), the levels whose blocks the request
 limits count (:mod:`gateway.web.shapes`). Any other field (ids, roles, types,
@@ -189,11 +190,32 @@ def _part_chars(value: dict[str, Any], lists: int) -> int:
     arguments = get("input")  # Anthropic tool_use arguments, an object
     if type(arguments) is dict:
         total += json_size(arguments)
+    if len(value) <= 3:  # a Converse block: one key (and cache point, ...)
+        total += _converse_chars(value, lists)
     if lists:
         for key in _PART_LISTS[2 - lists]:
             parts = get(key)
             if type(parts) is list:
                 total += _parts_chars(parts, lists - 1)
+    return total
+
+
+def _converse_chars(block: dict[str, Any], lists: int) -> int:
+    """A Converse tool call (its name and input), tool result (its blocks, where ``lists``
+    allows) or reasoning (its text)."""
+    total = 0
+    use = block.get("toolUse")
+    if type(use) is dict:
+        name, arguments = use.get("name"), use.get("input")
+        total += text_size(name) if type(name) is str else 0
+        total += json_size(arguments) if arguments is not None else 0
+    result = block.get("toolResult")
+    if type(result) is dict and lists and type(content := result.get("content")) is list:
+        total += _parts_chars(content, 0)
+    reasoning = block.get("reasoningContent")
+    if type(reasoning) is dict and type(inner := reasoning.get("reasoningText")) is dict:
+        text = inner.get("text")
+        total += text_size(text) if type(text) is str else 0
     return total
 
 
