@@ -150,13 +150,17 @@ def json_size(value: Any) -> int:
 
 
 #: The fields of an entry or part whose string value a model reads.
-_TEXT_FIELDS = ("content", "text", "thinking", "refusal", "reasoning_content", "output",
-                "input", "name", "arguments", "file_data")  # fmt: skip
+_TEXT_FIELDS = frozenset({"content", "text", "thinking", "refusal", "reasoning_content",
+                          "output", "input", "name", "arguments", "file_data"})  # fmt: skip
 #: Objects a part carries its text in, and which of their fields (a chat tool call's
-#: function, a document's source, a chat file part's file).
-_INNER_FIELDS = {"function": ("name", "arguments"), "source": ("data",), "file": ("file_data",)}
+#: function, a document's source, a chat file part's file; Converse's reasoning).
+_INNER_FIELDS = {"function": ("name", "arguments"), "source": ("data",),
+                 "file": ("file_data",), "reasoningContent": ()}  # fmt: skip
 #: The fields of an entry that hold parts; those of a part (a tool result's blocks).
-_PART_LISTS = (("content", "output", "summary", "tool_calls"), ("content",))
+_PART_LISTS = (frozenset({"content", "output", "summary", "tool_calls"}), frozenset({"content"}))
+#: Every field read: a set (not frozenset), so that ``keys() & _READ`` loops over the
+#: smaller of the two (a part's few keys, or these for an object of many).
+_READ = {*_TEXT_FIELDS, *_INNER_FIELDS, "summary", "tool_calls", "toolUse", "toolResult"}
 #: Part types that are text alone (the common case, one lookup).
 _TEXT_TYPES = frozenset({"text", "input_text", "output_text", "summary_text"})
 _IMAGE_CHARS = IMAGE_TOKENS * CHARS_PER_TOKEN
@@ -174,48 +178,45 @@ def _part_chars(value: dict[str, Any], lists: int) -> int:
             return _IMAGE_CHARS
     elif type(value.get("image")) is dict:  # a Converse image block
         return _IMAGE_CHARS
-    get = value.get
     total = 0
-    for key in _TEXT_FIELDS:
-        item = get(key)
-        if type(item) is str:
-            total += text_size(item)
-    for key, fields in _INNER_FIELDS.items():
-        inner = get(key)
-        if type(inner) is dict:
-            for field in fields:
-                item = inner.get(field)
-                if type(item) is str:
-                    total += text_size(item)
-    arguments = get("input")  # Anthropic tool_use arguments, an object
-    if type(arguments) is dict:
-        total += json_size(arguments)
-    if len(value) <= 3:  # a Converse block: one key (and cache point, ...)
-        total += _converse_chars(value, lists)
-    if lists:
-        for key in _PART_LISTS[2 - lists]:
-            parts = get(key)
-            if type(parts) is list:
-                total += _parts_chars(parts, lists - 1)
+    for key in value.keys() & _READ:
+        item = value[key]
+        kind = type(item)
+        if kind is str:
+            if key in _TEXT_FIELDS:
+                total += text_size(item)
+        elif kind is list:
+            if lists and key in _PART_LISTS[2 - lists]:
+                total += _parts_chars(item, lists - 1)
+        elif kind is dict:
+            total += _object_chars(key, item, lists)
     return total
 
 
-def _converse_chars(block: dict[str, Any], lists: int) -> int:
-    """A Converse tool call (its name and input), tool result (its blocks, where ``lists``
-    allows) or reasoning (its text)."""
+def _object_chars(key: str, item: dict[str, Any], lists: int) -> int:
+    """A field of a part that is an object: a tool call's input (its JSON), a chat call's
+    function, a document's source, a file; Converse's toolUse (its name and input),
+    toolResult (its blocks, where ``lists`` allows) and reasoningContent (its text)."""
+    if key == "input":  # Anthropic tool_use arguments
+        return json_size(item)
+    if key == "toolUse":
+        name, arguments = item.get("name"), item.get("input")
+        size = text_size(name) if type(name) is str else 0
+        return size + (json_size(arguments) if arguments is not None else 0)
+    if key == "toolResult":
+        content = item.get("content")
+        return _parts_chars(content, 0) if lists and type(content) is list else 0
+    fields = _INNER_FIELDS.get(key, ())
+    if key == "reasoningContent":
+        reasoning = item.get("reasoningText")
+        if type(reasoning) is not dict:
+            return 0
+        item, fields = reasoning, ("text",)
     total = 0
-    use = block.get("toolUse")
-    if type(use) is dict:
-        name, arguments = use.get("name"), use.get("input")
-        total += text_size(name) if type(name) is str else 0
-        total += json_size(arguments) if arguments is not None else 0
-    result = block.get("toolResult")
-    if type(result) is dict and lists and type(content := result.get("content")) is list:
-        total += _parts_chars(content, 0)
-    reasoning = block.get("reasoningContent")
-    if type(reasoning) is dict and type(inner := reasoning.get("reasoningText")) is dict:
-        text = inner.get("text")
-        total += text_size(text) if type(text) is str else 0
+    for field in fields:
+        text = item.get(field)
+        if type(text) is str:
+            total += text_size(text)
     return total
 
 

@@ -218,17 +218,21 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
     for i, entry in enumerate(entries):
         if type(entry) is not dict:
             continue
-        _check_type(entry, name, i)
-        if entry.get("type") == "function_call":  # a Responses call: arguments in the item
+        kind = entry.get("type")
+        if kind is not None and type(kind) is not str:
+            _check_type(entry, name, i)
+        if kind == "function_call":  # a Responses call: arguments in the item
             _check_arguments(entry, f"{name}[{i}]", depth, 3)
-        for key in _PART_LISTS:
-            parts = entry.get(key)
+        for key in entry.keys() & _LISTS:
+            parts = entry[key]
             if type(parts) is not list:
                 continue
             for j, part in enumerate(parts):
                 if type(part) is not dict:
                     continue
-                _check_type(part, name, i, key, j)
+                kind = part.get("type")
+                if kind is not None and type(kind) is not str:
+                    _check_type(part, name, i, key, j)
                 inner = part.get("content")
                 if type(inner) is list:
                     for k, block in enumerate(inner):
@@ -237,6 +241,10 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
                 if key == "tool_calls" and type(function := part.get("function")) is dict:
                     where = f"{name}[{i}].tool_calls[{j}].function"
                     _check_arguments(function, where, depth, 6)
+
+
+#: :data:`_PART_LISTS` as a set, for ``keys() &`` (which loops over the smaller side).
+_LISTS = set(_PART_LISTS)
 
 
 def _check_type(value: dict[str, Any], name: str, *at: str | int) -> None:
