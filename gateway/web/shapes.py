@@ -219,12 +219,13 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
         if type(entry) is not dict:
             continue
         kind = entry.get("type")
-        if kind is not None and type(kind) is not str:
-            _check_type(entry, name, i)
-        if kind == "function_call":  # a Responses call: arguments in the item
-            _check_arguments(entry, f"{name}[{i}]", depth, 3)
-        for key in entry.keys() & _LISTS:
-            parts = entry[key]
+        if kind is not None:
+            if type(kind) is not str:
+                _check_type(entry, name, i)
+            if kind == "function_call":  # a Responses call: arguments in the item
+                _check_arguments(entry, f"{name}[{i}]", depth, 3)
+        for key in _PART_LISTS:
+            parts = entry.get(key)
             if type(parts) is not list:
                 continue
             for j, part in enumerate(parts):
@@ -241,10 +242,6 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
                 if key == "tool_calls" and type(function := part.get("function")) is dict:
                     where = f"{name}[{i}].tool_calls[{j}].function"
                     _check_arguments(function, where, depth, 6)
-
-
-#: :data:`_PART_LISTS` as a set, for ``keys() &`` (which loops over the smaller side).
-_LISTS = set(_PART_LISTS)
 
 
 def _check_type(value: dict[str, Any], name: str, *at: str | int) -> None:
