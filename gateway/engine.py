@@ -18,7 +18,7 @@ import orjson
 
 from gateway.compacting import compact_step, summarize
 from gateway.deployment_choice import ONLY, Deployments
-from gateway.errors import Category
+from gateway.errors import Category, GatewayError
 from gateway.formats import Format
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
@@ -88,10 +88,20 @@ class Request:
         Never the client's bytes: a body with a key twice (``"model"`` allowed, then
         ``"model"`` not allowed) decodes differently in different parsers; re-encoding
         (about 2 µs for a typical request) makes the provider see exactly one of each key.
+        A body that cannot be encoded (nested past orjson's 254 levels: the edge keeps a
+        client's body and its tool-call arguments within ``max_json_depth``, so only a
+        translation could) is the client's 400 in its own format, never a 500.
         """
         if body.get("model") != upstream_model:
             body = {**body, "model": upstream_model}
-        return orjson.dumps(body)
+        try:
+            return orjson.dumps(body)
+        except orjson.JSONEncodeError as e:  # the edge's checks keep a client's body encodable
+            raise GatewayError(
+                400,
+                f"the request cannot be sent on in the provider's format ({e})",
+                code="request_not_encodable",
+            ) from None
 
 
 class Attempter(Protocol):

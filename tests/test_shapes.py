@@ -129,8 +129,6 @@ NESTED: list[tuple[Endpoint, dict[str, Any], str, str]] = [
      "messages[0].content[0].image_url.url",
      "'messages[0].content[0].image_url.url' must be a string, got an object"),
     (CHAT, {"messages": USER, "tools": ["x"]}, "tools[0]", "'tools[0]' must be an object, got a string"),
-    (CHAT, {"messages": [{"role": "user", "content": [{"type": 5}]}]},
-     "messages[0].content[0].type", "'messages[0].content[0].type' must be a string, got the number 5"),
     (RESPONSES, {"input": [{"type": "function_call", "call_id": "c", "name": "f",
                             "arguments": {"a": 1}}]}, "input[0].arguments",
      "'input[0].arguments' must be a string, got an object"),
@@ -164,6 +162,63 @@ def test_nested_wrong_types_are_400_naming_the_field_when_translated(
     body = {"model": "m", **body}
     check_shape(endpoint, body)  # relayed as it is: the provider's to judge
     refused(lambda: check(body, endpoint.fmt.name), param, message)
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+# Read on every path, whatever the request's format and wherever it goes: checked at the
+# edge, the same words as the translators' check. (endpoint, body, param, message)
+EVERY_PATH: list[tuple[Endpoint, dict[str, Any], str, str]] = [
+    (CHAT, {"messages": [{"role": "user", "content": [{"type": 5}]}]},
+     "messages[0].content[0].type", "'messages[0].content[0].type' must be a string, got the number 5"),
+    (CHAT, {"messages": [{"role": "user", "content": [{"type": {"a": 1}}]}]},
+     "messages[0].content[0].type", "'messages[0].content[0].type' must be a string, got an object"),
+    (CHAT, {"messages": [{"role": "assistant", "tool_calls": [{"type": ["function"]}]}]},
+     "messages[0].tool_calls[0].type", "'messages[0].tool_calls[0].type' must be a string, got an array"),
+    (RESPONSES, {"input": [{"type": ["message"], "role": "user", "content": "hi"}]},
+     "input[0].type", "'input[0].type' must be a string, got an array"),
+    (RESPONSES, {"input": [{"role": "user", "content": [{"type": {}, "text": "hi"}]}]},
+     "input[0].content[0].type", "'input[0].content[0].type' must be a string, got an object"),
+    (MESSAGES, {"messages": [{"role": "user", "content": [{"type": "tool_result",
+                              "tool_use_id": "t", "content": [{"type": ["text"]}]}]}]},
+     "messages[0].content[0].content[0].type",
+     "'messages[0].content[0].content[0].type' must be a string, got an array"),
+    (MESSAGES, {"messages": USER, "system": [{"type": {"t": 1}, "text": "s"}]}, "system[0].type",
+     "'system[0].type' must be a string, got an object"),
+    (CHAT, {"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {
+        "name": "f", "arguments": _deep(195)}}]}]}, "messages[0].tool_calls[0].function.arguments",
+     "'messages[0].tool_calls[0].function.arguments' is JSON nested deeper than the gateway's "
+     "limit of 200 levels (counted from the top of the request)"),
+    (RESPONSES, {"input": [{"type": "function_call", "call_id": "c", "name": "f",
+                            "arguments": _deep(1100)}]}, "input[0].arguments",
+     "'input[0].arguments' is JSON nested deeper than the gateway's limit of 200 levels "
+     "(counted from the top of the request)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body", "param", "message"), EVERY_PATH, ids=[m[:60] for *_, m in EVERY_PATH]
+)
+def test_fields_read_on_every_path_are_400_naming_the_field(
+    endpoint: Endpoint, body: dict[str, Any], param: str, message: str
+) -> None:
+    """A ``type`` that is not a string, and tool call arguments nested past the body's
+    depth limit once read, are refused at the edge whether the request is relayed or
+    translated (and before an estimate or a translator reads them)."""
+    refused(lambda: check_shape(endpoint, {"model": "m", **body}), param, message)
+
+
+def test_arguments_as_deep_as_the_limit_allows_pass() -> None:
+    """Arguments that keep the body within its depth limit (chat's sit 6 levels in,
+    a Responses call's 3), and arguments that are not JSON, pass."""
+    call = {"type": "function", "function": {"name": "f", "arguments": _deep(194)}}
+    check_shape(CHAT, {"model": "m", "messages": [{"role": "assistant", "tool_calls": [call]}]})
+    item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": _deep(197)}
+    check_shape(RESPONSES, {"model": "m", "input": [item]})
+    item = {**item, "arguments": "[" * 300}
+    check_shape(RESPONSES, {"model": "m", "input": [item]})
 
 
 def refused(call: Callable[[], None], param: str, message: str) -> GatewayError:

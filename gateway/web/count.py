@@ -1,7 +1,10 @@
 """``POST /v1/messages/count_tokens``: Anthropic's token count, ``{"input_tokens": N}``.
 
 The caller's key, team, model allowance, route and limits apply as for ``/v1/messages``
-(a count takes a request from ``requests_per_minute`` but no tokens: it produces none).
+(a count takes a request from ``requests_per_minute`` and a ``max_concurrent`` slot, but
+no tokens: it produces none). It is free of the team's budget: a provider does not bill
+a count, and a count costs the gateway no more than the request's parse (the estimate
+reads only the fields a provider counts, :mod:`gateway.resilience.conversation`).
 The count is the provider's where a deployment of the model has a count endpoint,
 else the gateway's estimate (gateway/counting.py).
 """

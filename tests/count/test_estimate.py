@@ -44,12 +44,12 @@ def test_text_outside_ascii_sized_by_utf8_bytes() -> None:
 
 
 def test_tool_json_outside_ascii_sized_by_utf8_bytes() -> None:
-    """Tool definitions and tool_use arguments in Chinese are sized by their JSON's bytes."""
+    """Tool definitions and tool_use arguments in Chinese are sized by their JSON's bytes
+    (compact JSON, as orjson writes it)."""
     tools = [{"name": "搜索", "description": ZH, "input_schema": {"type": "object"}}]
     call = {"type": "tool_use", "id": "toolu_1", "name": "搜索", "input": {"q": ZH}}
     body = {"tools": tools, "messages": [{"role": "assistant", "content": [call]}]}
-    size = len(json.dumps(tools, ensure_ascii=False).encode()) + len("搜索".encode())
-    size += len(json.dumps({"q": ZH}, ensure_ascii=False).encode())
+    size = len(orjson.dumps(tools)) + len("搜索".encode()) + len(orjson.dumps({"q": ZH}))
     assert estimate_tokens(body, MESSAGES) == math.ceil(size / 4) + 4
 
 

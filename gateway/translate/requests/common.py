@@ -52,17 +52,41 @@ def system_texts(system: list[Msg], drops: Dropped) -> list[str]:
     return texts
 
 
+#: The deepest arguments a call carries as an object: a request body may be at most 240
+#: levels deep (``max_json_depth``), and a client's arguments are held to it at the edge
+#: (gateway/web/shapes.py); a provider's may be deeper.
+ARGUMENTS_DEPTH = 240
+#: The deepest nesting orjson encodes.
+_ENCODABLE = 254
+
+
 def call_input(p: ToolCall, drops: Dropped) -> dict[str, Any]:
     """A tool call's arguments as the JSON object Anthropic and Converse carry; arguments
-    that are not a JSON object are sent as ``{}``, named."""
+    that are not a JSON object, or nested deeper than :data:`ARGUMENTS_DEPTH` (they could
+    not be encoded inside a body), are sent as ``{}``, named."""
     try:
         args = orjson.loads(p.arguments) if p.arguments else {}
     except orjson.JSONDecodeError:
         args = None
-    if not isinstance(args, dict):
+    if not isinstance(args, dict) or _too_deep(p.arguments, args):
         drops.add("tool_calls.function.arguments")
         args = {}
     return args
+
+
+def _too_deep(text: str, value: Any) -> bool:
+    """``value`` (parsed from ``text``) is nested deeper than :data:`ARGUMENTS_DEPTH`: one
+    count of brackets, and an encode inside a chain of arrays only past it."""
+    if text.count("{") + text.count("[") <= ARGUMENTS_DEPTH:
+        return False
+    chain: list[Any] = [value]
+    for _ in range(_ENCODABLE - ARGUMENTS_DEPTH - 1):
+        chain = [chain]
+    try:
+        orjson.dumps(chain)
+    except orjson.JSONEncodeError:
+        return True
+    return False
 
 
 def json_schema(conv: Conv) -> dict[str, Any] | None:
