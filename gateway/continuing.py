@@ -55,7 +55,7 @@ async def continue_answer(
     model = result.progress.model
     parts: list[dict[str, Any]] = [first]
     price = att.price(model, result.progress.deployment)
-    window = att.model_info(model, result.progress.deployment)[1]  # bounds its counts
+    window = req.context_window if model == req.model else None  # bounds its counts
     bill_answer(log, req.fmt, first, result.body, price, model, window=window)
     policy = req.policy.output_recovery
     while True:

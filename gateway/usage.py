@@ -204,7 +204,8 @@ def plausible(
 
     A prompt or output count that is not a count (:attr:`Usage.invalid`) or is over
     ``most`` (:func:`limit`) is a provider error: that count is ``guess()``'s (called only
-    then), and a prompt's cache counts go with it. A prompt of 0 tokens is no count (a
+    then; an invalid output count, at least the count before it), and a prompt's cache
+    counts go with it. A prompt of 0 tokens is no count (a
     request always has some; a translated answer says 0 for a count the provider did not
     give): estimated without being an error, and so is the output when it is 0 too. Cache
     reads and writes are clamped to the prompt (together at most all of it), and reasoning
@@ -231,9 +232,11 @@ def plausible(
             if bad_input and INPUT not in wrong:
                 wrong.append(INPUT)
         if bad_output or not (u.input or u.output):  # no counts at all: no usage
-            fixed.output, fixed.reasoning = g.output, None
+            # an invalid count left the one before it (message_start's): at least that
+            fixed.output = g.output if u.output > most else max(g.output, u.output)
+            fixed.reasoning = None
             estimated = True
-            if OUTPUT not in wrong:
+            if bad_output and OUTPUT not in wrong:
                 wrong.append(OUTPUT)
     if fixed.cache_read > fixed.input:
         fixed.cache_read = fixed.input

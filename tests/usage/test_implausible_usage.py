@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from gateway.observe import cost
-from gateway.testing import FakeProvider, Tamper
+from gateway.testing import FakeProvider, Success, Tamper
 from tests.clouds.test_clouds_e2e import NOVA, Clouds, clouds  # noqa: F401  (a shared fixture)
 from tests.harness import Harness, policy_files
 from tests.log_sink import Sink
@@ -315,3 +315,23 @@ async def test_converse_counts_of_2_63_are_estimated(
     assert 0 < line["tokens"]["prompt"] < 1000 and line["tokens"]["completion"] < 1000
     (said,) = [e for e in clouds.logs.lines() if e["event"] == "usage_implausible"]
     assert said["model"] == "nova-pro" and set(said["fields"]) >= {"input", "output"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_a_continued_part_of_2_63_is_estimated(
+    make_gateway: MakeGateway, fake: FakeProvider, log_sink: Sink, stream: bool
+) -> None:
+    """An answer cut at the token limit and continued, whose continuation reports 2**63-1
+    tokens: the first part is billed as it came, the second estimated."""
+    log_sink.configure()
+    gw = await make_gateway(policy={"output_recovery": {"max_continuations": 1}}, models=priced())
+    fake.reply["fake-model"] = "word " * 40
+    fake.cut_at["fake-model"] = 8
+    fake.script("fake-model", [Success(usage={"prompt_tokens": 100, "completion_tokens": 8}),
+                               forged(HUGE)])  # fmt: skip
+    request_id, _ = await ask(gw, "chat", "gpt-test", stream)
+    assert len(fake.requests) == 2
+    _, line = await log_sink.line(request_id)
+    assert line["tokens"]["estimated"] is True
+    assert 100 < line["tokens"]["prompt"] < 1000 and 8 < line["tokens"]["completion"] < 1000
+    assert line["cost_usd"] < 0.01
