@@ -76,85 +76,90 @@ def _names(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-class _Counts:
-    """Reads the counts of usage blocks, naming the fields that are not counts."""
+def _read(block: Any, key: str, name: str, bad: list[str]) -> int:
+    """The count at ``block[key]``: 0 when absent; when not a count, 0 and ``name`` in
+    ``bad``."""
+    value = block.get(key)
+    if type(value) is int and 0 <= value <= MAX_TOKENS:
+        return value
+    if value is None:
+        return 0
+    n = count(value)
+    if n is None:
+        bad.append(name)
+        return 0
+    return n
 
-    __slots__ = ("invalid",)
 
-    def __init__(self) -> None:
-        self.invalid: list[str] = []
+def _given(block: Any, key: str, name: str, bad: list[str]) -> int | None:
+    """A count that may be absent: None when it is, or when it is not a count (then
+    ``name`` in ``bad``)."""
+    value = block.get(key)
+    if value is None:
+        return None
+    n = count(value)
+    if n is None:
+        bad.append(name)
+    return n
 
-    def __call__(self, block: Any, key: str, name: str) -> int:
-        value = block.get(key)
-        if type(value) is int and 0 <= value <= MAX_TOKENS:
-            return value
-        if value is None:
-            return 0
-        n = count(value)
-        if n is None:
-            self.invalid.append(name)
-            return 0
-        return n
 
-    def given(self, block: Any, key: str, name: str) -> int | None:
-        """A count that may be absent: None when it is (or is not a count)."""
-        value = block.get(key)
-        if value is None:
-            return None
-        n = count(value)
-        if n is None:
-            self.invalid.append(name)
-        return n
-
-    def usage(self, u: Usage) -> Usage:
-        if self.invalid:
-            u.invalid = _names(u.invalid + tuple(self.invalid))
-        return u
+def _named(u: Usage, bad: list[str]) -> Usage:
+    if bad:
+        u.invalid = _names(u.invalid + tuple(bad))
+    return u
 
 
 def from_chat(u: Any) -> Usage:
     # Read on every chat answer: the counts a usage block leaves out cost no call.
-    c = _Counts()
-    usage = Usage(c(u, "prompt_tokens", INPUT), c(u, "completion_tokens", OUTPUT))
+    bad: list[str] = []
+    p, c = u.get("prompt_tokens"), u.get("completion_tokens")
+    usage = Usage(
+        p if type(p) is int and 0 <= p <= MAX_TOKENS else _read(u, "prompt_tokens", INPUT, bad),
+        c
+        if type(c) is int and 0 <= c <= MAX_TOKENS
+        else _read(u, "completion_tokens", OUTPUT, bad),
+    )
     details = u.get("prompt_tokens_details")
     if details and details.get("cached_tokens") is not None:
-        usage.cache_read = c(details, "cached_tokens", CACHE_READ)
-    else:
-        usage.cache_read = c(u, "prompt_cache_hit_tokens", CACHE_READ)  # DeepSeek's name
-    if details:
-        usage.cache_creation = c(details, "cache_write_tokens", CACHE_CREATION)
+        usage.cache_read = _read(details, "cached_tokens", CACHE_READ, bad)
+    elif u.get("prompt_cache_hit_tokens") is not None:  # DeepSeek's name for it
+        usage.cache_read = _read(u, "prompt_cache_hit_tokens", CACHE_READ, bad)
+    if details and details.get("cache_write_tokens") is not None:
+        usage.cache_creation = _read(details, "cache_write_tokens", CACHE_CREATION, bad)
     out = u.get("completion_tokens_details")
     if out:
-        usage.reasoning = c.given(out, "reasoning_tokens", REASONING)
-    return c.usage(usage)
+        usage.reasoning = _given(out, "reasoning_tokens", REASONING, bad)
+    return _named(usage, bad) if bad else usage
 
 
 def from_anthropic(u: Any) -> Usage:
-    c = _Counts()
-    read = c(u, "cache_read_input_tokens", CACHE_READ)
-    written = c(u, "cache_creation_input_tokens", CACHE_CREATION)
+    bad: list[str] = []
+    read = _read(u, "cache_read_input_tokens", CACHE_READ, bad)
+    written = _read(u, "cache_creation_input_tokens", CACHE_CREATION, bad)
     details = u.get("output_tokens_details") or {}
-    thinking = c.given(details, "thinking_tokens", REASONING)
-    uncached = c(u, "input_tokens", INPUT)
-    output = c(u, "output_tokens", OUTPUT)
-    return c.usage(Usage(uncached + read + written, output, read, written, thinking))
+    thinking = _given(details, "thinking_tokens", REASONING, bad)
+    uncached = _read(u, "input_tokens", INPUT, bad)
+    output = _read(u, "output_tokens", OUTPUT, bad)
+    return _named(Usage(uncached + read + written, output, read, written, thinking), bad)
 
 
 def update_anthropic(usage: Usage, u: Any) -> None:
     """A ``message_delta`` usage over the ``message_start`` one (its counts are totals). A
     count the delta leaves out stands as it was; one it gives as something that is not a
     count stands as it was too, and is named :attr:`Usage.invalid`."""
-    c = _Counts()
-    output = c.given(u, "output_tokens", OUTPUT)
+    bad: list[str] = []
+    output = _given(u, "output_tokens", OUTPUT, bad)
     if output is not None:
         usage.output = output
     details = u.get("output_tokens_details")
-    if isinstance(details, dict) and (thinking := c.given(details, "thinking_tokens", REASONING)):
+    if isinstance(details, dict) and (
+        thinking := _given(details, "thinking_tokens", REASONING, bad)
+    ):
         usage.reasoning = thinking
-    uncached = c.given(u, "input_tokens", INPUT)
-    read = c.given(u, "cache_read_input_tokens", CACHE_READ)
-    written = c.given(u, "cache_creation_input_tokens", CACHE_CREATION)
-    c.usage(usage)
+    uncached = _given(u, "input_tokens", INPUT, bad)
+    read = _given(u, "cache_read_input_tokens", CACHE_READ, bad)
+    written = _given(u, "cache_creation_input_tokens", CACHE_CREATION, bad)
+    _named(usage, bad)
     if uncached is None and read is None and written is None:
         return
     if uncached is None:
@@ -165,26 +170,26 @@ def update_anthropic(usage: Usage, u: Any) -> None:
 
 
 def from_converse(u: Any) -> Usage:
-    c = _Counts()
-    read = c(u, "cacheReadInputTokens", CACHE_READ)
-    written = c(u, "cacheWriteInputTokens", CACHE_CREATION)
-    uncached = c(u, "inputTokens", INPUT)
-    return c.usage(Usage(uncached + read + written, c(u, "outputTokens", OUTPUT), read, written))
+    bad: list[str] = []
+    read = _read(u, "cacheReadInputTokens", CACHE_READ, bad)
+    written = _read(u, "cacheWriteInputTokens", CACHE_CREATION, bad)
+    uncached = _read(u, "inputTokens", INPUT, bad)
+    output = _read(u, "outputTokens", OUTPUT, bad)
+    return _named(Usage(uncached + read + written, output, read, written), bad)
 
 
 def from_responses(u: Any) -> Usage:
-    c = _Counts()
+    bad: list[str] = []
     details = u.get("input_tokens_details") or {}
     out = u.get("output_tokens_details") or {}
-    return c.usage(
-        Usage(
-            c(u, "input_tokens", INPUT),
-            c(u, "output_tokens", OUTPUT),
-            c(details, "cached_tokens", CACHE_READ),
-            c(details, "cache_write_tokens", CACHE_CREATION),
-            c.given(out, "reasoning_tokens", REASONING),
-        )
+    usage = Usage(
+        _read(u, "input_tokens", INPUT, bad),
+        _read(u, "output_tokens", OUTPUT, bad),
+        _read(details, "cached_tokens", CACHE_READ, bad),
+        _read(details, "cache_write_tokens", CACHE_CREATION, bad),
+        _given(out, "reasoning_tokens", REASONING, bad),
     )
+    return _named(usage, bad)
 
 
 # ---- what the gateway bills -------------------------------------------------------------
