@@ -12,11 +12,12 @@ stream relayed: :mod:`gateway.relay`), with the compaction estimate (``ceil(char
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gateway.observe import cost
 from gateway.resilience.conversation import CHARS_PER_TOKEN, estimate_tokens, text_size
-from gateway.usage import Usage
+from gateway.usage import Usage, limit, plausible
 
 if TYPE_CHECKING:
     from gateway.formats import Format
@@ -30,6 +31,19 @@ def estimate(body: Mapping[str, Any], fmt: Format, output: int) -> Usage:
     return Usage(estimate_tokens(body, fmt), -(-output // CHARS_PER_TOKEN))
 
 
+def checked(
+    log: RequestLog, u: Usage, model: str, most: int, guess: Callable[[], Usage]
+) -> tuple[Usage, bool]:
+    """``u`` as it is billed, and whether a count of it is estimated: a count the provider
+    cannot have meant is ``guess()``'s (:func:`gateway.usage.plausible`; ``most``: the
+    largest count the request could have produced, :func:`gateway.usage.limit`), and said
+    once per provider and model (:func:`gateway.observe.cost.usage_implausible`)."""
+    billed, estimated, wrong = plausible(u, most, guess)
+    if wrong:
+        cost.usage_implausible(log, model, wrong)
+    return billed, estimated
+
+
 def bill_answer(
     log: RequestLog,
     fmt: Format,
@@ -39,9 +53,11 @@ def bill_answer(
     model: str,
     *,
     recovery: bool = False,
+    window: int | None = None,
 ) -> None:
-    """Count one JSON answer (or part) in ``fmt``: its usage, else estimated from ``sent``
-    (the request, in ``fmt``) and the answer's text."""
+    """Count one JSON answer (or part) in ``fmt``: its usage (:func:`checked`; ``window``:
+    the model's context window), else estimated from ``sent`` (the request, in ``fmt``)
+    and the answer's text."""
     block = data.get("usage")
     if isinstance(block, dict):
         try:
@@ -49,10 +65,18 @@ def bill_answer(
         except (AttributeError, TypeError):  # a field of the wrong type: estimated
             pass
         else:
-            log.bill(u, price, model, recovery=recovery)
+            u, estimated = checked(
+                log, u, model, limit(window), lambda: estimate(sent, fmt, _output(fmt, data))
+            )
+            log.bill(u, price, model, recovery=recovery, estimated=estimated)
             return
+    guess = estimate(sent, fmt, _output(fmt, data))
+    log.bill(guess, price, model, recovery=recovery, estimated=True)
+
+
+def _output(fmt: Format, data: Mapping[str, Any]) -> int:
+    """The size of an answer's text, in the estimate's units (0 when it cannot be read)."""
     try:
-        text = fmt.answer_text(data)
+        return text_size(fmt.answer_text(data))
     except (AttributeError, TypeError):
-        text = ""
-    log.bill(estimate(sent, fmt, text_size(text)), price, model, recovery=recovery, estimated=True)
+        return 0

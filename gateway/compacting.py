@@ -124,7 +124,7 @@ async def summarize(
         answer = out.json()
         if answer is not None:  # the summary is billed: recovery, the client never sees it
             price = attempter.price(model, step.pick.index)
-            bill_answer(log, summary_fmt, answer, ask, price, model, recovery=True)
+            bill_answer(log, summary_fmt, answer, ask, price, model, recovery=True, window=window)
         text = compaction.summary_text(answer, summary_fmt)
         if not text:
             error = "empty_summary"

@@ -54,9 +54,9 @@ async def continue_answer(
     merged (text joined, usage summed). A failed follow-up keeps what arrived."""
     model = result.progress.model
     parts: list[dict[str, Any]] = [first]
-    bill_answer(
-        log, req.fmt, first, result.body, att.price(model, result.progress.deployment), model
-    )
+    price = att.price(model, result.progress.deployment)
+    window = req.context_window if model == req.model else None  # bounds its counts
+    bill_answer(log, req.fmt, first, result.body, price, model, window=window)
     policy = req.policy.output_recovery
     while True:
         last = parts[-1]
@@ -80,7 +80,8 @@ async def continue_answer(
             env.events.not_continued(log, model, CONTINUATION_FAILED, len(parts) - 1)
             break
         parts.append(part)
-        bill_answer(log, req.fmt, part, r.body, att.price(model, r.progress.deployment), model)
+        price = att.price(model, r.progress.deployment)
+        bill_answer(log, req.fmt, part, r.body, price, model, window=window)
         log.used("continuation")
         env.events.output_continuation(log, model, d.n)
     log.answered_by = model

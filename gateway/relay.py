@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.billing import estimate
+from gateway.billing import checked, estimate
 from gateway.continuing import Segment, follow_stream, same_model
 from gateway.deadlines import Limit
 from gateway.engine import Env, Request, Result, recover
@@ -44,7 +44,7 @@ from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 from gateway.upstream import MAPPED, UpstreamFailure, failure
-from gateway.usage import Usage
+from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
     from gateway.pricing import Price
@@ -128,12 +128,14 @@ class LiveStream:
         # its output starts in the transcript
         self.model, self.sent, self.output_at = req.model, req.body, 0
         self.price: Price | None = None
+        self.most = 0  # the largest count its provider may report (gateway.usage.limit)
 
     def attempt(self, result: Result) -> None:
         """The current stream is the answer of ``result``'s attempt (billed as it says)."""
         model = result.progress.model
         self.model, self.sent = model, result.body
         self.price = self.att.price(model, result.progress.deployment)
+        self.most = limit(self.att.policies.models[model].context_window)
         self.output_at = self.tx.output if self.tx is not None else 0
 
     async def pump(self) -> Segment:
@@ -159,9 +161,14 @@ class LiveStream:
         u, estimated = seg.usage, False
         if u is not None and not u.input and not u.output:
             u = None  # a translated stream's usage with no counts from the provider
+        tx = self.tx
+        output = seg.output if tx is None else tx.output - self.output_at
+        if u is not None:  # the provider's counts: those it cannot have meant, estimated
+            u, estimated = checked(
+                self.log, u, self.model, self.most,
+                lambda: estimate(self.sent, self.req.fmt, output),
+            )  # fmt: skip
         if u is None or not seg.complete:
-            tx = self.tx
-            output = seg.output if tx is None else tx.output - self.output_at
             guess = estimate(self.sent, self.req.fmt, output)
             if u is None:
                 u, estimated = guess, True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
 import orjson
@@ -164,7 +165,8 @@ def test_answer_readers_never_raise_on_wrong_types(case: tuple[Endpoint, dict[st
 def test_token_counts_are_non_negative_64_bit_integers(value: Any) -> None:
     n = sse.token_count(value)
     assert type(n) is int and 0 <= n <= MAX
-    assert n == (value if type(value) is int and 0 <= value <= MAX else 0)
+    whole = type(value) is int or (type(value) is float and math.isfinite(value) and value % 1 == 0)
+    assert n == (int(value) if whole and 0 <= value <= MAX else 0)
     orjson.dumps(n)
     for read in (tusage.from_chat, tusage.from_anthropic, tusage.from_responses):
         fields = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens",
@@ -175,14 +177,18 @@ def test_token_counts_are_non_negative_64_bit_integers(value: Any) -> None:
 
 def test_usage_of_counts_only_counts() -> None:
     chat, msgs = Endpoint.chat, Endpoint.messages
+    both = ("input", "output")
     assert sse.usage_of({"usage": {"prompt_tokens": "NaN", "completion_tokens": 3}}, chat) == (
-        Usage(0, 3)
+        Usage(0, 3, invalid=("input",))
     )
     assert sse.usage_of({"usage": {"prompt_tokens": -1, "completion_tokens": 2**64}}, chat) == (
-        Usage(0, 0)
+        Usage(0, 0, invalid=both)
     )
     assert sse.usage_of({"usage": {"prompt_tokens": 1.5, "completion_tokens": True}}, chat) == (
-        Usage(0, 0)
+        Usage(0, 0, invalid=both)
+    )
+    assert sse.usage_of({"usage": {"prompt_tokens": 7.0, "completion_tokens": None}}, chat) == (
+        Usage(7, 0)
     )
     assert sse.usage_of({"type": "message_start", "message": "x"}, msgs) is None
     assert sse.usage_of({"type": "message_delta", "usage": [1]}, msgs) is None

@@ -8,7 +8,8 @@ billed without a price and no part of the answer was priced: the cost is not kno
 is not the same as 0. When some parts were priced and one was not (a continued answer
 whose parts came from two deployments, one unpriced), the costs are of the priced parts
 only, and ``x-gateway-cost-usd`` is left out. The event ``price_unknown`` says, the first
-time a process bills a model without a price, which one.
+time a process bills a model without a price, which one; ``usage_implausible``, the first
+time a provider reports counts for a model that the gateway does not believe, which.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ log = structlog.get_logger("gateway")
 
 #: The models this process has said ``price_unknown`` about.
 told: set[str] = set()
+#: The (provider, model) pairs this process has said ``usage_implausible`` about.
+doubted: set[tuple[str, str]] = set()
 
 
 def price_unknown(r: RequestLog) -> None:
@@ -41,5 +44,24 @@ def price_unknown(r: RequestLog) -> None:
         model=model,
         deployment=(r.deployment or r.provider) if answered else None,
         provider=r.provider if answered else None,
+        request_id=r.request_id,
+    )
+
+
+def usage_implausible(r: RequestLog, model: str, fields: tuple[str, ...]) -> None:
+    """The event ``usage_implausible``, once per provider and model per process: the
+    provider of ``r``'s attempt reported for ``model`` counts it cannot have meant (not
+    counts, or more than the request could have produced; docs/recovery.md, "Tokens and
+    cost"), which were estimated or clamped. ``fields`` names them (``input``, ``output``,
+    ``cache_read``, ``cache_creation``); their values are never logged."""
+    key = (r.provider, model)
+    if key in doubted:
+        return
+    doubted.add(key)
+    log.warning(
+        "usage_implausible",
+        provider=r.provider,
+        model=model,
+        fields=list(fields),
         request_id=r.request_id,
     )

@@ -21,9 +21,9 @@ Bedrock Converse counts as Anthropic does (``inputTokens`` without
 
 OpenAI's ``cached_tokens`` and ``cache_write_tokens`` (``prompt_tokens_details`` /
 ``input_tokens_details``) are parts of its prompt total; a provider that reports no
-cache writes counts as 0 written. A count that is not a non-negative 64-bit integer
-(a string, a float, a bool, negative, larger) counts as 0
-(:func:`gateway.streams.sse.token_count`).
+cache writes counts as 0 written. A count that is not a whole number from 0 to 2**63-1
+(a string, a fraction, a bool, negative, larger) is written as 0 and read as 0 named in
+:attr:`Usage.invalid` (:mod:`gateway.usage`), which billing estimates.
 
 References: https://platform.openai.com/docs/api-reference/chat/object (usage),
 https://docs.anthropic.com/en/api/messages (usage),

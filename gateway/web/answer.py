@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 import re
 import time
+from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiohttp import web
 
-from gateway.billing import bill_answer
+from gateway.billing import bill_answer, checked
 from gateway.continuing import continue_answer
 from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError, exhausted
@@ -22,13 +24,20 @@ from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter
 from gateway.relay import end, relay
+from gateway.resilience.conversation import text_size, tokens_for
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 from gateway.stream_head import OpenStream
-from gateway.streams import sse
-from gateway.usage import Usage
+from gateway.usage import INPUT, Usage, from_chat, from_responses, limit
 
-_USAGE_TAIL = re.compile(rb'"(prompt_tokens|input_tokens)"\s*:\s*(\d{1,19})(?![\d.eE])')
+if TYPE_CHECKING:
+    from gateway.pricing import Price
+
+#: The ``usage`` object of an embeddings answer, from its key: one level of nesting (its
+#: details) and a few kilobytes at most (``[^{}]`` never crosses a brace: linear time).
+_USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,4096}(?:\{[^{}]{0,4096}\}[^{}]{0,4096}){0,8}\})')
+#: How many ``"usage"`` strings of an answer are looked at before it is said to have none.
+_USAGE_LOOKS = 8
 
 
 async def answer(
@@ -49,10 +58,11 @@ async def answer(
         body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
     else:
         price = attempter.price(model, result.progress.deployment)
+        window = attempter.policies.models[model].context_window
         if data is None:
-            log.bill(_embedding_usage(body), price, model)
+            _bill_embeddings(log, body, result.body, price, model, window)
         else:
-            bill_answer(log, req.fmt, data, result.body, price, model)
+            bill_answer(log, req.fmt, data, result.body, price, model, window=window)
     if log.span is not None and data is not None:
         log.finish_reasons = tuple(finish_reasons(data))
     log.status = 200
@@ -64,11 +74,64 @@ async def answer(
     return web.Response(body=body, headers=headers)
 
 
-def _embedding_usage(body: bytes) -> Usage:
-    """An embeddings answer's prompt tokens, read from the usage at its tail (the vectors
-    before it are large and not decoded); a count that is not one is 0."""
-    m = _USAGE_TAIL.search(body, max(0, len(body) - 400))
-    return Usage(sse.token_count(int(m.group(2))) if m else 0)
+def _bill_embeddings(
+    log: RequestLog,
+    body: bytes,
+    sent: dict[str, Any],
+    price: Price | None,
+    model: str,
+    window: int | None,
+) -> None:
+    """Count an embeddings answer: its prompt tokens (:func:`embedding_usage`), checked as
+    every answer's are (each input may fill the model's window), else estimated from the
+    request ``sent``."""
+    inputs = sent.get("input")
+    most = limit(window) * (len(inputs) if isinstance(inputs, list) and inputs else 1)
+    u = embedding_usage(body)
+    if u is None:
+        log.bill(embedding_estimate(sent), price, model, estimated=True)
+        return
+    u, estimated = checked(log, u, model, most, lambda: embedding_estimate(sent))
+    log.bill(u, price, model, estimated=estimated)
+
+
+def embedding_usage(body: bytes) -> Usage | None:
+    """The prompt tokens of an embeddings answer, wherever its ``usage`` sits, or None
+    when it has none. Found by its key from the end (where providers put it), without
+    decoding the vectors around it: they hold no ``"`` (numbers, or base64 text), so a
+    ``"usage"`` followed by ``:`` is a key. A count that is not one is named invalid."""
+    end = len(body)
+    for _ in range(_USAGE_LOOKS):
+        at = body.rfind(b'"usage"', 0, end)
+        if at < 0:
+            return None
+        m = _USAGE.match(body, at)
+        if m is not None:
+            try:
+                block = orjson.loads(m.group(1))
+                other = "prompt_tokens" not in block and "input_tokens" in block
+                read = from_responses if other else from_chat
+                u = read(block)
+            except (orjson.JSONDecodeError, AttributeError, TypeError):
+                return Usage(invalid=(INPUT,))  # a usage that is not one: estimated
+            return Usage(u.input, invalid=(INPUT,) if INPUT in u.invalid else ())
+        end = at
+    return None
+
+
+def embedding_estimate(sent: dict[str, Any]) -> Usage:
+    """The prompt tokens of an embeddings request, estimated as a conversation's text is
+    (``ceil(size / 4)``); an input given as token ids counts one token each."""
+    raw = sent.get("input")
+    chars = tokens = 0
+    for item in raw if isinstance(raw, list) else (raw,):
+        if isinstance(item, str):
+            chars += text_size(item)
+        elif isinstance(item, list):
+            tokens += len(item)
+        elif isinstance(item, int):
+            tokens += 1
+    return Usage(tokens_for(chars, 0) + tokens)
 
 
 async def fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
