@@ -174,8 +174,10 @@ def request_for(
     context_window: int | None,
     started: float,
     headers: Mapping[str, str],
+    size: int = 0,
 ) -> Request:
-    """The engine's request: ``body`` in format ``fmt``, due by the deadline (monotonic)."""
+    """The engine's request: ``body`` (``size`` bytes as the client sent it) in format
+    ``fmt``, due by the deadline (monotonic)."""
     policy = route.policy
     return Request(
         fmt=fmt,
@@ -186,6 +188,7 @@ def request_for(
         policy=policy,
         deadline=started + client_deadline(headers, policy.timeouts.total),
         context_window=context_window,
+        size=size,
     )
 
 

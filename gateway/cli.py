@@ -184,7 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from gateway.malloc import return_large_blocks
     from gateway.settings import GatewaySettings
+
+    return_large_blocks()  # what a large request frees is given back (docs/operations.md)
 
     overrides: dict[str, Any] = {}
     if args.workers is not None:

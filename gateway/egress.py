@@ -30,8 +30,11 @@ same environment and unchanged files give the same object.
 
 Nothing here writes a proxy's user or password anywhere: :attr:`Egress.label`,
 ``repr(Egress)``, :func:`redact_url` and every error message leave them out. The
-HTTP client's own errors may not (aiohttp's proxy errors show both): pass their
-text through :meth:`Egress.scrub` before logging it.
+HTTP client's own errors may not (aiohttp's proxy errors show both): the gateway never
+writes their text anywhere (:func:`gateway.upstream.failure` words each one itself).
+The one scrubber, :mod:`gateway.egress_scrub`, keeps the proxy's credentials and the
+provider credentials each attempt sent out of any provider text before it reaches a
+client (:meth:`gateway.proxy.HttpAttempter.scrubbed`).
 
 This module is the API; the proxy rules are carried out in :mod:`gateway.egress_proxy`,
 the trust rules in :mod:`gateway.egress_tls`; what the policy schema checks is in
@@ -48,7 +51,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from gateway.egress_error import EgressError
-from gateway.egress_proxy import host_port, proxy_for, redact_url, scrub_secrets
+from gateway.egress_proxy import host_port, proxy_for, redact_url
 from gateway.egress_settings import EGRESS_FIELDS, FILE_FIELDS, check_proxy_url
 from gateway.egress_tls import existing_dirs, pem_reason, refuse_password, ssl_for
 
@@ -89,17 +92,6 @@ class Egress:
     def __repr__(self) -> str:
         trust = self.ssl if isinstance(self.ssl, bool) else "SSLContext"
         return f"Egress(proxy={self.label!r}, ssl={trust})"
-
-    def scrub(self, text: str) -> str:
-        """``text`` without this proxy's credentials (plain, percent-encoded or Basic token).
-
-        Needed before logging an HTTP client error: aiohttp's ``ClientHttpProxyError``
-        shows the proxy URL with its password in ``str()`` and the
-        ``Proxy-Authorization`` header in ``repr()``.
-        """
-        if self.proxy is None:
-            return text
-        return scrub_secrets(text, self.proxy)
 
 
 # ---- the API -------------------------------------------------------------------------

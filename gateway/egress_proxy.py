@@ -36,8 +36,10 @@ def redact_url(url: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _secrets(url: str) -> tuple[str, ...]:
-    """The forms in which a proxy URL's credentials can show up in a message, longest first."""
+def proxy_secrets(url: str) -> tuple[str, ...]:
+    """The forms in which a proxy URL's credentials can show up in a message: the user
+    and password as in the URL and decoded, their Basic token, a password of 4 or more
+    characters alone (scrubbed by :mod:`gateway.egress_scrub`)."""
     authority = url.partition("://")[2].partition("/")[0]
     if "@" not in authority:
         return ()
@@ -47,13 +49,7 @@ def _secrets(url: str) -> tuple[str, ...]:
     token = base64.b64encode(plain.encode("utf-8")).decode("ascii")
     forms = {raw, plain, token}
     forms.update(p for p in (password, unquote(password)) if len(p) >= 4)
-    return tuple(sorted(forms, key=len, reverse=True))
-
-
-def scrub_secrets(text: str, url: str) -> str:
-    for secret in _secrets(url):
-        text = text.replace(secret, "***")
-    return text
+    return tuple(forms)
 
 
 def host_port(url: str) -> str:

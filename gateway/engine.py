@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from gateway.body_parts import LONG, Parts
+from gateway.body_parts import encode as encode_parts
 from gateway.compacting import compact_step, summarize
 from gateway.deployment_choice import ONLY, Deployments
 from gateway.errors import Category, GatewayError
@@ -81,21 +83,25 @@ class Request:
     policy: Policy
     deadline: float  # monotonic
     context_window: int | None = None  # of the model asked for; sizes compaction
+    size: int = 0  # bytes of the client's body: a large one is encoded as it is sent
 
-    def encode(self, body: dict[str, Any], upstream_model: str) -> bytes:
+    def encode(self, body: dict[str, Any], upstream_model: str) -> bytes | Parts:
         """What goes upstream: always the body the gateway decided on, encoded again.
 
         Never the client's bytes: a body with a key twice (``"model"`` allowed, then
         ``"model"`` not allowed) decodes differently in different parsers; re-encoding
         (about 2 µs for a typical request) makes the provider see exactly one of each key.
-        A body that cannot be encoded (nested past orjson's 254 levels: the edge keeps a
-        client's body and its tool-call arguments within ``max_json_depth``, so only a
-        translation could) is the client's 400 in its own format, never a 500.
+        A request that may hold a long string (:data:`~gateway.body_parts.LONG` bytes or
+        more) is encoded as its long strings are sent (:mod:`gateway.body_parts`): never
+        whole beside the decoded body it came from. A body that cannot be encoded (nested
+        past orjson's 254 levels: the edge keeps a client's body and its tool-call
+        arguments within ``max_json_depth``, so only a translation could) is the client's
+        400 in its own format, never a 500.
         """
         if body.get("model") != upstream_model:
             body = {**body, "model": upstream_model}
         try:
-            return orjson.dumps(body)
+            return encode_parts(body, self.body) if self.size >= LONG else orjson.dumps(body)
         except orjson.JSONEncodeError as e:  # the edge's checks keep a client's body encodable
             raise GatewayError(
                 400,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -20,6 +20,7 @@ from aiohttp import web
 from gateway.admission import past_deadline, untranslatable
 from gateway.clouds.target import cloud_target
 from gateway.deadlines import Limit
+from gateway.egress_scrub import scrub, scrub_bytes, secrets_of
 from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
 from gateway.formats import Format
@@ -96,6 +97,9 @@ class HttpAttempter:
         self.streams = streams if streams is not None else set()  # streams being relayed
         self.tracing = tracing
         self.response: web.StreamResponse | None = None  # committed early for keepalives
+        # the headers and proxy of each attempt sent: the credentials a provider's error
+        # text may quote, scrubbed from it before it reaches the client (:meth:`scrubbed`)
+        self.sent: list[tuple[Mapping[str, str], str | None]] = []
         # A chat (or legacy completions) stream whose client did not ask for the usage
         # chunk: the gateway asks for it all the same (its tokens are counted, for the team's
         # tokens_per_minute and the metrics) and keeps it from the client.
@@ -267,6 +271,7 @@ class HttpAttempter:
         ``eventstream``: the stream comes in AWS event-stream frames (Bedrock)."""
         timeouts = self.req.policy.timeouts
         first_byte = min(timeouts.first_byte, remaining)
+        self.sent.append((t.headers, wiring.proxy))
         try:
             resp = await self.upstream.open(
                 t.url,
@@ -279,6 +284,7 @@ class HttpAttempter:
             )
             if resp.status >= 300:
                 raw = await self.upstream.read(resp, timeouts.stream_idle, self.req.deadline)
+                raw = scrub_bytes(raw, self.secrets())  # before anything reads it
                 if wiring.cloud is not None:  # Bedrock's errors in Anthropic's shape
                     raw = wiring.cloud.error_body(resp.headers, raw)
                 f = classify_response(
@@ -364,7 +370,7 @@ class HttpAttempter:
             resp.close()
             f = classify_error_event(first.data, rules=self.req.policy.classify, now=time.time())
             self._count(provider, model, f)
-            return Outcome(f, status=0, body=first.raw)
+            return Outcome(self.scrubbed(f), status=0, body=scrub_bytes(first.raw, self.secrets()))
         self._count(provider, model, None)
         return Outcome(
             stream=OpenStream(resp, splitter, head, hide_usage=hide_usage), headers=resp.headers
@@ -441,6 +447,19 @@ class HttpAttempter:
     def _deployment(self, model: str, index: int) -> Deployed:
         deps = self.policies.deployments[model]
         return deps[index] if index < len(deps) else deps[0]
+
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials this request's attempts sent, in the forms a provider's text may
+        quote them (:func:`gateway.egress_scrub.secrets_of`); for error paths only."""
+        return secrets_of(self.sent)
+
+    def scrubbed(self, f: Failure) -> Failure:
+        """``f`` with the provider's message and code free of the gateway's credentials."""
+        secrets = self.secrets()
+        message, code = scrub(f.message, secrets), f.code and scrub(f.code, secrets)
+        return (
+            f if (message, code) == (f.message, f.code) else replace(f, message=message, code=code)
+        )
 
     def _count(self, provider: str, model: str, f: Failure | None) -> None:
         self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)

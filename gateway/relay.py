@@ -250,6 +250,7 @@ class LiveStream:
 
     async def fail(self, original: Failure) -> None:
         ep, tx = self.att.endpoint, self.tx
+        original = self.att.scrubbed(original)  # an error event may quote our credentials
         _, etype = exhausted(original.category)
         message = f"upstream stream interrupted ({original.category.value}): {original.message}"
         rid = (tx.id if tx is not None else None) or f"resp_{self.log.request_id}"

@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
+import orjson
 from aiohttp import payload
 from aiohttp.abc import AbstractStreamWriter
 from yarl import URL
 
+from gateway.body_parts import SLICE, Parts
 from gateway.deadlines import Limit
 from gateway.errors import Category
 
@@ -100,9 +102,6 @@ def failure(exc: BaseException, stage: Stage) -> UpstreamFailure:
     )
 
 
-_SLICE = 256 * 1024  # a large body goes to the socket this much at a time
-
-
 class Body(payload.Payload):
     """A request body sent from its one encoded copy, and let go of once sent.
 
@@ -111,17 +110,22 @@ class Body(payload.Payload):
     buffer for what the socket did not take at once. This writes slices of the one copy,
     waiting for the socket between them, and drops its reference when it starts: once the
     upload is done nothing in the gateway holds the encoded body while the provider
-    thinks (the caller keeps no reference either: pass ``Body(encode(...))``).
+    thinks (the caller keeps no reference either: pass ``Body(encode(...))``). A body in
+    :class:`~gateway.body_parts.Parts` is never whole: its long strings are encoded a
+    slice at a time as they are written, and each is let go of once written.
     """
 
     _autoclose = True  # nothing to close: bytes in memory
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | Parts) -> None:
         super().__init__(data, content_type=None)
-        self._size = len(data)
+        self._size = data.size if isinstance(data, Parts) else len(data)
 
     def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return bytes(self._value).decode(encoding, errors)
+        data = self._value
+        if isinstance(data, Parts):  # a copy of the lists: writing empties them
+            data = b"".join(_encoded(Parts(list(data.pieces), list(data.strings), data.size)))
+        return bytes(data).decode(encoding, errors)
 
     async def write(self, writer: AbstractStreamWriter) -> None:
         await self.write_with_length(writer, None)
@@ -131,15 +135,41 @@ class Body(payload.Payload):
     ) -> None:
         data: Any = self._value
         self._value = b""  # sent once (the gateway never resends a body: an attempt encodes)
+        if isinstance(data, Parts):
+            left = data.size if content_length is None else content_length
+            for chunk in _encoded(data):
+                if left <= 0:
+                    return
+                await writer.write(chunk[:left] if len(chunk) > left else chunk)
+                left -= len(chunk)
+            return
         if content_length is not None and content_length < len(data):
             data = memoryview(data)[:content_length]
-        if len(data) <= _SLICE:
+        if len(data) <= SLICE:
             await writer.write(data)
             return
         view = memoryview(data)
         del data
-        for start in range(0, len(view), _SLICE):
-            await writer.write(view[start : start + _SLICE])
+        for start in range(0, len(view), SLICE):
+            await writer.write(view[start : start + SLICE])
+
+
+def _encoded(parts: Parts) -> Iterator[bytes | memoryview]:
+    """The bytes of ``parts`` in order, a long string a slice at a time; each piece and
+    string is let go of once yielded (the lists are emptied as they go)."""
+    pieces, strings = parts.pieces, parts.strings
+    pieces.reverse()
+    strings.reverse()
+    while pieces:
+        piece = memoryview(pieces.pop())
+        for start in range(0, len(piece), SLICE):
+            yield piece[start : start + SLICE]
+        del piece
+        if strings:
+            for s in strings.pop():
+                for start in range(0, len(s), SLICE):
+                    yield orjson.dumps(s[start : start + SLICE])[1:-1]
+            del s
 
 
 #: What :func:`failure` maps; anything else is a bug and propagates.

@@ -190,6 +190,9 @@ def _success_headers(ex: Exchange) -> dict[str, str]:
 
 def error_response(ex: Exchange, error: Error) -> web.Response:
     data, content_type = error.render(ex.style)
+    for name in error.quote:  # the request's own header, JSON-escaped as a provider would
+        value = json.dumps(ex.request.headers.get(name, ""))[1:-1]
+        data = data.replace(f"{{{name}}}".encode(), value.encode())
     headers = {**base_headers(ex.style, ex.n), **error.headers, "Content-Type": content_type}
     return web.Response(status=error.status, body=data, headers=headers)
 

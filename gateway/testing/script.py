@@ -73,13 +73,16 @@ class Error:
     ``body`` is a dict/list (sent as JSON), a str or bytes (sent as is, with
     ``content_type``), ``None`` (empty body), or a callable taking the endpoint's
     style (``"openai"`` or ``"anthropic"``) and returning one of those: the generic
-    constructors use it so that one step looks right on every endpoint.
+    constructors use it so that one step looks right on every endpoint. ``quote``: names of
+    request headers whose values the body quotes, as a provider that echoes the request it
+    refused does: each ``{name}`` in the body is replaced by that header's value.
     """
 
     status: int
     body: Body = None
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str | None = None
+    quote: tuple[str, ...] = ()
 
     def render(self, style: str) -> tuple[bytes, str]:
         """The body bytes and content type of this error on an endpoint of ``style``."""

@@ -11,6 +11,7 @@ import orjson
 from aiohttp import web
 
 from gateway.admission import admit, has_limits, prepare, request_for, resolve, within_budget
+from gateway.body_parts import decode, restore
 from gateway.deadlines import Limit
 from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
@@ -96,15 +97,16 @@ async def read_body(request: web.BaseRequest, max_bytes: int, read_timeout: floa
         return data
     if request.headers.get("expect", "").lower() == "100-continue":
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-    parts: list[bytes] = []
-    size = 0
+    # One buffer, the pieces let go of as they come: a list of them would hold a large
+    # body's megabytes in small blocks, which the C heap keeps once they are freed.
+    body = bytearray()
     try:
         with Limit(read_timeout):
             while data := await content.readany():
-                size += len(data)
-                if size > max_bytes:
+                if len(body) + len(data) > max_bytes:
                     raise _too_large(max_bytes)
-                parts.append(data)
+                body += data
+                del data
     except TimeoutError:
         raise GatewayError(
             408,
@@ -113,7 +115,7 @@ async def read_body(request: web.BaseRequest, max_bytes: int, read_timeout: floa
             code="request_timeout",
             close=True,
         ) from None
-    return b"".join(parts)
+    return bytes(body)
 
 
 def _too_large(max_bytes: int) -> GatewayError:
@@ -136,15 +138,25 @@ def parse_body(raw: bytes, endpoint: Endpoint, limits: Limits) -> dict[str, Any]
         gc.disable()
     try:
         try:
-            body = orjson.loads(raw)
+            # the long strings of a large body are held apart, copied once, and checked
+            # as the marks that stand for them (gateway/body_parts.py): no more copies
+            outline, strings = decode(raw)
         except orjson.JSONDecodeError as e:
             raise bad_request(f"the request body is not valid JSON: {e}") from None
-        if not isinstance(body, dict):
-            raise bad_request("the request body must be a JSON object")
-        check_shape(endpoint, body, limits, len(raw))
+        body = _checked(outline, endpoint, limits, len(raw))
+        if strings:  # put back; one that has no place (a long key): decoded whole
+            restored = restore(body, strings)
+            body = restored or _checked(orjson.loads(raw), endpoint, limits, len(raw))
     finally:
         if paused:
             gc.enable()
+    return body
+
+
+def _checked(body: Any, endpoint: Endpoint, limits: Limits, size: int) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    check_shape(endpoint, body, limits, size)
     return body
 
 
@@ -184,11 +196,10 @@ async def _completion(
     settings = gw.settings
     # The raw bytes are not kept: a stream would hold them beside the decoded body for as
     # long as it runs, and prompts run to megabytes.
-    body = parse_body(
-        await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s),
-        endpoint,
-        settings.request_limits,
-    )
+    raw = await read_body(request, settings.max_body_bytes, settings.client_read_timeout_s)
+    size = len(raw)
+    body = parse_body(raw, endpoint, settings.request_limits)
+    del raw
     spec, route = resolve(policies, team, body.get("model"), endpoint, path, log)
     if gw.sim_url is None and policies.uses_sim:
         await gw.ensure_sim()  # a reload added the built-in sim provider
@@ -203,7 +214,7 @@ async def _completion(
         if limited:
             await admit(gw.state, team, limits, time.time())
         req = request_for(
-            endpoint.fmt, body, route, spec.context_window, log.started, request.headers
+            endpoint.fmt, body, route, spec.context_window, log.started, request.headers, size
         )
         req = await prepare(req, log, gw.env)
         stream = body.get("stream") is True

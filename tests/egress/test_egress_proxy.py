@@ -11,6 +11,7 @@ import base64
 import aiohttp
 import pytest
 
+from gateway.egress_scrub import scrub, secrets_of
 from gateway.testing import FakeProvider
 from tests.egress.support import CHAT, Certs, chat, egress
 from tests.proxy_server import PROXY_PASSWORD, Tinyproxy
@@ -111,7 +112,7 @@ async def test_proxy_auth_is_required(
 async def test_scrub_proxy_errors_before_logging(
     https_fake: FakeProvider, tinyproxy_auth: Tinyproxy, certs: Certs
 ) -> None:
-    """aiohttp's refused-tunnel error shows the proxy password: Egress.scrub removes it.
+    """aiohttp's refused-tunnel error shows the proxy password: the scrubber removes it.
 
     ``str()`` holds the proxy URL with user and password, ``repr()`` the
     ``Proxy-Authorization`` header (base64 of user:password).
@@ -124,7 +125,7 @@ async def test_scrub_proxy_errors_before_logging(
     token = base64.b64encode(b"gw-proxy-user:wrong-pw-123").decode()
     raw = f"{info.value!s} {info.value!r}"
     assert "wrong-pw-123" in raw and token in raw  # what must never be logged as is
-    clean = via.scrub(raw)
+    clean = scrub(raw, secrets_of([({}, via.proxy)]))
     assert "wrong-pw-123" not in clean and token not in clean
     assert tinyproxy_auth.address in clean
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gateway.egress import Egress, EgressError, egress_for, redact_url, warnings
+from gateway.egress_scrub import scrub, secrets_of
 from gateway.policy.schema import Provider
 from tests.egress.support import Certs, egress, provider
 
@@ -270,10 +271,9 @@ def test_warnings_about_the_environment(tmp_path: Path) -> None:
 def test_scrub() -> None:
     """Plain, percent-encoded and Basic-token forms of the credentials are all removed."""
     proxy = "http://gw:pw%2Fsecret@proxy:3128"
-    e = Egress(proxy, True)
     token = base64.b64encode(b"gw:pw/secret").decode()
     text = f"url={proxy} auth='Basic {token}' pw=pw/secret raw=gw:pw%2Fsecret@"
-    clean = e.scrub(text)
+    clean = scrub(text, secrets_of([({}, proxy)]))
     assert clean == "url=http://***@proxy:3128 auth='Basic ***' pw=*** raw=***@"
-    assert Egress(None, True).scrub(text) == text
-    assert Egress("http://proxy:3128", True).scrub(text) == text
+    assert scrub(text, secrets_of([({}, None)])) == text
+    assert scrub(text, secrets_of([({}, "http://proxy:3128")])) == text
