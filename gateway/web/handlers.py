@@ -22,7 +22,7 @@ from gateway.proxy import HttpAttempter
 from gateway.settings import Limits
 from gateway.web.answer import answer
 from gateway.web.bearer import bearer, bears
-from gateway.web.shapes import check_raw, check_shape
+from gateway.web.shapes import check_parts, check_raw, check_shape
 
 if TYPE_CHECKING:
     from gateway.web.app import Gateway
@@ -146,7 +146,11 @@ def parse_body(raw: bytes, endpoint: Endpoint, limits: Limits) -> dict[str, Any]
         body = _checked(outline, endpoint, limits, len(raw))
         if strings:  # put back; one that has no place (a long key): decoded whole
             restored = restore(body, strings)
-            body = restored or _checked(orjson.loads(raw), endpoint, limits, len(raw))
+            if restored is None:
+                body = _checked(orjson.loads(raw), endpoint, limits, len(raw))
+            else:  # a long string may be a tool call's arguments, read as JSON
+                body = restored
+                check_parts(endpoint, body, limits)
     finally:
         if paused:
             gc.enable()

@@ -181,6 +181,15 @@ def _check_counts(
     _check_parts(entries, name, limits.depth)
 
 
+def check_parts(endpoint: Endpoint, body: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> None:
+    """The checks of :func:`check_shape` that read a string's content (a tool call's
+    ``arguments``), again: for a body first checked with its long strings held apart
+    (:mod:`gateway.body_parts`), once they are back. A walk of the parts, no encode."""
+    entries = body.get(endpoint.fmt.entries_key)
+    if type(entries) is list:
+        _check_parts(entries, endpoint.fmt.entries_key, limits.depth)
+
+
 def _blocks(entries: list[Any], limit: int) -> int:
     """Content blocks in all: the entries, their content parts, tool calls, Responses
     outputs and reasoning summaries, and what tool results hold (looked into only when

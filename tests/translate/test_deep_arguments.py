@@ -89,3 +89,15 @@ async def test_arguments_within_the_limit_are_sent_as_an_object(clouds: Clouds, 
     for _ in range(189):
         arguments = arguments["a"]
     assert arguments == {"a": 1}
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_long_arguments_past_the_depth_limit_are_400(clouds: Clouds, model: str) -> None:
+    """Arguments long enough to be held apart while the body is checked (a megabyte and
+    more) are held to the depth limit all the same."""
+    padded = "[" + "1," * (1 << 19) + "[" * 300 + "]" * 301  # no escapes: held apart
+    client = clouds.gw.async_openai()
+    with pytest.raises(openai.BadRequestError) as e:
+        await client.chat.completions.create(model=model, messages=_chat(padded), tools=TOOLS_CHAT)
+    assert e.value.param == "messages[1].tool_calls[0].function.arguments"  # type: ignore[attr-defined]
+    assert not clouds.direct.requests and not clouds.bedrock.requests
