@@ -12,7 +12,7 @@ and percent-encoding write it. :func:`scrub` / :func:`scrub_bytes` replace each 
 It runs on error paths only: an answer that succeeded is never scanned. The relay of
 a provider's error body, the error event of a stream, a translated error and the
 messages the gateway words from a provider's message all go through it
-(:meth:`gateway.proxy.HttpAttempter.scrub`); so does :meth:`gateway.egress.Egress.scrub`.
+(:meth:`gateway.proxy.HttpAttempter.scrubbed` and :meth:`~gateway.proxy.HttpAttempter.secrets`).
 """
 
 from __future__ import annotations
