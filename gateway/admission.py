@@ -177,16 +177,9 @@ def request_for(
 ) -> Request:
     """The engine's request: ``body`` in format ``fmt``, due by the deadline (monotonic)."""
     policy = route.policy
-    return Request(
-        fmt=fmt,
-        body=body,
-        model=body["model"],
-        route_id=route.id,
-        team=route.team,
-        policy=policy,
-        deadline=started + client_deadline(headers, policy.timeouts.total),
-        context_window=context_window,
-    )
+    deadline = started + client_deadline(headers, policy.timeouts.total)
+    # by position, in the order of Request's fields (keywords cost a dict, per request)
+    return Request(fmt, body, body["model"], route.id, route.team, policy, deadline, context_window)
 
 
 async def prepare(req: Request, log: RequestLog, env: Env) -> Request:
