@@ -179,16 +179,10 @@ def request_for(
     """The engine's request: ``body`` (``size`` bytes as the client sent it) in format
     ``fmt``, due by the deadline (monotonic)."""
     policy = route.policy
+    deadline = started + client_deadline(headers, policy.timeouts.total)
+    # by position, in the order of Request's fields (keywords cost a dict, per request)
     return Request(
-        fmt=fmt,
-        body=body,
-        model=body["model"],
-        route_id=route.id,
-        team=route.team,
-        policy=policy,
-        deadline=started + client_deadline(headers, policy.timeouts.total),
-        context_window=context_window,
-        size=size,
+        fmt, body, body["model"], route.id, route.team, policy, deadline, context_window, size
     )
 
 

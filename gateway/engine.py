@@ -176,7 +176,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
         start, probe, back_to = choice.index, choice.probe, choice.back_to
         if start:
             log.used("fallback")
-    p = Progress(deadline=req.deadline, chain=(req.model, *fb.chain), chain_index=start)
+    p = Progress(req.deadline, (req.model, *fb.chain), start)  # deadline, chain, chain_index
     body = req.body
     on_chain = True  # False after moving to an on_prompt_too_long model
     while True:
@@ -207,7 +207,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             probe = False
         if f is None:
             log.answered_by = p.model
-            return Result(out, p, body=body)
+            return Result(out, p, "", body)  # outcome, progress, reason, body
         while True:  # decide until an action that needs another attempt
             d = decide(p, f, policy, env.monotonic(), env.rng, activated=activated, sibling=sibling)
             sibling = None  # one sibling retry per failure

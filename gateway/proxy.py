@@ -68,9 +68,8 @@ class Crossing:
 
 
 class HttpAttempter:
-    def __init__(
+    def __init__(  # called by position on the request path (gateway/web/handlers.py)
         self,
-        *,
         policies: PolicySet,
         upstream: Upstream,
         events: Events,
@@ -321,7 +320,7 @@ class HttpAttempter:
             return self._translated(provider, model, raw, resp.headers, crossing)
         self._count(provider, model, None)
         ctype = resp.headers.get("content-type", "application/json")
-        return Outcome(body=raw, content_type=ctype, headers=resp.headers)
+        return Outcome(None, 200, raw, ctype, resp.headers)  # the fields in order: no failure
 
     def _translated(
         self, provider: str, model: str, raw: bytes, headers: Any, crossing: Crossing

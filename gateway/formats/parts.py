@@ -74,7 +74,8 @@ def as_list(value: Any) -> list[Any]:
 
 
 def as_dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # a JSON answer's objects are dicts: tested first, quickly (a Mapping test is an ABC's)
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def text_of(part: Mapping[str, Any]) -> str:

@@ -48,6 +48,7 @@ class Events:
         fast = logs.fast_json  # the JSON line without structlog's chain, while it is in force
         if fast is not None and not fast.info and fast.current():
             return  # below the configured level: nothing to build
+        ttfb = r.ttfb
         fields = {
             "request_id": r.request_id,
             "team": r.team,
@@ -57,9 +58,9 @@ class Events:
             "requested_model": r.model,
             "status": r.status,
             "attempts": r.attempts,
-            "recovery": ",".join(r.recovery) or None,
+            "recovery": ",".join(r.recovery) if r.recovery else None,
             "duration_s": round(duration, 6),
-            "ttfb_s": None if r.ttfb is None else round(r.ttfb, 6),
+            "ttfb_s": None if ttfb is None else round(ttfb, 6),
             "tokens": (
                 {"prompt": r.prompt_tokens, "completion": r.completion_tokens, "estimated": True}
                 if r.estimated
@@ -70,23 +71,20 @@ class Events:
             if r.unpriced is not None and not cost_usd
             else int(cost_usd * 1e8 + 0.5) / 1e8,
             "recovery_cost_usd": int(recovery_usd * 1e8 + 0.5) / 1e8 if recovery_usd else 0.0,
-            **(
-                {
-                    "recovery_tokens": {
-                        "prompt": r.recovery_prompt_tokens,
-                        "completion": r.recovery_completion_tokens,
-                    }
-                }
-                if r.recovery_prompt_tokens or r.recovery_completion_tokens
-                else {}
-            ),
-            "error": r.error,
-            **({"dropped": r.dropped.text()} if r.dropped is not None else {}),
-            # what structlog's chain appends: event, then level and timestamp
-            "event": "request_completed",
-            "level": "info",
-            "timestamp": None,
         }
+        # the optional fields in their place, added only when present
+        if r.recovery_prompt_tokens or r.recovery_completion_tokens:
+            fields["recovery_tokens"] = {
+                "prompt": r.recovery_prompt_tokens,
+                "completion": r.recovery_completion_tokens,
+            }
+        fields["error"] = r.error
+        if r.dropped is not None:
+            fields["dropped"] = r.dropped.text()
+        # what structlog's chain appends: event, then level and timestamp
+        fields["event"] = "request_completed"
+        fields["level"] = "info"
+        fields["timestamp"] = None
         if fast is None or not fast.write(fields):
             del fields["event"], fields["level"], fields["timestamp"]
             log.info("request_completed", **fields)

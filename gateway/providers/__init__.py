@@ -38,17 +38,16 @@ class Endpoint(enum.StrEnum):
     #: Where a streamed choice of this endpoint holds its text: ``content`` of its
     #: ``delta`` (chat), or ``text`` of the choice itself (legacy completions).
     text_key: str
-
-    @property
-    def continuable(self) -> bool:
-        """An answer of this endpoint can be continued or resumed (chat, Messages, Responses)."""
-        return self in _CONTINUABLE
+    #: An answer of this endpoint can be continued or resumed (chat, Messages, Responses).
+    #: A plain attribute too, set below.
+    continuable: bool
 
 
 _CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
 for _ep in Endpoint:
     _ep.fmt = formats.of_path(_ep.value)
     _ep.text_key = "content"
+    _ep.continuable = _ep in _CONTINUABLE
 Endpoint.completions.text_key = "text"
 
 
