@@ -55,12 +55,22 @@ STOP_CLASS = {
 }  # fmt: skip
 
 
+def _arguments(text: str) -> Any:
+    """A call's arguments as the client reads them: JSON, or the text as it came (a
+    provider's arguments that are not JSON, passed on between two formats that carry them
+    as text)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
 def facts(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
     """What the client's own SDK makes of an answer: text, tool calls, stop, usage."""
     if fmt == "openai":
         c = ChatCompletion.model_validate(body)
         msg = c.choices[0].message
-        calls = [(t.id, t.function.name, orjson.loads(t.function.arguments))
+        calls = [(t.id, t.function.name, _arguments(t.function.arguments))
                  for t in msg.tool_calls or () if t.type == "function"]  # fmt: skip
         u = c.usage
         usage = None
@@ -81,7 +91,7 @@ def facts(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"text": text, "calls": calls, "stop": STOP_CLASS[m.stop_reason or "end_turn"],
                 "usage": usage}  # fmt: skip
     r = Response.model_validate(body)
-    calls = [(o.call_id, o.name, orjson.loads(o.arguments)) for o in r.output
+    calls = [(o.call_id, o.name, _arguments(o.arguments)) for o in r.output
              if o.type == "function_call"]  # fmt: skip
     if r.status == "incomplete":
         reason = r.incomplete_details.reason if r.incomplete_details else None
