@@ -53,7 +53,7 @@ from typing import Any
 import orjson
 
 from gateway.formats import Format
-from gateway.formats.parts import IMAGE_TYPES, plain_text, role
+from gateway.formats.parts import IMAGE_TYPES, plain_text, role, sizes
 from gateway.formats.parts import text_size as text_size  # the estimate's unit, re-exported
 
 __all__ = [
@@ -207,12 +207,7 @@ def _object_chars(key: str, item: dict[str, Any], lists: int) -> int:
         if type(reasoning) is not dict:
             return 0
         item, fields = reasoning, ("text",)
-    total = 0
-    for field in fields:
-        text = item.get(field)
-        if type(text) is str:
-            total += text_size(text)
-    return total
+    return sizes(item, fields)
 
 
 def _parts_chars(parts: list[Any], lists: int) -> int:
