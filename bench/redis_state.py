@@ -1,4 +1,4 @@
-"""The gateway with Redis recovery state beside in-process state, in one run (issue 18).
+"""The gateway with Redis recovery state beside in-process state, in one run.
 
     python bench/redis_state.py [--quick] [--duration S] [--no-netns] [--no-save]
 

@@ -1,4 +1,4 @@
-"""What format translation costs (issue 15, docs/translation.md): a translated request and a
+"""What format translation costs (docs/translation.md): a translated request and a
 translated stream chunk next to a same-format one, in one run, against one gateway process.
 
     python bench/translation.py [--quick] [--duration S] [--rounds N] [--no-responses]

@@ -10,7 +10,7 @@ Keys (all prefixed ``llm-gateway:``)::
     llm-gateway:spend:{team}:{period}       a team's budget spending (redis_budgets)
     llm-gateway:spend-event:{team}:{period}:{event}  who logs a budget event (redis_budgets)
 
-Redis off the critical path (issue 18): a request makes at most ONE round trip to
+Redis off the critical path: a request makes at most ONE round trip to
 Redis on its happy path, and none when its team has no limits.
 
 * Fallback state: each replica keeps a *view* of every fallback key it used, the
