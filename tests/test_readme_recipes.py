@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from gateway.policy.load import bundled_policy_dir, load_policy_dir
 from gateway.providers.sim import SimProvider
 from gateway.web.routes import V1
 from tests import readme_clients as rc
@@ -167,7 +168,7 @@ class Followed:
         if program == "export":
             self.env.update(w.split("=", 1) for w in args)  # type: ignore[misc]
         elif program == "llm-gateway" and args[:1] == ["serve"]:
-            assert args == ["serve", "--demo"], f"{where}: the demo is served otherwise"
+            assert (inline, args) == served(), f"{where}: a second gateway"
         elif program == "llm-gateway" and args[:1] == ["simulate"]:
             out = _run([sys.executable, "-m", "gateway", *args], where)
             assert out.splitlines()[-1].startswith("answered after 4 attempt(s)"), out
@@ -229,6 +230,19 @@ class Followed:
         return rc.aider(base, env["OPENAI_API_KEY"], model, prompt)
 
 
+def served() -> tuple[dict[str, str], list[str]]:
+    """The README's ``llm-gateway serve`` command: its variables and arguments."""
+    (command,) = [
+        c
+        for b in recipe_blocks()
+        if b.lang == "bash"
+        for c in shell_commands(b.text)
+        if rc.shell_words(c)[1][:2] == ["llm-gateway", "serve"]
+    ]
+    env, words = rc.shell_words(command)
+    return env, words[1:]
+
+
 def _run(argv: list[str], where: str) -> str:
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{where}: exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
@@ -249,8 +263,10 @@ async def test_every_readme_recipe_in_order_on_one_demo(tmp_path: Path) -> None:
     """Quickstart and Clients, in order: each recipe shows what the README says, although
     the recipes before it (the external clients' replays included) spent more than the
     whole README costs."""
-    admin = re.search(r"`GATEWAY_ADMIN_KEY=(\S+) llm-gateway serve --demo`", README_TEXT)
-    settings = {"admin_key": admin[1]} if admin else {}
+    env, args = served()
+    assert args == ["serve", "--demo"], args
+    assert all(name.startswith("GATEWAY_") for name in env), env
+    settings = {name.removeprefix("GATEWAY_").lower(): value for name, value in env.items()}
     log = tmp_path / "gateway.log"
     gw = await GatewayProcess(None, log=log, log_level="info", **settings).start()
     followed = Followed(gw.port)
@@ -266,11 +282,21 @@ async def test_every_readme_recipe_in_order_on_one_demo(tmp_path: Path) -> None:
     assert spent >= README_COST_USD, f"the replays cost the demo team only {spent:.6f} USD"
 
 
+def test_only_the_budget_recipes_team_has_a_budget() -> None:
+    """Any key but ``budget-key`` is the demo team, which has no budget: what the README's
+    recipes spend, in any order and however often, changes nothing they show."""
+    policies = load_policy_dir(bundled_policy_dir())
+    assert policies.default_team == "demo" and policies.teams["demo"].budget is None
+    assert policies.team_for_key("budget-key") == "demo-budget"
+    assert [t for t, team in policies.teams.items() if team.budget] == ["demo-budget"]
+
+
 def test_the_readme_has_a_budget_recipe_that_spends_a_team_of_its_own() -> None:
     """The budget is shown on its own team, and how to see /admin/budgets is said."""
     recipes = "".join(b.text for b in recipe_blocks())
     assert "budget-key" in recipes and "/admin/budgets" in recipes
-    assert re.search(r"without `GATEWAY_ADMIN_KEY`[^.]*404", README_TEXT)
+    assert "GATEWAY_ADMIN_KEY" in served()[0]
+    assert re.search(r"without (that variable|it)[^.]*answers? 404", README_TEXT)
 
 
 def test_the_readme_says_what_its_python_snippets_need() -> None:
