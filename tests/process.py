@@ -24,21 +24,30 @@ def free_port() -> int:
 
 
 class GatewayProcess:
-    def __init__(self, policy_dir: Path, **env: str) -> None:
+    """``policy_dir`` None: ``serve --demo`` (the bundled policies, the sim provider);
+    ``log``: a file that gets the process's output (its JSON log), else discarded."""
+
+    def __init__(self, policy_dir: Path | None, *, log: Path | None = None, **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.policy_dir = policy_dir
+        self.log = log
         self.env = {**os.environ, PROVIDER_KEY_ENV: PROVIDER_KEY, "GATEWAY_LOG_LEVEL": "warning",
                     **{f"GATEWAY_{k.upper()}": v for k, v in env.items()}}  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None
         self._clients: list[openai.AsyncOpenAI] = []
 
     async def start(self) -> GatewayProcess:
-        self.proc = subprocess.Popen(  # noqa: ASYNC220 (started once per test)
-            [sys.executable, "-m", "gateway", "serve", "--policies", str(self.policy_dir),
-             "--port", str(self.port)],
-            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        policies = ["--demo"] if self.policy_dir is None else ["--policies", str(self.policy_dir)]
+        out = subprocess.DEVNULL if self.log is None else self.log.open("ab")
+        try:
+            self.proc = subprocess.Popen(  # noqa: ASYNC220 (started once per test)
+                [sys.executable, "-m", "gateway", "serve", *policies, "--port", str(self.port)],
+                env=self.env, stdout=out, stderr=out,
+            )  # fmt: skip
+        finally:
+            if out != subprocess.DEVNULL:
+                out.close()
         proc = self.proc
         async with aiohttp.ClientSession() as s:
 
