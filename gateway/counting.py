@@ -85,6 +85,9 @@ class CountAttempter(HttpAttempter):
         cloud = wiring.cloud
         beta = self.request.headers.get("anthropic-beta")
         if cloud is not None:
+            body, beta, dropped = cloud.dialect(body, beta)
+            if dropped:
+                self.log.drop(dropped)
             url, shaped = cloud.count(d.upstream_model, body, beta)
             return cloud_target(wiring, d.provider, url, shaped, beta, self.log.request_id)
         base = wiring.targets[endpoint_of(MESSAGES)]

@@ -23,7 +23,7 @@ from gateway.deadlines import Limit
 from gateway.egress_scrub import scrub, scrub_bytes, secrets_of
 from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
-from gateway.formats import Format
+from gateway.formats import MESSAGES, Format
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
@@ -226,7 +226,13 @@ class HttpAttempter:
             t.headers["x-request-id"] = self.log.request_id  # traceable across the hop
             return t, Body(self.req.encode(body, d.upstream_model)), False
         path = self.endpoint.value if own else (fmt.paths[0] if fmt.paths else "")
-        beta = self.request.headers.get("anthropic-beta") if own else None
+        beta = None
+        if own:  # Claude's Messages as the cloud takes them (a translation is already so)
+            beta = self.request.headers.get("anthropic-beta")
+            if fmt is MESSAGES:
+                body, beta, dropped = cloud.dialect(body, beta)
+                if dropped:
+                    self.log.drop(dropped)
         url, shaped = cloud.call(path, fmt, d.upstream_model, body, stream, beta)
         signed = cloud_target(wiring, d.provider, url, shaped, beta, self.log.request_id)
         if isinstance(signed, Failure):

@@ -32,7 +32,11 @@ with AWS's 403s: ``MissingAuthenticationTokenException``, ``UnrecognizedClientEx
 **Bodies**, as Bedrock checks them: an invoke body needs ``anthropic_version:
 bedrock-2023-05-31``, ``messages`` and ``max_tokens``, and may not hold ``model`` or
 ``stream`` (400 ``ValidationException`` "extraneous key [model] is not permitted");
-``anthropic_beta`` must be a list. A Converse body is checked by
+``anthropic_beta`` must be a list of flags Bedrock knows (``fake.betas``, by default the
+gateway's list of them, :data:`gateway.clouds.kinds.BEDROCK_BETAS`; another is a 400
+``ValidationException`` "invalid beta flag"), and every turn's ``role`` must be ``user``
+or ``assistant`` (a ``system`` turn is a 400 ``ValidationException``
+"messages.N: role must be user or assistant"). A Converse body is checked by
 :func:`gateway.testing.converse_shapes.problem`. ``fake.context_window[model]`` answers a
 longer prompt with "Input is too long for requested model.".
 
@@ -57,10 +61,12 @@ import asyncio
 import base64
 import json
 import ssl
+from collections.abc import Collection
 from typing import Any
 
 from aiohttp import web
 
+from gateway.clouds.kinds import BEDROCK_BETAS
 from gateway.testing import replies
 from gateway.testing.answer import Event, dump
 from gateway.testing.anthropic_shapes import messages_events, messages_json
@@ -94,6 +100,8 @@ _MISSING_BODY = (
     "constraint: Member must not be null"
 )
 _MALFORMED = "Malformed input request: {}, please reformat your input and try again."
+#: Bedrock's answer to an ``anthropic_beta`` flag it does not know.
+INVALID_BETA = "invalid beta flag"
 _DEFAULT_EXCEPTION = (
     "internalServerException",
     "The system encountered an unexpected error during processing. Try your request again.",
@@ -109,8 +117,9 @@ def stream_exception(
     return ErrorEventAfter(n_chunks, {"type": "error", "error": error})
 
 
-def invoke_problem(body: Any) -> str | None:
-    """What Bedrock's validation says of an InvokeModel body for Claude, or None."""
+def invoke_problem(body: Any, betas: Collection[str] = BEDROCK_BETAS) -> str | None:
+    """What Bedrock's validation says of an InvokeModel body for Claude (taking the beta
+    flags ``betas``), or None."""
     if not isinstance(body, dict):
         return _MALFORMED.format("#: expected type: JSONObject")
     for key in ("anthropic_version", "messages", "max_tokens"):
@@ -126,6 +135,12 @@ def invoke_problem(body: Any) -> str | None:
     beta = body.get("anthropic_beta")
     if beta is not None and not (isinstance(beta, list) and all(isinstance(b, str) for b in beta)):
         return _MALFORMED.format("#/anthropic_beta: expected type: JSONArray")
+    if beta is not None and any(b not in betas for b in beta):
+        return INVALID_BETA
+    messages = body["messages"]
+    for i, m in enumerate(messages if isinstance(messages, list) else ()):
+        if isinstance(m, dict) and m.get("role") not in ("user", "assistant"):
+            return f"messages.{i}: role must be user or assistant"
     return None
 
 
@@ -161,6 +176,8 @@ class FakeBedrock(FakeProvider):
         self.accounts = AwsAccounts(secrets={access_key: secret_key})
         #: The ``latencyMs`` of Converse answers and Bedrock's invocation metrics.
         self.latency_ms = 42
+        #: The ``anthropic_beta`` flags taken; any other: "invalid beta flag".
+        self.betas: set[str] = set(BEDROCK_BETAS)
 
     def add_key(self, access_key: str, secret_key: str, session_token: str | None = None) -> None:
         """Know another access key; with ``session_token``, a temporary one that needs it."""
@@ -206,7 +223,9 @@ class FakeBedrock(FakeProvider):
         if counting:
             body, problem = counted_body(body)
         invoke = counting or op.startswith("invoke")
-        problem = problem or (invoke_problem(body) if invoke else converse_problem(body))
+        problem = problem or (
+            invoke_problem(body, self.betas) if invoke else converse_problem(body)
+        )
         if problem is not None or not isinstance(body, dict):
             return replies.error_response(ex, BedrockError.validation(problem or ""))
         ex.steps = self._steps(model, caller.key)
@@ -305,6 +324,7 @@ class FakeBedrock(FakeProvider):
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "INVALID_BETA",
     "BedrockError",
     "Error",
     "FakeBedrock",

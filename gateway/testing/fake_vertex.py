@@ -24,8 +24,12 @@ Endpoints (``fv.url`` stands for ``https://{region}-aiplatform.googleapis.com``,
   "vertex-2023-10-16"`` (``fv.anthropic_versions``) and no ``model`` (the model is the
   path's, e.g. ``claude-sonnet-4-5@20250929``: scripts and ``reply`` are keyed by it);
   ``:streamRawPredict`` wants ``"stream": true`` and ``:rawPredict`` its absence. The
-  answer and the SSE stream are exactly Anthropic's. Otherwise a 400
-  ``invalid_request_error`` in Anthropic's shape.
+  answer and the SSE stream are exactly Anthropic's. Every turn's ``role`` must be
+  ``user`` or ``assistant``, and every flag of the ``anthropic-beta`` header one Vertex
+  knows (``fv.betas``, by default the gateway's list of them,
+  :data:`gateway.clouds.kinds.VERTEX_BETAS`). Otherwise a 400 ``invalid_request_error``
+  in Anthropic's shape ("messages.N: role must be user or assistant", "Unexpected
+  value(s) `F` for the `anthropic-beta` header. ...").
 - ``POST .../publishers/anthropic/models/count-tokens:rawPredict``: the body names the
   model; the answer is ``{"input_tokens": N}`` (never scripted).
 - ``POST /v1/projects/{project}/locations/{region}/endpoints/openapi/chat/completions``:
@@ -52,6 +56,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.clouds.kinds import VERTEX_BETAS
 from gateway.testing.cloud_auth import Accept, accepts, bearer_token
 from gateway.testing.conversation import parse_messages
 from gateway.testing.error_bodies import anthropic_error
@@ -117,6 +122,8 @@ class FakeVertex(FakeProvider):
         self.region = region
         #: The ``anthropic_version`` values a Claude body may carry.
         self.anthropic_versions: set[str] = set(anthropic_versions)
+        #: The ``anthropic-beta`` flags taken on the Claude routes.
+        self.betas: set[str] = set(VERTEX_BETAS)
 
     def _add_routes(self, app: web.Application) -> None:
         messages: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -153,7 +160,8 @@ class FakeVertex(FakeProvider):
         model, action = _model_and_action(request)
         if model is None or not isinstance(record.body, dict):
             return None  # the chat route, or a body the base refuses
-        problem = _claude_body_problem(
+        problem = _beta_problem(record.headers.get("anthropic-beta"), self.betas)
+        problem = problem or _claude_body_problem(
             record.body, self.anthropic_versions, model == _COUNT_TOKENS, action
         )
         if problem is None:
@@ -185,6 +193,18 @@ def _model_and_action(request: web.Request) -> tuple[str | None, str | None]:
     return model, action
 
 
+def _beta_problem(header: str | None, betas: Collection[str]) -> str | None:
+    """What Vertex says of an ``anthropic-beta`` header with flags it does not take."""
+    unknown = [f for f in (header or "").split(",") if f.strip() and f.strip() not in betas]
+    if not unknown:
+        return None
+    return (
+        f"Unexpected value(s) `{','.join(f.strip() for f in unknown)}` for the "
+        "`anthropic-beta` header. Please consult our documentation at docs.anthropic.com "
+        "or try again without the header."
+    )
+
+
 def _claude_body_problem(
     body: dict[str, Any], versions: Collection[str], count: bool, action: str | None
 ) -> str | None:
@@ -197,11 +217,18 @@ def _claude_body_problem(
             f"'{v}'" for v in sorted(versions)
         )
     if count:
-        return None if "model" in body else "model: Field required"
+        return _role_problem(body.get("messages")) if "model" in body else "model: Field required"
     if "model" in body:
         return "model: Extra inputs are not permitted"
     if (action == "streamRawPredict") != (body.get("stream") is True):
         return "stream: must be true for streamRawPredict, and absent or false for rawPredict"
+    return _role_problem(body.get("messages"))
+
+
+def _role_problem(messages: Any) -> str | None:
+    for i, m in enumerate(messages if isinstance(messages, list) else ()):
+        if isinstance(m, dict) and m.get("role") not in ("user", "assistant"):
+            return f"messages.{i}: role must be user or assistant"
     return None
 
 

@@ -20,6 +20,7 @@ import pickle
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,8 @@ class Command:
 @dataclass
 class Scenario:
     commands: list[Command]
-    #: (model or None, entry) pairs pushed onto the fake's script before the commands run.
+    #: (model or None, entry) pairs pushed onto the fakes' scripts before the commands run
+    #: (a cloud model's upstream name: on the fake cloud serving it; use no ``None`` then).
     script: list[tuple[str | None, ScriptEntry]] = field(default_factory=list)
     #: Deep-merged over the harness's fast test policy.
     policy: dict[str, Any] | None = None
@@ -94,6 +96,12 @@ class Scenario:
     #: Full replies per (upstream) model.
     replies: dict[str, str] = field(default_factory=dict)
     chunks: int = 8
+    #: Models added to the policy's (e.g. Claude on the fake clouds, below).
+    models: dict[str, Any] = field(default_factory=dict)
+    #: Also start the fake Bedrock (every request's SigV4 signature checked) and the fake
+    #: Vertex (Google tokens from a fake token service), as providers ``bedrock-us`` and
+    #: ``vertex-eu``; their requests are in ``fake_requests`` with ``cloud`` set.
+    clouds: bool = False
 
 
 @dataclass
@@ -222,19 +230,76 @@ def _collect_files(work: Path) -> dict[str, str]:
     return files
 
 
+async def _start_clouds(stack: AsyncExitStack, work: Path) -> dict[str, FakeProvider]:
+    """The fake Bedrock and Vertex, running, with this process's credentials for them
+    (an AWS key pair; a Google service account whose token service is a fake too)."""
+    from gateway.testing.fake_bedrock import FakeBedrock
+    from gateway.testing.fake_google_token import FakeGoogleToken
+    from gateway.testing.fake_vertex import FakeVertex
+
+    bedrock = await stack.enter_async_context(FakeBedrock(region="us-east-1"))
+    google = await stack.enter_async_context(FakeGoogleToken())
+    vertex = FakeVertex(tokens=google.valid, project="acme-ml", region="europe-west1")
+    await vertex.start()
+    stack.push_async_callback(vertex.stop)
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        os.environ.pop(name, None)
+    os.environ.update(
+        AWS_ACCESS_KEY_ID=bedrock.access_key,
+        AWS_SECRET_ACCESS_KEY=bedrock.secret_key,
+        AWS_SHARED_CREDENTIALS_FILE=str(work / "no-aws-credentials"),
+        AWS_CONFIG_FILE=str(work / "no-aws-config"),
+        AWS_EC2_METADATA_DISABLED="true",
+        GOOGLE_APPLICATION_CREDENTIALS=str(google.service_account_file(work.parent)),
+    )
+    return {"bedrock": bedrock, "vertex": vertex}
+
+
+def _cloud_providers(fakes: dict[str, FakeProvider]) -> dict[str, Any]:
+    return {
+        "bedrock-us": {"api": "bedrock", "region": "us-east-1", "base_url": fakes["bedrock"].url},
+        "vertex-eu": {"api": "vertex", "project": "acme-ml", "region": "europe-west1",
+                      "base_url": fakes["vertex"].url},
+    }  # fmt: skip
+
+
+def _records(fake: FakeProvider, cloud: str | None) -> list[dict[str, Any]]:
+    return [
+        {
+            "method": r.method,
+            "path": r.path,
+            "query": r.query_string,
+            "headers": r.headers,
+            "body": r.body,
+            "model": r.model,
+            "cloud": cloud,
+        }
+        for r in fake.requests
+    ]
+
+
 async def run(sc: Scenario, work: Path) -> Outcome:
+    async with AsyncExitStack() as stack:
+        return await _run(sc, work, stack)
+
+
+async def _run(sc: Scenario, work: Path, stack: AsyncExitStack) -> Outcome:
     os.environ[PROVIDER_KEY_ENV] = PROVIDER_KEY
+    clouds = await _start_clouds(stack, work) if sc.clouds else {}
     fake = FakeProvider(chunks=sc.chunks)
     await fake.start()
     try:
         files = policy_files(fake.url, sc.policy)
-        files["platform.yaml"]["models"].update(EXTRA_MODELS)
+        files["platform.yaml"]["models"].update(EXTRA_MODELS, **sc.models)
+        if clouds:
+            files["platform.yaml"]["providers"].update(_cloud_providers(clouds))
         with tempfile.TemporaryDirectory() as policy_dir:
             gw = await RecordingHarness(fake, write_policies(Path(policy_dir), files)).start()
             try:
-                for model, entry in sc.script:
-                    fake.push(entry, model=model)
-                fake.reply.update(sc.replies)
+                for f in (fake, *clouds.values()):  # a model's entries: on the fake serving it
+                    for model, entry in sc.script:
+                        f.push(entry, model=model)
+                    f.reply.update(sc.replies)
                 home, tmp = work / "home", work / "tmp"
                 home.mkdir(parents=True, exist_ok=True)
                 tmp.mkdir(parents=True, exist_ok=True)
@@ -257,17 +322,8 @@ async def run(sc: Scenario, work: Path) -> Outcome:
 
                 return Outcome(
                     commands=results,
-                    fake_requests=[
-                        {
-                            "method": r.method,
-                            "path": r.path,
-                            "query": r.query_string,
-                            "headers": r.headers,
-                            "body": r.body,
-                            "model": r.model,
-                        }
-                        for r in fake.requests
-                    ],
+                    fake_requests=_records(fake, None)
+                    + [r for name, f in clouds.items() for r in _records(f, name)],
                     gateway_requests=gw.seen,
                     files=_collect_files(work),
                     metrics=generate_latest(gw.metrics.registry).decode(),

@@ -128,6 +128,9 @@ def policy(urls: dict[str, str]) -> dict[str, Any]:
                     "prefill": True,
                 },
                 "gemini-flash": {"provider": "vertex-eu", "upstream_model": GEMINI},
+                # Claude on one cloud only, under a name of the platform's choosing
+                "claude-bedrock": {"provider": "bedrock-us", "upstream_model": BEDROCK_CLAUDE},
+                "claude-vertex": {"provider": "vertex-eu", "upstream_model": VERTEX_CLAUDE},
             },
             "policies": {
                 "fast": deep_merge(FAST_POLICY, {"stream": {"on_midstream_failure": "continue"}})

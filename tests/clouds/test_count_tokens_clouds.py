@@ -36,7 +36,7 @@ def _unwrapped(body: dict[str, Any]) -> dict[str, Any]:
 async def test_anthropic_rate_limited_bedrock_counts_at_once(clouds: Clouds) -> None:
     """A 429 on Anthropic's count goes to the Bedrock deployment at once: a signed
     CountTokens whose body is the InvokeModel body (no model, Bedrock's version, a
-    max_tokens, the client's betas) in base64; the client gets Bedrock's count."""
+    max_tokens, the client's betas Bedrock takes) in base64; the client gets Bedrock's count."""
     clouds.direct.push(Error.anthropic_rate_limit(retry_after=30), model=CLAUDE)
     client = clouds.gw.async_anthropic()
     started = time.monotonic()
@@ -55,7 +55,9 @@ async def test_anthropic_rate_limited_bedrock_counts_at_once(clouds: Clouds) -> 
     assert call.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=")
     inner = _unwrapped(call.body)
     assert inner["anthropic_version"] == "bedrock-2023-05-31" and inner["max_tokens"] >= 1
-    assert inner["anthropic_beta"] == BETA.split(",")
+    # of the client's betas, the one Bedrock takes (the other is named as dropped)
+    assert inner["anthropic_beta"] == ["interleaved-thinking-2025-05-14"]
+    assert raw.headers["x-gateway-dropped"] == "anthropic-beta:token-counting-2024-11-01"
     assert inner["messages"] == MESSAGES and inner["tools"] == CLAUDE_CODE["tools"]
     assert "model" not in inner and "stream" not in inner
     assert counted.input_tokens == parse_messages(inner).prompt_tokens > 50

@@ -325,13 +325,27 @@ async def test_no_auth_and_api_keys(fake: FakeBedrock) -> None:
         ({"stream": True}, "extraneous key [stream] is not permitted"),
         ({"anthropic_version": "2023-06-01"}, "#/anthropic_version"),
         ({"anthropic_beta": "context-1m-2025-08-07"}, "#/anthropic_beta"),
+        (
+            {"anthropic_beta": ["context-1m-2025-08-07", "claude-code-20250219"]},
+            "invalid beta flag",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "Hi."},
+                    {"role": "system", "content": "Be brief."},
+                ]
+            },
+            "messages.1: role must be user or assistant",
+        ),
     ],
 )
 async def test_invoke_bodies_as_bedrock_checks_them(
     fake: FakeBedrock, change: dict[str, Any], words: str
 ) -> None:
-    """An invoke body with ``model``, ``stream``, another version or a beta that is not a
-    list gets Bedrock's 400 ValidationException."""
+    """An invoke body with ``model``, ``stream``, another version, a beta that is not a
+    list or that Bedrock does not know, or a ``system`` turn in ``messages`` gets Bedrock's
+    400 ValidationException."""
     with pytest.raises(ClientError) as e:
         await call(client(fake).invoke_model, modelId=MODEL, body=json.dumps({**INVOKE, **change}))
     assert e.value.response["Error"]["Code"] == "ValidationException"

@@ -40,6 +40,7 @@ CLAUDE = "claude-sonnet-4-5@20250929"
 GEMINI = "google/gemini-2.0-flash-001"
 HELLO = [{"role": "user", "content": "Hello there"}]
 CLAUDE_PATH = f"/v1/projects/{PROJECT}/locations/{REGION}/publishers/anthropic/models/{CLAUDE}"
+COUNT_PATH = CLAUDE_PATH.removesuffix(CLAUDE) + "count-tokens:rawPredict"
 CHAT_PATH = f"/v1/projects/{PROJECT}/locations/{REGION}/endpoints/openapi/chat/completions"
 
 AZ_KEY, AZ_TOKEN = "az-key-1", "eyJ.fake-entra-token"
@@ -234,6 +235,30 @@ async def test_vertex_claude_body_checked(
     assert status == 400
     assert answer["error"]["type"] == "invalid_request_error"
     assert wording in answer["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("messages", "beta", "wording"),
+    [
+        ([*HELLO, {"role": "system", "content": "Be brief."}], None,
+         "messages.1: role must be user or assistant"),
+        (HELLO, "interleaved-thinking-2025-05-14,claude-code-20250219",
+         "Unexpected value(s) `claude-code-20250219` for the `anthropic-beta` header"),
+    ],
+)  # fmt: skip
+async def test_vertex_refuses_system_turns_and_unknown_betas(
+    fv: FakeVertex, messages: list[dict[str, Any]], beta: str | None, wording: str
+) -> None:
+    """A ``system`` turn in ``messages``, or a beta Vertex does not take, is a 400
+    invalid_request_error, on rawPredict as on the token count."""
+    headers = {"authorization": f"Bearer {TOKEN}"} | ({"anthropic-beta": beta} if beta else {})
+    sent = {"anthropic_version": "vertex-2023-10-16", "max_tokens": 5, "messages": messages}
+    counted = {**sent, "model": CLAUDE}
+    for path, body in ((f"{CLAUDE_PATH}:rawPredict", sent), (COUNT_PATH, counted)):
+        status, answer = await raw_post(fv.url + path, body, headers)
+        assert status == 400
+        assert answer["error"]["type"] == "invalid_request_error"
+        assert wording in answer["error"]["message"]
 
 
 async def test_vertex_resource_exhausted(

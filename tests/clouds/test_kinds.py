@@ -186,3 +186,56 @@ def test_bedrock_errors_read_in_anthropics_shape(
     headers = {"x-amzn-errortype": header} if header else {}
     assert orjson.loads(cloud.error_body(headers, raw)) == {"type": "error", "error": expected}
     assert cloud_of(AZURE, AZURE.base_url).error_body(headers, raw) == raw  # others: as they are
+
+
+def test_dialect_keeps_the_betas_each_cloud_takes() -> None:
+    """Of the client's betas (spaces and empty items as clients write them), each cloud
+    keeps the ones on its list, in order; the others are named ``anthropic-beta:<flag>``.
+    With none kept there is no header; a body without system turns is the same object."""
+    body = {"messages": [{"role": "user", "content": "Hi."}], "max_tokens": 5}
+    header = "claude-code-20250219, effort-2025-11-24,,web-search-2025-03-05 "
+    bedrock, vertex = cloud_of(BEDROCK, ""), cloud_of(VERTEX, "")
+    got, beta, dropped = bedrock.dialect(body, header)
+    assert got is body and beta == "effort-2025-11-24"
+    assert dropped == [
+        "anthropic-beta:claude-code-20250219",
+        "anthropic-beta:web-search-2025-03-05",
+    ]
+    got, beta, dropped = vertex.dialect(body, header)
+    assert beta == "web-search-2025-03-05"
+    assert dropped == ["anthropic-beta:claude-code-20250219", "anthropic-beta:effort-2025-11-24"]
+    assert bedrock.dialect(body, "claude-code-20250219")[1] is None
+    assert bedrock.dialect(body, None) == (body, None, [])
+
+
+@pytest.mark.parametrize(
+    ("system", "turn", "folded", "dropped"),
+    [
+        # a string system and a string turn: two text blocks, in that order
+        ("Be brief.", "Now in /srv.", [{"type": "text", "text": "Be brief."},
+                                       {"type": "text", "text": "Now in /srv."}], []),
+        # no system: the turn's text alone, as a block
+        (None, "Now in /srv.", [{"type": "text", "text": "Now in /srv."}], []),
+        # the client's blocks kept as they are (cache_control too); an image named, dropped
+        ([{"type": "text", "text": "A", "cache_control": {"type": "ephemeral"}}],
+         [{"type": "text", "text": "B", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+          {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}],
+         [{"type": "text", "text": "A", "cache_control": {"type": "ephemeral"}},
+          {"type": "text", "text": "B", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+         ["system.image"]),
+        # an empty turn folds nothing in: system as it was
+        ("Be brief.", "", "Be brief.", []),
+    ],
+)  # fmt: skip
+def test_dialect_folds_system_turns_into_system(
+    system: object, turn: object, folded: object, dropped: list[str]
+) -> None:
+    """A ``role: system`` turn anywhere in ``messages`` goes to the end of ``system`` (as
+    translation puts it); the other turns stay in order; the client's body is not changed."""
+    messages = [{"role": "user", "content": "Hi."}, {"role": "system", "content": turn},
+                {"role": "assistant", "content": "Hello."}]  # fmt: skip
+    body = {"max_tokens": 5, "messages": messages} | ({"system": system} if system else {})
+    got, _, names = cloud_of(VERTEX, "").dialect(body, None)
+    assert [m["role"] for m in got["messages"]] == ["user", "assistant"]
+    assert got.get("system") == folded and names == dropped
+    assert body["messages"] is messages and len(messages) == 3

@@ -82,6 +82,44 @@ def read(body: dict[str, Any], drops: Dropped) -> Conv:
     return conv
 
 
+def fold_system(body: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
+    """``body`` (a Messages request) with its ``role: system`` turns moved into ``system``,
+    after what is there, in order: where translation places them (:func:`read` takes
+    them as system messages, the writer hoists every one into ``system``), for a cloud
+    that takes only ``user`` and ``assistant`` turns. The client's text blocks are kept as
+    they are (``cache_control`` included); a turn's other blocks are dropped and named in
+    ``dropped`` (``system.image``), as the writer does; empty texts are left out (with
+    nothing left to fold in, ``system`` stays as it was)."""
+    blocks: list[Any] = []
+    turns = []
+    for m in body["messages"]:
+        if type(m) is not dict or m.get("role") != "system":
+            turns.append(m)
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            if content:
+                blocks.append({"type": "text", "text": content})
+            continue
+        for b in content if isinstance(content, list) else ():
+            if isinstance(b, dict) and b.get("type") == "text":
+                if b.get("text"):
+                    blocks.append(b)
+            else:
+                kind = b.get("type") if isinstance(b, dict) else None
+                dropped.append(f"system.{kind if isinstance(kind, str) else 'block'}")
+    out = {**body, "messages": turns}
+    system = body.get("system")
+    if not blocks:
+        return out
+    if isinstance(system, str) and system:
+        blocks.insert(0, {"type": "text", "text": system})
+    elif isinstance(system, list):
+        blocks[:0] = system
+    out["system"] = blocks
+    return out
+
+
 def _read_thinking(conv: Conv, value: dict[str, Any], drops: Dropped) -> None:
     kind = value.get("type")
     if kind == "enabled":
@@ -222,4 +260,4 @@ def _read_tool_choice(conv: Conv, value: dict[str, Any]) -> None:
         conv.parallel_tool_calls = False
 
 
-__all__ = ["effort_of_budget", "read", "tool_id", "write"]
+__all__ = ["effort_of_budget", "fold_system", "read", "tool_id", "write"]
