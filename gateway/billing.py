@@ -44,6 +44,25 @@ def checked(
     return billed, estimated
 
 
+def bill_failed(
+    log: RequestLog,
+    u: Usage | None,
+    price: Price | None,
+    model: str,
+    most: int,
+    guess: Callable[[], Usage],
+) -> None:
+    """Count a failed attempt whose provider reported counts before it failed (``u``: an
+    Anthropic stream's ``message_start``, then a reset or an error event): recovery, as
+    reported (:func:`checked`). One that reported none (a stream reset before its first
+    event, a translated stream's usage with no counts yet) is not counted: nothing says
+    the provider billed it."""
+    if u is None or not (u.input or u.output):
+        return
+    u, estimated = checked(log, u, model, most, guess)
+    log.bill(u, price, model, recovery=True, estimated=estimated)
+
+
 def bill_answer(
     log: RequestLog,
     fmt: Format,

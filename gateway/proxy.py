@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from gateway.admission import past_deadline, untranslatable
+from gateway.billing import bill_failed, estimate
 from gateway.clouds.target import cloud_target
 from gateway.deadlines import Limit
 from gateway.egress_scrub import scrub, scrub_bytes, secrets_of
@@ -41,11 +42,13 @@ from gateway.stream_head import (
     OpenStream,
     asks_usage,
     read_head,
+    reported,
     splitter_for,
     with_usage,
 )
 from gateway.streams import sse
 from gateway.upstream import Body, Response, Upstream, UpstreamFailure
+from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
     from gateway.pricing import Price
@@ -169,6 +172,7 @@ class HttpAttempter:
                 crossing,
                 hide_usage,
                 eventstream,
+                progress.deployment,
             )
         span = tracing.attempt(
             self.log, self.endpoint, provider, d.name, model, upstream_model, t.headers
@@ -186,6 +190,7 @@ class HttpAttempter:
                 crossing,
                 hide_usage,
                 eventstream,
+                progress.deployment,
             )
         finally:
             if out is None:  # cancelled: the client left
@@ -270,10 +275,12 @@ class HttpAttempter:
         crossing: Crossing | None = None,
         hide_usage: bool = False,
         eventstream: bool = False,
+        deployment: int = 0,
     ) -> Outcome:
         """One request to the provider and its answer (or the head of its stream), in the
         client's format; ``hide_usage``: the stream's usage chunk is not the client's;
-        ``eventstream``: the stream comes in AWS event-stream frames (Bedrock)."""
+        ``eventstream``: the stream comes in AWS event-stream frames (Bedrock);
+        ``deployment``: the model's deployment it goes to (its price)."""
         timeouts = self.req.policy.timeouts
         first_byte = min(timeouts.first_byte, remaining)
         self.sent.append((t.headers, wiring.proxy))
@@ -307,7 +314,7 @@ class HttpAttempter:
                 return Outcome(f, resp.status, raw, ctype, resp.headers)
             if stream:
                 return await self._open_stream(
-                    resp, provider, model, first_byte, crossing, hide_usage, eventstream
+                    resp, provider, model, first_byte, crossing, hide_usage, eventstream, deployment
                 )
             raw = await self.upstream.read(resp, timeouts.stream_idle, self.req.deadline)
         except UpstreamFailure as e:
@@ -357,8 +364,10 @@ class HttpAttempter:
         crossing: Crossing | None = None,
         hide_usage: bool = False,
         eventstream: bool = False,
+        deployment: int = 0,
     ) -> Outcome:
-        """Read up to the first event: an error there is a failed attempt, not a cut stream."""
+        """Read up to the first event: an error there is a failed attempt, not a cut stream
+        (recovery cost when its provider reported counts before it: :meth:`_bill_failed`)."""
         if crossing is not None:
             # the usage chunk, a chat client's own choice (others always have usage), is
             # written all the same, for the gateway to count: kept from a client that did not
@@ -366,15 +375,18 @@ class HttpAttempter:
             hide_usage = crossing.client_fmt.usage_if_asked and not asks_usage(self.req.body)
         splitter = splitter_for(crossing, eventstream)
         cap = self.upstream.limits.max_event_bytes
-        head = await read_head(resp, splitter, self.endpoint, first_byte, cap)
-        if isinstance(head, Failure):
-            self._count(provider, model, head)
-            return Outcome(head, status=0)
+        head: list[sse.Event] = []
+        f = await read_head(resp, splitter, self.endpoint, first_byte, cap, head)
+        if f is not None:
+            self._count(provider, model, f)
+            self._bill_failed(model, deployment, reported(splitter, head, self.endpoint))
+            return Outcome(f, status=0)
         first = next((e for e in head if not sse.is_preamble(e)), head[-1])
         if first.kind is sse.Kind.error:
             resp.close()
             f = classify_error_event(first.data, rules=self.req.policy.classify, now=time.time())
             self._count(provider, model, f)
+            self._bill_failed(model, deployment, reported(splitter, head, self.endpoint))
             return Outcome(self.scrubbed(f), status=0, body=scrub_bytes(first.raw, self.secrets()))
         self._count(provider, model, None)
         return Outcome(
@@ -465,6 +477,16 @@ class HttpAttempter:
         return (
             f if (message, code) == (f.message, f.code) else replace(f, message=message, code=code)
         )
+
+    def _bill_failed(self, model: str, deployment: int, u: Usage | None) -> None:
+        """A failed attempt on ``model``'s deployment ``deployment`` whose provider reported
+        the counts ``u`` (:func:`gateway.billing.bill_failed`: recovery cost)."""
+        if u is not None:
+            window = self.policies.models[model].context_window
+            bill_failed(
+                self.log, u, self.price(model, deployment), model, limit(window),
+                lambda: estimate(self.req.body, self.req.fmt, 0),
+            )  # fmt: skip
 
     def _count(self, provider: str, model: str, f: Failure | None) -> None:
         self.events.upstream_attempt(provider, model, "ok" if f is None else f.category.value)

@@ -11,7 +11,8 @@ back until the gateway knows whether it goes on.
 Each upstream stream is billed once, when the answer's end is known, on the price of the
 deployment that served it: a part of the answer (its output reached the client), or
 recovery (a stream cut and then regenerated: the new stream's output replaced it). Its
-usage is the last its events reported; a stream cut before its usage event is estimated
+usage is the last its provider reported (a translated stream's, as its splitter read
+it: the client's events carry it only at the end); a stream cut before any is estimated
 from the request sent and what the model wrote that it relayed, counted whatever the
 policy (:func:`gateway.billing.estimate`; the transcript's output, else a running count of
 each event's :meth:`~gateway.formats.Format.stream_output`). The
@@ -155,10 +156,16 @@ class LiveStream:
             self.parts.append(self._part(seg))
 
     def _part(self, seg: Segment) -> tuple[Usage, Price | None, str, bool]:
-        """The stream that ended as ``seg``, as a part to bill: what it reported, else (cut
-        before its usage event, or before its last count) estimated from what it relayed
-        (the transcript's output when one is kept, else the stream's running count)."""
+        """The stream that ended as ``seg``, as a part to bill: what it reported (a
+        translated stream cut before its usage event: what its splitter read, the
+        ``message_start`` counts of an Anthropic provider, say), else (cut before its usage
+        event, or before its last count) estimated from what it relayed (the transcript's
+        output when one is kept, else the stream's running count). A count the provider
+        reported wins over the estimate, but for the output of a cut stream: at least
+        what it delivered."""
         u, estimated = seg.usage, False
+        if u is None:
+            u = self.s.splitter.usage
         if u is not None and not u.input and not u.output:
             u = None  # a translated stream's usage with no counts from the provider
         tx = self.tx

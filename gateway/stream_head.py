@@ -3,8 +3,10 @@
 An attempt that streams is read up to its first event that is not a preamble (a comment,
 a role-only chunk, ``message_start``...), at most :data:`MAX_HELD` events, within the
 first-byte timeout. The stream ending, going silent or sending an error event there is a
-failed attempt, recovered invisibly (the client has been sent nothing); past it, the
-relay (:mod:`gateway.relay`) sends the held events and the rest.
+failed attempt, recovered invisibly (the client has been sent nothing), and recovery
+cost when its provider reported counts before it failed (:func:`reported`; an
+Anthropic stream's ``message_start`` counts the prompt); past it, the relay
+(:mod:`gateway.relay`) sends the held events and the rest.
 
 The events are whole and in the client's format from the start: the splitter of an
 attempt (:func:`splitter_for`) cuts the provider's bytes into events, translates them
@@ -15,6 +17,7 @@ not (:func:`asks_usage`, :func:`with_usage`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from gateway.observe.tracing import StreamTrace
     from gateway.proxy import Crossing
     from gateway.translate import convert as translate
+    from gateway.usage import Usage
 
     Splitter = sse.Splitter | translate.Splitter | EventStreamSplitter
 
@@ -41,6 +45,7 @@ __all__ = [
     "OpenStream",
     "asks_usage",
     "read_head",
+    "reported",
     "splitter_for",
     "with_usage",
 ]
@@ -84,12 +89,17 @@ def splitter_for(crossing: Crossing | None, eventstream: bool) -> Splitter:
 
 
 async def read_head(
-    resp: Response, splitter: Splitter, endpoint: Endpoint, first_byte: float, cap: int
-) -> list[sse.Event] | Failure:
-    """The stream's events up to its first that is not a preamble (or :data:`MAX_HELD`),
-    read within ``first_byte`` seconds; a failure (the response closed) when the stream
-    ends or goes silent before, or holds an event over ``cap`` bytes."""
-    head: list[sse.Event] = []
+    resp: Response,
+    splitter: Splitter,
+    endpoint: Endpoint,
+    first_byte: float,
+    cap: int,
+    head: list[sse.Event],
+) -> Failure | None:
+    """Read the stream's events into ``head`` up to its first that is not a preamble (or
+    :data:`MAX_HELD`), within ``first_byte`` seconds; a failure (the response closed) when
+    the stream ends or goes silent before, or holds an event over ``cap`` bytes (``head``
+    then holds what came before it: :func:`reported` reads its counts)."""
     content = resp.content
     try:
         with Limit(first_byte):
@@ -118,7 +128,19 @@ async def read_head(
             )
         u = failure(e, "first_byte")
         return transport_failure(u.category, u.message)
-    return head
+    return None
+
+
+def reported(splitter: Splitter, events: Iterable[sse.Event], endpoint: Endpoint) -> Usage | None:
+    """The counts an attempt's provider reported in its stream so far (None: none): those
+    a translating splitter read, else those the stream's ``events`` carry (in the client's
+    format, as the provider sent them: an Anthropic ``message_start``'s input tokens)."""
+    u = splitter.usage
+    if u is None:
+        for e in events:
+            if e.data is not None and (v := sse.usage_of(e.data, endpoint, u)) is not None:
+                u = v
+    return u
 
 
 def asks_usage(body: dict[str, Any]) -> bool:

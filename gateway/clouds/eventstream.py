@@ -48,6 +48,7 @@ from orjson import JSONDecodeError, dumps, loads
 
 if TYPE_CHECKING:
     from gateway.translate.convert import Splitter
+    from gateway.usage import Usage
 
 __all__ = ["CORRUPT", "EventStreamSplitter", "error_event"]
 
@@ -230,6 +231,11 @@ class EventStreamSplitter:
     def malformed(self) -> int:
         """Frames dropped because their payload did not decode (and ``inner``'s own)."""
         return self._dropped + (self._inner.malformed if self._inner is not None else 0)
+
+    @property
+    def usage(self) -> Usage | None:
+        """A translating ``inner``'s counts so far (the events it yields carry their own)."""
+        return self._inner.usage if self._inner is not None else None
 
 
 def _one_line(data: bytes) -> bytes:

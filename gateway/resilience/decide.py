@@ -122,7 +122,7 @@ def decide(
         sibling is not None
         and (f.category in _MOVE_ON or policy.retries_on(f.category))
         and p.retries_on_model < policy.retry.max_retries
-        and now + sibling <= p.deadline
+        and leaves_time(now, sibling, p.deadline)
     ):  # a failure of one deployment: a sibling takes the retry, as soon as one can
         return Retry(sibling, p.retries_on_model + 1, sibling=True)
     if activated is not None and activated > p.chain_index and activated < len(p.chain):
@@ -144,11 +144,19 @@ def decide(
             return _reroute(p, nxt, "retries_exhausted")
         return _turn_retry(p, f, policy, now)
     wait = retry_wait(f, p.retries_on_model + 1, policy.retry, rng)
-    if now + wait > p.deadline:
+    if not leaves_time(now, wait, p.deadline):
         if nxt is not None:
             return _reroute(p, nxt, "wait_past_deadline")
         return GiveUp("deadline")
     return Retry(wait, p.retries_on_model + 1)
+
+
+def leaves_time(now: float, wait: float, deadline: float) -> bool:
+    """Whether a wait of ``wait`` seconds from ``now`` leaves time for the attempt it
+    waits for: it ends before the deadline. An attempt is made only while time is left
+    (one with none is not sent: ``deadline_passed``), so a wait that ends at the deadline
+    is one past it, and never started (docs/recovery.md, Deadline)."""
+    return now + wait < deadline
 
 
 def every_deployment_out(
@@ -157,7 +165,7 @@ def every_deployment_out(
     """Every deployment of ``p.model`` is out, the earliest back in ``seconds``: wait for
     it when the deadline allows, else the next model of the chain (``on_chain``: the
     request still follows it), else give up."""
-    if now + seconds <= p.deadline:
+    if leaves_time(now, seconds, p.deadline):
         return WaitForDeployment(seconds)
     nxt = p.next_in_chain() if on_chain else None
     if nxt is not None:
@@ -173,7 +181,7 @@ def _turn_retry(p: Progress, f: Failure, policy: Policy, now: float) -> Decision
     turn = policy.turn_retry
     if f.category.value not in turn.on or p.turn_retries >= turn.max:
         return GiveUp("retries_exhausted")
-    if now + turn.wait > p.deadline:
+    if not leaves_time(now, turn.wait, p.deadline):
         return GiveUp("deadline")
     return Retry(turn.wait, p.retries_on_model + 1, turn=True)
 

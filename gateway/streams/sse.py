@@ -50,6 +50,11 @@ class Splitter:
     #: Undecodable events it dropped itself: none (the relay finds them, classifying each
     #: event); a translating splitter drops and counts them (gateway.translate.Splitter).
     malformed = 0
+    #: The counts the provider reported that the events it yields do not carry: none (its
+    #: events are the provider's, counts and all); a translating splitter's are those it
+    #: read so far (an Anthropic ``message_start``'s, which a chat client's events carry
+    #: only in the usage chunk at the end).
+    usage: Usage | None = None
 
     def __init__(self) -> None:
         self._buf = b""

@@ -31,6 +31,7 @@ from gateway.translate.converse_answers import read_converse, write_converse
 from gateway.translate.errors import translate_error
 from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
 from gateway.translate.streams import StreamTranslator
+from gateway.usage import Usage
 
 __all__ = [
     "Names", "Refused", "Splitter", "answer", "check", "error", "request", "tool_names",
@@ -163,3 +164,9 @@ class Splitter:
     def malformed(self) -> int:
         """Undecodable upstream events dropped so far (the relay counts them)."""
         return self._tr.malformed
+
+    @property
+    def usage(self) -> Usage | None:
+        """The counts the provider's events reported so far (None: none yet), whether or
+        not the client's events carry them yet."""
+        return self._tr.usage

@@ -278,6 +278,35 @@ async def test_a_stream_cut_on_bedrock_is_resumed(clouds: Clouds) -> None:
     assert resumed.body["messages"][-1]["role"] == "assistant"  # resumed by prefill
 
 
+@pytest.mark.parametrize("api", ["messages", "chat"])
+async def test_a_bedrock_stream_reset_after_its_first_event_is_recovery(
+    clouds: Clouds, api: str
+) -> None:
+    """Bedrock's event stream reset after ``message_start`` (its input tokens), before any
+    text: retried, and the failed attempt is recovery as Bedrock counted it (the prompt
+    the answer's attempt counts too), for a Messages client (the events as they came)
+    and a chat client (translated out of the frames)."""
+    clouds.bedrock.push(CutAfter(0), model=BEDROCK_CLAUDE)
+    clouds.bedrock.reply[BEDROCK_CLAUDE] = REPLY
+    ask = [{"role": "user", "content": "hello"}]
+    if api == "messages":
+        async with clouds.gw.async_anthropic().messages.stream(
+            model="claude-keyed", max_tokens=300, messages=ask
+        ) as stream:
+            text = "".join([t async for t in stream.text_stream])
+    else:
+        chunks = await clouds.gw.async_openai().chat.completions.create(
+            model="claude-keyed",
+            messages=ask,
+            stream=True,  # type: ignore[arg-type]
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+    assert text == REPLY
+    line = await event(clouds.logs, "request_completed")
+    assert line["attempts"] == 2
+    assert line["recovery_tokens"]["prompt"] == line["tokens"]["prompt"] > 0
+
+
 async def test_gpt_rate_limited_on_openai_goes_to_azure(clouds: Clouds) -> None:
     """The OpenAI SDK on gpt-4o: OpenAI rate-limits, Azure answers at once (its deployment
     path, api-version and api-key), JSON and stream."""

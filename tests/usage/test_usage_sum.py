@@ -223,13 +223,15 @@ async def test_a_translated_stream_resumed_counts_every_part(
     usage_gw: Harness, fake: FakeProvider, log_sink: Sink
 ) -> None:
     """A chat client on an Anthropic-format model, its stream cut and resumed with prefill:
-    the cut attempt (the client's format has no usage before the end) estimated, plus the
-    resumed attempt's usage."""
+    the cut attempt's prompt as its ``message_start`` counted it (the client's format has
+    no usage before the end, the gateway read it all the same), its output estimated from
+    what it delivered, plus the resumed attempt's usage."""
     fake.reply["claude-test"] = REPLY
     fake.script("claude-test", [(Success(usage=U1), CutAfter(3)), Success(usage=U2)])
     text, usage, line = await agree(usage_gw, log_sink, "chat", "claude-test", True)
     assert text == REPLY
     first = estimate(body_of("chat", "x"), CHAT, len("".join(split_pieces(REPLY, 8)[:3])))
+    first.input = U1["prompt_tokens"]  # its message_start told the prompt
     assert usage == (first.input + U2["prompt_tokens"], first.output + U2["completion_tokens"])
     assert line["tokens"]["estimated"] is True
 
