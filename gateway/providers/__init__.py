@@ -64,7 +64,7 @@ PASSED_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
 ENDPOINT_OF.update((ep.value, ep) for ep in Endpoint)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Target:
     url: URL
     headers: dict[str, str]
