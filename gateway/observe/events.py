@@ -30,6 +30,16 @@ def _describe(f: Failure) -> str:
     return f"{what} {visible(str(f.code))}" if f.code else what  # the provider's text
 
 
+def _micro(seconds: float) -> float:
+    """``seconds`` to the microsecond, as the access log gives durations: the nearest
+    multiple of 1e-6, as the cost fields round to 1e-8 (a third of ``round(x, 6)``'s cost,
+    which goes through a decimal string); a value that is not a plausible duration
+    (negative, infinite, NaN, past 1e9 s) is left to ``round``."""
+    if 0.0 <= seconds < 1e9:
+        return int(seconds * 1e6 + 0.5) / 1e6
+    return round(seconds, 6)
+
+
 class Events:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -59,8 +69,8 @@ class Events:
             "status": r.status,
             "attempts": r.attempts,
             "recovery": ",".join(r.recovery) if r.recovery else None,
-            "duration_s": round(duration, 6),
-            "ttfb_s": None if ttfb is None else round(ttfb, 6),
+            "duration_s": _micro(duration),
+            "ttfb_s": None if ttfb is None else _micro(ttfb),
             "tokens": (
                 {"prompt": r.prompt_tokens, "completion": r.completion_tokens, "estimated": True}
                 if r.estimated
