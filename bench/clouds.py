@@ -29,8 +29,12 @@ stream targets at both lengths; the order rotates from round to round; the figur
 medians over the rounds, and the differences also per round (paired). Before the load,
 ``bench/auth_cost.py`` runs on the gateway's CPU: ``authorize`` alone, in-process.
 
-The guards: a signed or token-authenticated attempt costs at most 60 µs of CPU more
-than a plain one; an event-stream chunk at most 1.2x an SSE chunk.
+The guards (docs/performance.md), in instructions under callgrind, which do not move
+with the machine's load as CPU time does: a SigV4-signed attempt (Bedrock) at most
++250k instructions over a plain one, a Vertex or Azure attempt (a held token) at most
++60k, an event-stream chunk at most 1.25x an SSE chunk. They end the report, each with
+PASS or FAIL, and the exit status is 1 when one fails (without callgrind: not judged).
+The CPU figures are printed beside them, without a verdict.
 """
 
 from __future__ import annotations
@@ -56,8 +60,11 @@ import loadgen  # noqa: E402
 import procs  # noqa: E402
 import run as bench  # noqa: E402
 
-GUARD_ATTEMPT_US = 60.0  # a cloud attempt adds at most 60 µs of gateway CPU per request
-GUARD_CHUNK_RATIO = 1.2  # an event-stream chunk costs at most 1.2x an SSE chunk
+#: The guards, in instructions (docs/performance.md): what a cloud attempt may add over
+#: the plain attempt it is compared with, by target, and an event-stream chunk's cost
+#: over an SSE chunk's.
+GUARD_ADDED_IR = {"bedrock": 250_000, "vertex": 60_000, "azure": 60_000}
+GUARD_CHUNK_RATIO = 1.25
 SHORT, LONG = 20, 100  # stream lengths (events) for the per-chunk slope
 
 #: request target -> (endpoint, model, the plain target it is compared with, label)
@@ -533,8 +540,28 @@ def ir_ratio(ir: dict[str, Any]) -> float:
     return float(ir["eventstream-per-chunk"] / ir["sse-per-chunk"])
 
 
-def _ok(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+def guards(out: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Each guard, said with its measured value, and whether it holds; none without the
+    instruction counts (callgrind did not run)."""
+    ir = out.get("instructions")
+    if not ir:
+        return []
+    found = []
+    for t in out["targets"]:
+        plain = REQUESTS[t][2]
+        if plain is None:
+            continue
+        added, most = ir[t] - ir[plain], GUARD_ADDED_IR[t]
+        found.append(
+            (f"{t} attempt {added / 1e3:+.1f}k instructions over {plain} <= +{most / 1e3:g}k",
+             added <= most)
+        )  # fmt: skip
+    ratio = ir_ratio(ir)
+    found.append(
+        (f"an event-stream chunk {ratio:.2f}x an SSE chunk <= {GUARD_CHUNK_RATIO}x",
+         ratio <= GUARD_CHUNK_RATIO)
+    )  # fmt: skip
+    return found
 
 
 def report(out: dict[str, Any]) -> str:
@@ -622,26 +649,18 @@ def report(out: dict[str, Any]) -> str:
             *(f"| {label} | {ir[f'{k}-per-chunk'] / 1e3:.1f}k |" for k, label in STREAMS.items()),
             f"| **event stream / SSE** | **{ir_ratio(ir):.2f}x** |",
         ]
-    L += ["", "## Guards", ""]
+    L += ["", "## CPU (no verdict: it moves with the machine and its load)", ""]
     for t in out["targets"]:
         r = m["requests"][t]
         if "added_us" in r:
             L.append(
                 f"- {t}: {r['added_us']:+.1f} µs of CPU per attempt over"
-                f" {REQUESTS[t][2]} (paired median {r['paired_median_added_us']:+.1f});"
-                f" guard <= {GUARD_ATTEMPT_US:g} µs: {_ok(r['added_us'] <= GUARD_ATTEMPT_US)}"
+                f" {REQUESTS[t][2]} (paired median {r['paired_median_added_us']:+.1f})"
             )
     L.append(
         f"- an event-stream chunk {m['chunk_ratio']:.2f}x an SSE chunk (paired median"
-        f" {m['paired_median_chunk_ratio']:.2f}x); guard <= {GUARD_CHUNK_RATIO}x:"
-        f" {_ok(m['chunk_ratio'] <= GUARD_CHUNK_RATIO)}"
+        f" {m['paired_median_chunk_ratio']:.2f}x)"
     )
-    if ir:
-        for t in out["targets"]:
-            plain = REQUESTS[t][2]
-            if plain:
-                L.append(f"- {t}, in instructions: {(ir[t] - ir[plain]) / 1e3:+.1f}k per attempt")
-        L.append(f"- an event-stream chunk in instructions: {ir_ratio(ir):.2f}x an SSE chunk")
     bad = sum(r["errors"] for r in m["requests"].values()) + sum(
         s["incomplete"] for s in m["streams"].values()
     )
@@ -655,6 +674,17 @@ def report(out: dict[str, Any]) -> str:
             else ""
         )
     )
+    found = guards(out)
+    L += [
+        "",
+        "Guards: "
+        + (
+            "; ".join(f"{what} {'PASS' if ok else 'FAIL'}" for what, ok in found)
+            if found
+            else "not judged (no instruction counts: valgrind not installed or --no-instructions)"
+        )
+        + ".",
+    ]
     return "\n".join(L) + "\n"
 
 
@@ -704,9 +734,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps(out, indent=2, default=str) + "\n"
         )
         bench.say(f"written: bench/results/{stamp}-clouds.md and .json")
-    m = out["derived"]
-    held = all(r.get("added_us", 0.0) <= GUARD_ATTEMPT_US for r in m["requests"].values())
-    return 0 if held and m["chunk_ratio"] <= GUARD_CHUNK_RATIO else 1
+    return 0 if all(ok for _, ok in guards(out)) else 1
 
 
 if __name__ == "__main__":

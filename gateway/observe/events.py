@@ -11,6 +11,7 @@ request is traced, adds the same event to its span), so they can never disagree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -30,9 +31,24 @@ def _describe(f: Failure) -> str:
     return f"{what} {visible(str(f.code))}" if f.code else what  # the provider's text
 
 
+def _micro(seconds: float) -> float:
+    """``seconds`` to the microsecond, as the access log gives durations: the nearest
+    multiple of 1e-6, as the cost fields round to 1e-8 (a third of ``round(x, 6)``'s cost,
+    which goes through a decimal string); a value that is not a plausible duration
+    (negative, infinite, NaN, past 1e9 s) is left to ``round``."""
+    if 0.0 <= seconds < 1e9:
+        return int(seconds * 1e6 + 0.5) / 1e6
+    return round(seconds, 6)
+
+
 class Events:
+    #: ``upstream_attempt(provider, model, category)``: count one upstream attempt (a
+    #: metric only). The metrics' own method, bound here: one call less per attempt.
+    upstream_attempt: Callable[[str, str, str], None]
+
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        self.upstream_attempt = metrics.upstream_attempt
 
     # ---- per request ---------------------------------------------------------------
     def request_completed(self, r: RequestLog, now: float) -> None:
@@ -59,8 +75,8 @@ class Events:
             "status": r.status,
             "attempts": r.attempts,
             "recovery": ",".join(r.recovery) if r.recovery else None,
-            "duration_s": round(duration, 6),
-            "ttfb_s": None if ttfb is None else round(ttfb, 6),
+            "duration_s": _micro(duration),
+            "ttfb_s": None if ttfb is None else _micro(ttfb),
             "tokens": (
                 {"prompt": r.prompt_tokens, "completion": r.completion_tokens, "estimated": True}
                 if r.estimated
@@ -88,9 +104,6 @@ class Events:
         if fast is None or not fast.write(fields):
             del fields["event"], fields["level"], fields["timestamp"]
             log.info("request_completed", **fields)
-
-    def upstream_attempt(self, provider: str, model: str, category: str) -> None:
-        self.metrics.upstream_attempt(provider, model, category)
 
     def api_retry(
         self,

@@ -43,6 +43,7 @@ class RequestLog:
 
     request_id: str
     started: float  # monotonic
+    path: str = "-"  # the client's endpoint (third: given by position on every request)
     team: str = "-"
     route: str = "-"
     model: str = "-"  # public model name asked for
@@ -60,7 +61,6 @@ class RequestLog:
     traceparent: str | None = None  # sent upstream for a request traced but not sampled
     finish_reasons: tuple[str, ...] = ()  # set when traced
     dropped: DroppedNames | None = None  # request fields a translation dropped
-    path: str = "-"  # the client's endpoint
     # what the recovery cost: attempts the client never got the output of (billed)
     recovery_prompt_tokens: int = 0
     recovery_completion_tokens: int = 0

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,4096}(?:\{[^{}]{0,4096}\}[^{}]{0,4096}){0,8}\})')
 #: How many ``"usage"`` strings of an answer are looked at before it is said to have none.
 _USAGE_LOOKS = 8
+#: Read from the class once (on Python 3.11 ``Endpoint.embeddings`` costs a slow lookup).
+_EMBEDDINGS = Endpoint.embeddings
 
 
 async def answer(
@@ -50,7 +52,7 @@ async def answer(
     if isinstance(out.stream, OpenStream):
         return await relay(attempter, out.stream, req, log, env, result)
     body = out.body
-    data = out.json() if attempter.endpoint is not Endpoint.embeddings else None
+    data = out.json() if attempter.endpoint is not _EMBEDDINGS else None
     model = result.progress.model
     # the usual answer is complete: decided here, without entering the continuation loop
     if attempter.endpoint.continuable and data is not None and req.fmt.cut_at_length(data):

@@ -159,7 +159,7 @@ async def _v1(gw: Gateway, request: web.BaseRequest, path: str) -> web.StreamRes
     rid = request.headers.get("x-request-id", "")
     if not (rid and _REQUEST_ID.match(rid)):
         rid = f"{_ID_PREFIX}{next(_ids):08x}"
-    log = RequestLog(rid, time.monotonic(), path=path)
+    log = RequestLog(rid, time.monotonic(), path)  # by position: a keyword costs a dict
     if gw.tracing is not None:
         gw.tracing.request(request.method, request.path, request.headers, log)
     gw.request_started()

@@ -49,6 +49,14 @@ INTEGER_FIELDS = ("seed", "n", "top_logprobs", "top_k", "max_tool_calls", "dimen
 #: The deepest nesting orjson encodes (a body deeper than this cannot be sent on).
 ENCODABLE_DEPTH = 254
 DEFAULT_LIMITS = Limits()
+#: The endpoints, read from the class once: on Python 3.11 reading an enum's member from
+#: its class (``Endpoint.chat``) goes through ``EnumType.__getattr__``'s slot, about 1k
+#: instructions each time; a module global is a dictionary lookup.
+_CHAT, _MESSAGES, _RESPONSES = Endpoint.chat, Endpoint.messages, Endpoint.responses
+_COMPLETIONS, _EMBEDDINGS = Endpoint.completions, Endpoint.embeddings
+#: The optional fields checked on every endpoint: a body that has none of them (one test
+#: in C) skips their checks.
+_OPTIONAL = frozenset(("stream", *TOKEN_FIELDS, *INTEGER_FIELDS))
 
 
 def check_shape(
@@ -86,24 +94,26 @@ def check_shape(
 
 def _check_types(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
     get = body.get
-    if endpoint is Endpoint.chat or endpoint is Endpoint.messages:
+    if endpoint is _CHAT or endpoint is _MESSAGES:
         messages = get("messages")
         if messages is not None or "messages" in body:
             _objects(messages, "messages", "an array of message objects", "a message object")
-        if endpoint is Endpoint.messages:
+        if endpoint is _MESSAGES:
             system = get("system")
             if system is not None and not isinstance(system, str):
                 _objects(system, "system", "a string or an array of content blocks")
-    elif endpoint is Endpoint.responses:
+    elif endpoint is _RESPONSES:
         value = get("input")
         if value is not None and not isinstance(value, str):
             _objects(value, "input", "a string or an array")
-    elif endpoint is Endpoint.completions:
+    elif endpoint is _COMPLETIONS:
         _text_or_array(get("prompt"), "prompt")
-    elif endpoint is Endpoint.embeddings:
+    elif endpoint is _EMBEDDINGS:
         value = get("input")
         if value is not None or "input" in body:
             _text_or_array(value, "input", nullable=False)
+    if _OPTIONAL.isdisjoint(body):
+        return
     stream = get("stream")
     if stream is not None and stream is not True and stream is not False:
         raise wrong_type("stream", "true or false", stream)
@@ -165,7 +175,7 @@ def _check_counts(
     tools = body.get("tools")
     if type(tools) is list and len(tools) > limits.tools:
         raise _over("tools", "tools", len(tools), limits.tools)
-    if endpoint is Endpoint.messages and type(system := body.get("system")) is list:
+    if endpoint is _MESSAGES and type(system := body.get("system")) is list:
         _check_parts(system, "system", limits.depth)
     name = endpoint.fmt.entries_key
     entries = body.get(name)
@@ -224,6 +234,17 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
     ``function_call``) are JSON in a string that a translation into Anthropic or Converse
     reads as an object: read so, they obey the body's depth limit, counted from the top of
     the body. About 0.1 µs per part."""
+    for entry in entries:  # the usual messages (text, no type, no parts): nothing to read
+        if type(entry) is dict and (
+            "type" in entry
+            or type(entry.get("content")) is list
+            or "tool_calls" in entry
+            or "output" in entry
+            or "summary" in entry
+        ):
+            break
+    else:
+        return
     for i, entry in enumerate(entries):
         if type(entry) is not dict:
             continue
