@@ -55,6 +55,12 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+# the checkout's gateway (the fake token services, the event-stream frames of the bench
+# upstream), here and in every child process, whatever else this machine has installed
+sys.path.insert(1, str(HERE.parent))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(HERE.parent), os.environ.get("PYTHONPATH", "")) if p
+)
 
 import loadgen  # noqa: E402
 import procs  # noqa: E402
