@@ -83,6 +83,26 @@ def policy_files(
     }  # fmt: skip
 
 
+def platform_files(providers: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
+    """A policy set of ``providers`` and ``models`` under the fast policy, and one team
+    (``apps``, :data:`CLIENT_KEY`) routed to every model."""
+    return {
+        "platform.yaml": {
+            "providers": providers,
+            "models": models,
+            "policies": {"fast": FAST_POLICY},
+        },
+        "teams/apps.yaml": {
+            "teams": {
+                "apps": {
+                    "keys": [hash_key(CLIENT_KEY)],
+                    "routes": [{"match": {"model": "*"}, "policy": "fast"}],
+                }
+            }
+        },
+    }
+
+
 def write_policies(root: Path, files: dict[str, Any]) -> Path:
     for rel, data in files.items():
         path = root / rel

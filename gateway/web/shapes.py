@@ -225,6 +225,9 @@ def _blocks(entries: list[Any], limit: int) -> int:
 
 #: An entry's fields that hold parts (content blocks, tool calls, outputs, summaries).
 _PART_LISTS = ("content", "tool_calls", "output", "summary")
+#: Those whose presence sends an entry to the full check (``content`` only when it is a
+#: list: it is usually a string).
+_ONLY_PART_LISTS = frozenset(_PART_LISTS[1:])
 
 
 def _check_parts(entries: list[Any], name: str, depth: int) -> None:
@@ -238,9 +241,7 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
         if type(entry) is dict and (
             "type" in entry
             or type(entry.get("content")) is list
-            or "tool_calls" in entry
-            or "output" in entry
-            or "summary" in entry
+            or not _ONLY_PART_LISTS.isdisjoint(entry)
         ):
             break
     else:

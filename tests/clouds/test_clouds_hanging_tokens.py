@@ -20,7 +20,6 @@ import aiohttp
 import openai
 import pytest
 
-from gateway.policy.policyset import hash_key
 from gateway.testing import FakeProvider
 from gateway.testing.fake_aws_credentials import FakeAwsCredentials
 from gateway.testing.fake_azure import FakeAzure
@@ -30,7 +29,7 @@ from gateway.testing.fake_google_token import FakeGoogleToken
 from gateway.testing.fake_vertex import FakeVertex
 from gateway.testing.token_service import TokenService
 from tests.clouds.cloud_env import isolate, until
-from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
+from tests.harness import Harness, platform_files, write_policies
 from tests.integration.test_operations import Served, serve  # noqa: F401 (a fixture)
 from tests.log_sink import Sink
 
@@ -97,38 +96,27 @@ def policies(cloud: Cloud, direct: FakeProvider) -> dict[str, Any]:
     """``both``: the cloud first, a direct OpenAI deployment as its sibling; ``cloud``: the
     cloud alone; ``direct``: the direct provider alone."""
     upstream = UPSTREAM[cloud.kind]
-    return {
-        "platform.yaml": {
-            "providers": {
-                "cloud": cloud.provider,
-                "direct": {
-                    "api": "openai",
-                    "base_url": direct.url + "/v1",
-                    "api_key_env": "DIRECT_KEY",
-                },
+    return platform_files(
+        {
+            "cloud": cloud.provider,
+            "direct": {
+                "api": "openai",
+                "base_url": direct.url + "/v1",
+                "api_key_env": "DIRECT_KEY",
             },
-            "models": {
-                "both": {
-                    "deployments": [
-                        {"provider": "cloud", "upstream_model": upstream},
-                        {"provider": "direct", "upstream_model": "direct-model"},
-                    ],
-                    "balance": "ordered",
-                },
-                "cloud": {"provider": "cloud", "upstream_model": upstream},
-                "direct": {"provider": "direct", "upstream_model": "direct-model"},
+        },
+        {
+            "both": {
+                "deployments": [
+                    {"provider": "cloud", "upstream_model": upstream},
+                    {"provider": "direct", "upstream_model": "direct-model"},
+                ],
+                "balance": "ordered",
             },
-            "policies": {"fast": FAST_POLICY},
+            "cloud": {"provider": "cloud", "upstream_model": upstream},
+            "direct": {"provider": "direct", "upstream_model": "direct-model"},
         },
-        "teams/apps.yaml": {
-            "teams": {
-                "apps": {
-                    "keys": [hash_key(CLIENT_KEY)],
-                    "routes": [{"match": {"model": "*"}, "policy": "fast"}],
-                }
-            }
-        },
-    }
+    )
 
 
 async def ask(client: openai.AsyncOpenAI, model: str) -> tuple[int, str]:

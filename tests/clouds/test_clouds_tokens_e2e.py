@@ -10,33 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from gateway.policy.policyset import hash_key
 from gateway.testing import FakeProvider
 from gateway.testing.fake_azure import FakeAzure
 from gateway.testing.fake_azure_identity import FakeAzureIdentity
 from gateway.testing.fake_google_token import FakeGoogleToken
 from gateway.testing.fake_vertex import FakeVertex
 from tests.clouds.cloud_env import isolate, leaked
-from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies
+from tests.harness import Harness, platform_files, write_policies
 from tests.log_sink import Sink
-
-
-def _policy(providers: dict[str, object], models: dict[str, object]) -> dict[str, object]:
-    return {
-        "platform.yaml": {
-            "providers": providers,
-            "models": models,
-            "policies": {"fast": FAST_POLICY},
-        },
-        "teams/apps.yaml": {
-            "teams": {
-                "apps": {
-                    "keys": [hash_key(CLIENT_KEY)],
-                    "routes": [{"match": {"model": "*"}, "policy": "fast"}],
-                }
-            }
-        },
-    }
 
 
 async def test_azure_with_an_entra_id_token(
@@ -54,7 +35,7 @@ async def test_azure_with_an_entra_id_token(
         models = {"gpt-4o": {"provider": "azure-entra", "upstream_model": "gpt-4o-prod"}}
         log_sink.configure()
         gw = await Harness(
-            unused, write_policies(tmp_path / "p", _policy(providers, models))
+            unused, write_policies(tmp_path / "p", platform_files(providers, models))
         ).start()
         try:
             client = gw.async_openai()
@@ -93,7 +74,7 @@ async def test_vertex_tokens_expiring_mid_test_are_refreshed_without_a_failed_re
                                         "upstream_model": "claude-sonnet-4-5@20250929"}}  # fmt: skip
         log_sink.configure()
         gw = await Harness(
-            unused, write_policies(tmp_path / "p", _policy(providers, models))
+            unused, write_policies(tmp_path / "p", platform_files(providers, models))
         ).start()
         try:
             client = gw.async_anthropic()

@@ -19,12 +19,11 @@ import anthropic
 import openai
 import pytest
 
-from gateway.policy.policyset import hash_key
 from gateway.testing import Error, ErrorEventAfter, FakeProvider
 from gateway.testing.bedrock_errors import BedrockError
 from gateway.testing.fake_bedrock import FakeBedrock, stream_exception
 from tests.clouds.cloud_env import isolate
-from tests.harness import CLIENT_KEY, FAST_POLICY, PROVIDER_KEY, Harness, write_policies
+from tests.harness import PROVIDER_KEY, Harness, platform_files, write_policies
 
 QUOTED_KEY = "the key {authorization} is not allowed to use this model"
 
@@ -33,6 +32,20 @@ def clean(*texts: object, secrets: list[str]) -> None:
     joined = "\n".join(str(t) for t in texts)
     found = [s[:6] + "..." for s in secrets if s and s in joined]
     assert not found, f"secrets reached the client: {found}: {joined[:300]}"
+
+
+async def failed_stream(
+    claude: anthropic.AsyncAnthropic, model: str
+) -> tuple[anthropic.APIError, list[str]]:
+    """A Messages stream that must end in an error: the error and the events before it."""
+    events: list[str] = []
+    with pytest.raises(anthropic.APIError) as caught:
+        async with claude.messages.stream(
+            model=model, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        ) as s:
+            async for event in s:
+                events.append(event.model_dump_json())
+    return caught.value, events
 
 
 def openai_error(message: str) -> dict[str, Any]:
@@ -110,16 +123,9 @@ async def test_midstream_error_event_quoting_the_key(gw: Harness, fake: FakeProv
     assert "over its quota" in str(info.value)
 
     fake.push(ErrorEventAfter(2, payload), model="fake-model")
-    claude = gw.async_anthropic()
-    events: list[str] = []
-    with pytest.raises(anthropic.APIError) as caught:
-        async with claude.messages.stream(
-            model="gpt-test", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
-        ) as s:
-            async for event in s:
-                events.append(event.model_dump_json())
-    clean(caught.value, *events, secrets=[PROVIDER_KEY])
-    assert "over its quota" in str(caught.value)
+    error, events = await failed_stream(gw.async_anthropic(), "gpt-test")
+    clean(error, *events, secrets=[PROVIDER_KEY])
+    assert "over its quota" in str(error)
 
 
 # ---- Bedrock: temporary credentials, SigV4 ------------------------------------------
@@ -153,23 +159,10 @@ async def bedrock(
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
         monkeypatch.setenv("AWS_SESSION_TOKEN", SESSION_TOKEN)
-        files = {
-            "platform.yaml": {
-                "providers": {
-                    "bedrock": {"api": "bedrock", "region": "us-east-1", "base_url": br.url}
-                },
-                "models": {"claude-br": {"provider": "bedrock", "upstream_model": BEDROCK_CLAUDE}},
-                "policies": {"fast": FAST_POLICY},
-            },
-            "teams/apps.yaml": {
-                "teams": {
-                    "apps": {
-                        "keys": [hash_key(CLIENT_KEY)],
-                        "routes": [{"match": {"model": "*"}, "policy": "fast"}],
-                    }
-                }
-            },
-        }
+        files = platform_files(
+            {"bedrock": {"api": "bedrock", "region": "us-east-1", "base_url": br.url}},
+            {"claude-br": {"provider": "bedrock", "upstream_model": BEDROCK_CLAUDE}},
+        )
         gw = await Harness(fake, write_policies(tmp_path / "p", files)).start()
         try:
             yield Bedrock(br, gw)
@@ -218,13 +211,6 @@ async def test_bedrock_stream_exception_quoting_the_session_token(bedrock: Bedro
     with an error event that does not hold it."""
     message = f"token {SESSION_TOKEN} rejected by the model ({ACCESS_KEY})"
     bedrock.fake.push(stream_exception(2, "validationException", message), model=BEDROCK_CLAUDE)
-    claude = bedrock.gw.async_anthropic()
-    events: list[str] = []
-    with pytest.raises(anthropic.APIError) as info:
-        async with claude.messages.stream(
-            model="claude-br", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
-        ) as s:
-            async for event in s:
-                events.append(event.model_dump_json())
-    clean(info.value, *events, secrets=bedrock.secrets())
-    assert "rejected by the model" in str(info.value)
+    error, events = await failed_stream(bedrock.gw.async_anthropic(), "claude-br")
+    clean(error, *events, secrets=bedrock.secrets())
+    assert "rejected by the model" in str(error)
