@@ -2,7 +2,7 @@
 
 A deployment that speaks Anthropic's Messages where the provider has a count endpoint
 (Anthropic itself, Claude on Bedrock, Claude on Vertex) is asked for its own count; the
-attempts go through :func:`gateway.engine.recover` like any request's (retries, sibling
+attempts go through :func:`gateway.recovery.engine.recover` like any request's (retries, sibling
 deployments, fallback), with no compaction (a count is not a conversation to shrink).
 Any other deployment (an OpenAI-format model, a Bedrock Converse model) answers with the
 gateway's own estimate, the one compaction sizes prompts with
@@ -18,15 +18,15 @@ from typing import Any
 import orjson
 from yarl import URL
 
-from gateway.admission import past_deadline
 from gateway.clouds.target import cloud_target
-from gateway.engine import Outcome, Request
 from gateway.errors import Category
 from gateway.formats import MESSAGES
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.policy.schema import Compaction
 from gateway.providers import Target, Wiring, endpoint_of, target
 from gateway.proxy import HttpAttempter
+from gateway.recovery.admission import past_deadline
+from gateway.recovery.engine import Outcome, Request
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.conversation import estimate_tokens
 from gateway.resilience.decide import Progress

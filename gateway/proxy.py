@@ -1,6 +1,6 @@
 """The proxy side of the engine: attempts over HTTP, waits with keepalives, the relay.
 
-:class:`HttpAttempter` is what :func:`gateway.engine.recover` drives for a live
+:class:`HttpAttempter` is what :func:`gateway.recovery.engine.recover` drives for a live
 request. Streams are peeked up to their first event before an attempt counts as a
 success (:mod:`gateway.stream_head`), so an error that arrives as the first event is
 recovered invisibly.
@@ -17,12 +17,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from gateway.admission import past_deadline, untranslatable
 from gateway.billing import bill_failed, estimate
 from gateway.clouds.target import cloud_target
 from gateway.deadlines import Limit
 from gateway.egress_scrub import scrub, scrub_bytes, secrets_of
-from gateway.engine import Outcome, Request, json_object
 from gateway.errors import Category, GatewayError
 from gateway.formats import MESSAGES, Format
 from gateway.observe.events import Events
@@ -30,6 +28,8 @@ from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
+from gateway.recovery.admission import past_deadline, untranslatable
+from gateway.recovery.engine import Outcome, Request, json_object
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import (
     FIRST_BYTE_TIMEOUT,
@@ -393,7 +393,7 @@ class HttpAttempter:
             stream=OpenStream(resp, splitter, head, hide_usage=hide_usage), headers=resp.headers
         )
 
-    # ---- the summarize compaction step's call (gateway/compacting.py summarize) --------
+    # ---- the summarize compaction step's call (gateway/recovery/compacting.py summarize) --------
     def price(self, model: str, deployment: int) -> Price | None:
         prices = self.policies.price_lists[model]
         return prices[deployment] if deployment < len(prices) else prices[0]

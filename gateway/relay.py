@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.billing import checked, estimate
-from gateway.continuing import Segment, follow_stream, same_model
 from gateway.deadlines import Limit
-from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, exhausted
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.proxy import HttpAttempter
+from gateway.recovery.continuing import Segment, follow_stream, same_model
+from gateway.recovery.engine import Env, Request, Result, recover
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
@@ -107,7 +107,7 @@ async def _relay(
 
 
 class LiveStream:
-    """The relay's side of :func:`gateway.continuing.follow_stream`: real upstream
+    """The relay's side of :func:`gateway.recovery.continuing.follow_stream`: real upstream
     streams, relayed to the client as they arrive."""
 
     def __init__(

@@ -584,7 +584,7 @@ def _exists(name: str, here: Path) -> bool:
 
 def test_every_path_and_module_a_doc_names_exists() -> None:
     """A doc that names a file or module (`gateway/x.py`, `policy/load.py`,
-    `gateway.engine`) names one that exists."""
+    `gateway.recovery.engine`) names one that exists."""
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
     missing = {
         f"{doc.relative_to(ROOT)}: {name}"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from multidict import CIMultiDict
 
-from gateway.engine import Outcome, json_object
 from gateway.errors import EXHAUSTED, Category, exhausted
+from gateway.recovery.engine import Outcome, json_object
 from gateway.web.bearer import bearer, bears
 
 

@@ -42,9 +42,6 @@ from typing import Any
 import orjson
 import structlog
 
-from gateway.admission import prepare, request_for, resolve
-from gateway.continuing import continue_answer, follow_stream
-from gateway.engine import Env, recover
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, Format
 from gateway.observe.request_log import RequestLog
@@ -52,6 +49,9 @@ from gateway.policy.load import PolicyError, load_policy_dir
 from gateway.policy.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.policy.schema import Policy
 from gateway.providers import ENDPOINT_OF
+from gateway.recovery.admission import prepare, request_for, resolve
+from gateway.recovery.continuing import continue_answer, follow_stream
+from gateway.recovery.engine import Env, recover
 from gateway.simulate.attempter import (
     Row,
     ScriptedAttempter,
@@ -159,7 +159,7 @@ async def simulate(
     client's own timeout header (the deadline), ``summary_info`` the format and window
     of a model the ``summarize`` step asks (default: chat completions, no window),
     ``fields`` more fields of the request body (in the client's format).
-    Before the first attempt the request goes through :mod:`gateway.admission` as a
+    Before the first attempt the request goes through :mod:`gateway.recovery.admission` as a
     live one does."""
     steps = parse_script(script)
     own = {name: parse_script(text) for name, text in (deployments or {}).items()}

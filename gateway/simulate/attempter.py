@@ -9,8 +9,6 @@ from typing import Any
 
 import orjson
 
-from gateway.admission import past_deadline, untranslatable
-from gateway.engine import Outcome
 from gateway.errors import Category, GatewayError
 from gateway.formats import CHAT, Format
 from gateway.observe.events import Events
@@ -20,6 +18,8 @@ from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.pricing import Price
 from gateway.providers import endpoint_of
+from gateway.recovery.admission import past_deadline, untranslatable
+from gateway.recovery.engine import Outcome
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
@@ -121,7 +121,7 @@ class ScriptedAttempter:
         """The next step for the deployment the attempt goes to (its own script when it
         has one, else the shared one), and how the timeline names where it went; or the
         failure of an attempt that is not made (the deadline passed, a body the
-        translators refuse), as the live attempter has it (:mod:`gateway.admission`)."""
+        translators refuse), as the live attempter has it (:mod:`gateway.recovery.admission`)."""
         where = model
         found, _ = self.deployments(model)
         d = found[progress.deployment] if progress.deployment < len(found) else found[0]

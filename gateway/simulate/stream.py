@@ -1,4 +1,4 @@
-"""``simulate``'s side of the stream loop (:func:`gateway.continuing.follow_stream`).
+"""``simulate``'s side of the stream loop (:func:`gateway.recovery.continuing.follow_stream`).
 
 A scripted stream relays the simulated answer (:data:`ANSWER_CHARS` characters) up to
 its fault, the decisions of the real loop then say what follows:
@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.continuing import Segment, same_model
-from gateway.engine import Env, Request, recover
 from gateway.errors import Category
 from gateway.observe.request_log import RequestLog
 from gateway.providers import endpoint_of
+from gateway.recovery.continuing import Segment, same_model
+from gateway.recovery.engine import Env, Request, recover
 from gateway.resilience import followup
 from gateway.resilience.failure import Failure
 from gateway.simulate.attempter import join_action

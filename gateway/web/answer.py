@@ -16,13 +16,13 @@ import orjson
 from aiohttp import web
 
 from gateway.billing import bill_answer, checked
-from gateway.continuing import continue_answer
-from gateway.engine import Env, Request, Result, recover
 from gateway.errors import Category, GatewayError, exhausted
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.proxy import HttpAttempter
+from gateway.recovery.continuing import continue_answer
+from gateway.recovery.engine import Env, Request, Result, recover
 from gateway.relay import end, relay
 from gateway.resilience.conversation import text_size, tokens_for
 from gateway.resilience.decide import DEADLINE_PASSED

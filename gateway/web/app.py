@@ -22,7 +22,6 @@ import structlog
 from aiohttp import web
 
 from gateway.budgets import describe, team_budgets
-from gateway.engine import Env
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
@@ -30,6 +29,7 @@ from gateway.policy.load import PolicyError, Problem, load_policy_dir
 from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Budget
 from gateway.providers import Endpoint, Wiring, wiring_of
+from gateway.recovery.engine import Env
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.admission import admit, has_limits, prepare, request_for, resolve
 from gateway.counting import CountAttempter, counts, estimate, without_compaction
-from gateway.engine import recover
 from gateway.errors import bad_request
 from gateway.formats import MESSAGES
 from gateway.observe.request_log import RequestLog
 from gateway.providers import endpoint_of
+from gateway.recovery.admission import admit, has_limits, prepare, request_for, resolve
+from gateway.recovery.engine import recover
 from gateway.web.answer import fail
 from gateway.web.handlers import (
     attempter_of,

@@ -10,15 +10,22 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from aiohttp import web
 
-from gateway.admission import admit, has_limits, prepare, request_for, resolve, within_budget
 from gateway.body_parts import decode, restore
 from gateway.deadlines import Limit
-from gateway.engine import Request
 from gateway.errors import GatewayError, bad_request
 from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import PolicySet
 from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint
 from gateway.proxy import HttpAttempter
+from gateway.recovery.admission import (
+    admit,
+    has_limits,
+    prepare,
+    request_for,
+    resolve,
+    within_budget,
+)
+from gateway.recovery.engine import Request
 from gateway.settings import Limits
 from gateway.web.answer import answer
 from gateway.web.bearer import bearer, bears

@@ -1,5 +1,5 @@
 """``simulate`` makes the decisions after the first byte that the live gateway makes: the
-same loops (gateway/continuing.py) and decisions (resilience/followup.py), compared on
+same loops (gateway/recovery/continuing.py) and decisions (resilience/followup.py), compared on
 the same scenario (a resumed stream, resumes running out, continuations of a cut
 answer, as a stream and as JSON)."""
 

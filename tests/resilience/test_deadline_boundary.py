@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from gateway.admission import past_deadline
-from gateway.engine import Env, Outcome, Request, recover
 from gateway.errors import Category
 from gateway.formats import CHAT
 from gateway.observe.events import Events
@@ -25,6 +23,8 @@ from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
+from gateway.recovery.admission import past_deadline
+from gateway.recovery.engine import Env, Outcome, Request, recover
 from gateway.resilience.decide import (
     GiveUp,
     Progress,

@@ -5,7 +5,7 @@ failed attempt and carries the answer out through an :class:`Attempter` (which
 sends and sleeps). The proxy's attempter talks HTTP and writes keepalives;
 ``llm-gateway simulate`` plugs in a scripted one on a virtual clock, so both
 run this loop. A follow-up request (a continuation, a stream resumed:
-gateway/continuing.py) goes through ``recover`` again.
+gateway/recovery/continuing.py) goes through ``recover`` again.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import orjson
 
 from gateway.body_parts import LONG, Parts
 from gateway.body_parts import encode as encode_parts
-from gateway.compacting import compact_step, summarize
-from gateway.deployment_choice import ONLY, Deployments
 from gateway.errors import Category, GatewayError
 from gateway.formats import Format
 from gateway.observe.events import Events
@@ -27,6 +25,8 @@ from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.pricing import Price
+from gateway.recovery.compacting import compact_step, summarize
+from gateway.recovery.deployment_choice import ONLY, Deployments
 from gateway.resilience import deployments as dep
 from gateway.resilience import fallback
 from gateway.resilience.decide import (
@@ -126,7 +126,8 @@ class Attempter(Protocol):
         """What ``model`` costs on its deployment ``deployment`` (None: not priced)."""
         ...
 
-    # The ``summarize`` compaction step's own call (see :func:`gateway.compacting.summarize`).
+    # The ``summarize`` compaction step's own call
+    # (see :func:`gateway.recovery.compacting.summarize`).
     def model_info(self, model: str, deployment: int) -> tuple[Format, int | None]:
         """The format ``ask`` speaks to ``model`` on its deployment ``deployment``, and the
         model's context window when known."""

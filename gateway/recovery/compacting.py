@@ -1,7 +1,7 @@
 """What the engine does about a prompt that is too long: one compaction step, the
 ``summarize`` step (the one strategy that calls a model) and proactive compaction.
 
-:func:`gateway.engine.recover` calls :func:`compact_step` and :func:`summarize` when
+:func:`gateway.recovery.engine.recover` calls :func:`compact_step` and :func:`summarize` when
 :func:`gateway.resilience.decide.decide` answers ``Compact``; the request handler calls
 :func:`compact_ahead` before the first attempt. The strategies themselves are pure
 (:mod:`gateway.resilience.compaction`).
@@ -13,16 +13,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gateway.billing import bill_answer
-from gateway.deployment_choice import ONLY, Deployments
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
+from gateway.recovery.deployment_choice import ONLY, Deployments
 from gateway.resilience import compaction, summary_call
 from gateway.resilience.decide import Progress
 from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
-    from gateway.engine import Attempter, Env, Request
     from gateway.formats import Format
+    from gateway.recovery.engine import Attempter, Env, Request
 
 
 def compact_step(

@@ -1,6 +1,6 @@
 """The loops that carry out the decisions after the first byte (``resilience/followup``).
 
-Like :func:`gateway.engine.recover` before the first byte, these loops only ask and
+Like :func:`gateway.recovery.engine.recover` before the first byte, these loops only ask and
 act: :func:`continue_answer` asks for the rest of a JSON answer cut at the token limit,
 part after part; :func:`follow_stream` relays a stream segment after segment, continuing
 a cut answer or resuming a broken one in place. The live relay (``gateway/relay.py``)
@@ -16,10 +16,10 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.billing import bill_answer
-from gateway.engine import Attempter, Env, Request, Result, recover
 from gateway.errors import Category
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Fallback
+from gateway.recovery.engine import Attempter, Env, Request, Result, recover
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED

@@ -1,8 +1,8 @@
 """Which deployment of a model an upstream call goes to, and what its outcome does to it:
 the pure rules of :mod:`gateway.resilience.deployments` over the states the board keeps.
 
-:func:`gateway.engine.recover` calls the request's attempts through it, and
-:func:`gateway.compacting.summarize` the summary call: both skip a deployment that is
+:func:`gateway.recovery.engine.recover` calls the request's attempts through it, and
+:func:`gateway.recovery.compacting.summarize` the summary call: both skip a deployment that is
 out, and both take one out when it fails (docs/recovery.md, Deployments).
 """
 
@@ -18,7 +18,7 @@ from gateway.resilience import deployments as dep
 from gateway.resilience.backoff import headroom_reset
 
 if TYPE_CHECKING:
-    from gateway.engine import Attempter, Env, Outcome
+    from gateway.recovery.engine import Attempter, Env, Outcome
 
 ONLY = dep.Pick(0)  # the one deployment of a model that has no other
 
