@@ -4,7 +4,7 @@
 
 For each Messages request body in ``bench/count_corpus/`` it prints the gateway's
 estimate (the function ``POST /v1/messages/count_tokens`` answers with when no
-deployment can count: :func:`gateway.counting.estimate`), the counts of two real
+deployment can count: :func:`gateway.live.counting.estimate`), the counts of two real
 tokenizers, and the estimate's error against each, then the error over the corpus
 (mean and median of the absolute error, the worst, and the signed bias: positive is
 an overcount).
@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.counting import estimate
+from gateway.live.counting import estimate
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "count_corpus"

@@ -5,7 +5,7 @@ cost").
 A part comes with the provider's usage, read in its format (:meth:`Format.answer_usage`);
 a part that has none (a stream cut before its usage event, a provider that reports none) is
 estimated from the request sent and the output received (a JSON answer's text; what a
-stream relayed: :mod:`gateway.relay`), with the compaction estimate (``ceil(chars / 4)
+stream relayed: :mod:`gateway.live.relay`), with the compaction estimate (``ceil(chars / 4)
 + 4 per entry``), and the request's tokens are marked ``estimated``. Counting goes through
 :meth:`~gateway.observe.events.RequestLog.bill`, which also prices the part.
 """

@@ -34,7 +34,7 @@ HTTP client's own errors may not (aiohttp's proxy errors show both): the gateway
 writes their text anywhere (:func:`gateway.upstream.failure` words each one itself).
 The one scrubber, :mod:`gateway.egress_scrub`, keeps the proxy's credentials and the
 provider credentials each attempt sent out of any provider text before it reaches a
-client (:meth:`gateway.proxy.HttpAttempter.scrubbed`).
+client (:meth:`gateway.live.attempter.HttpAttempter.scrubbed`).
 
 This module is the API; the proxy rules are carried out in :mod:`gateway.egress_proxy`,
 the trust rules in :mod:`gateway.egress_tls`; what the policy schema checks is in

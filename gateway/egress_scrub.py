@@ -12,7 +12,8 @@ and percent-encoding write it. :func:`scrub` / :func:`scrub_bytes` replace each 
 It runs on error paths only: an answer that succeeded is never scanned. The relay of
 a provider's error body, the error event of a stream, a translated error and the
 messages the gateway words from a provider's message all go through it
-(:meth:`gateway.proxy.HttpAttempter.scrubbed` and :meth:`~gateway.proxy.HttpAttempter.secrets`).
+(:meth:`gateway.live.attempter.HttpAttempter.scrubbed` and
+:meth:`~gateway.live.attempter.HttpAttempter.secrets`).
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ def test_the_closure_walk_follows_chains_and_lazy_imports() -> None:
     found = closure("gateway.resilience.decide")
     assert chain(found, "gateway.egress_settings").endswith("gateway.resilience.decide")
     assert "gateway.egress" not in found
-    assert "gateway.translate.convert" in all_imports(GATEWAY / "proxy.py")
+    assert "gateway.translate.convert" in all_imports(GATEWAY / "live" / "attempter.py")
 
 
 @pytest.mark.parametrize(
@@ -274,12 +274,18 @@ def test_serving_loads_no_translation_or_tracing_sdk() -> None:
 
 def test_streams_is_framing_only() -> None:
     """gateway/streams/ loads no I/O: not aiohttp, nor the proxy, upstream or relay
-    (the live relay is gateway/relay.py)."""
+    (the live relay is gateway/live/relay.py)."""
     code = (
         "import sys, gateway.streams.sse, gateway.streams.splice, gateway.streams.verdict;"
         " print(' '.join(sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
-    io = {"aiohttp", "gateway.proxy", "gateway.upstream", "gateway.relay", "gateway.deadlines"}
+    io = {
+        "aiohttp",
+        "gateway.live.attempter",
+        "gateway.upstream",
+        "gateway.live.relay",
+        "gateway.deadlines",
+    }
     assert not loaded & io

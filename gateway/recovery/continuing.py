@@ -3,7 +3,7 @@
 Like :func:`gateway.recovery.engine.recover` before the first byte, these loops only ask and
 act: :func:`continue_answer` asks for the rest of a JSON answer cut at the token limit,
 part after part; :func:`follow_stream` relays a stream segment after segment, continuing
-a cut answer or resuming a broken one in place. The live relay (``gateway/relay.py``)
+a cut answer or resuming a broken one in place. The live relay (``gateway/live/relay.py``)
 and ``llm-gateway simulate`` plug their own side into the same loops, so both make the
 same decisions.
 """

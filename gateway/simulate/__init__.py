@@ -227,7 +227,7 @@ def _drop(_: Any, __: str, ___: Any) -> Any:
 
 def _summary_info(policies: PolicySet, model: str) -> tuple[Format, int | None]:
     """What the live summary call of ``model`` speaks (the first format of its first
-    deployment, as :meth:`gateway.proxy.HttpAttempter.model_info` answers), and the
+    deployment, as :meth:`gateway.live.attempter.HttpAttempter.model_info` answers), and the
     model's context window."""
     fmt = policies.deployments[model][0].fmts[0]
     return fmt, policies.models[model].context_window

@@ -1,6 +1,6 @@
 """How one upstream stream segment ended, and whether it stopped at the output limit.
 
-Pure: the live relay (``gateway/relay.py``) and ``llm-gateway simulate`` both ask
+Pure: the live relay (``gateway/live/relay.py``) and ``llm-gateway simulate`` both ask
 these, so a simulated stream ends as a live one does.
 """
 

@@ -6,7 +6,7 @@ errors read from it). Pure: no I/O. The functions here take
 :class:`~gateway.formats.Format` objects; inside, the translators are keyed by the
 format's name.
 
-The attempter (:mod:`gateway.proxy`) is the only user: when the deployment an attempt
+The attempter (:mod:`gateway.live.attempter`) is the only user: when the deployment an attempt
 goes to speaks another format than the client's endpoint, it sends
 :func:`request`'s body, and turns what comes back into the client's format with
 :func:`answer`, :func:`error` or a :class:`Splitter` that translates the stream event by

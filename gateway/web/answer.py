@@ -17,17 +17,17 @@ from aiohttp import web
 
 from gateway.billing import bill_answer, checked
 from gateway.errors import Category, GatewayError, exhausted
+from gateway.live.attempter import HttpAttempter
+from gateway.live.relay import end, relay
+from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
-from gateway.proxy import HttpAttempter
 from gateway.recovery.continuing import continue_answer
 from gateway.recovery.engine import Env, Request, Result, recover
-from gateway.relay import end, relay
 from gateway.resilience.conversation import text_size, tokens_for
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
-from gateway.stream_head import OpenStream
 from gateway.usage import INPUT, Usage, from_chat, from_responses, limit
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ no tokens: it produces none). It is free of the team's budget: a provider does n
 a count, and a count costs the gateway no more than the request's parse (the estimate
 reads only the fields a provider counts, :mod:`gateway.resilience.conversation`).
 The count is the provider's where a deployment of the model has a count endpoint,
-else the gateway's estimate (gateway/counting.py).
+else the gateway's estimate (gateway/live/counting.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.counting import CountAttempter, counts, estimate, without_compaction
 from gateway.errors import bad_request
 from gateway.formats import MESSAGES
+from gateway.live.counting import CountAttempter, counts, estimate, without_compaction
 from gateway.observe.request_log import RequestLog
 from gateway.providers import endpoint_of
 from gateway.recovery.admission import admit, has_limits, prepare, request_for, resolve

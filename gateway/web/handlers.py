@@ -13,10 +13,10 @@ from aiohttp import web
 from gateway.body_parts import decode, restore
 from gateway.deadlines import Limit
 from gateway.errors import GatewayError, bad_request
+from gateway.live.attempter import HttpAttempter
 from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import PolicySet
 from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint
-from gateway.proxy import HttpAttempter
 from gateway.recovery.admission import (
     admit,
     has_limits,

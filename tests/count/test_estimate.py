@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from gateway.counting import ESTIMATE_HEADER, estimate
 from gateway.formats import CHAT, MESSAGES
+from gateway.live.counting import ESTIMATE_HEADER, estimate
 from gateway.policy.schema import Compaction
 from gateway.resilience.compaction import SNIP_MARKER, summary_request
 from gateway.resilience.conversation import estimate_tokens, text_size

@@ -12,7 +12,7 @@ import anthropic
 import openai
 import pytest
 
-from gateway.stream_head import OpenStream
+from gateway.live.stream_head import OpenStream
 from gateway.testing import (
     CutAfter,
     Delay,

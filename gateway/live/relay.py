@@ -32,15 +32,15 @@ from aiohttp import web
 from gateway.billing import checked, estimate
 from gateway.deadlines import Limit
 from gateway.errors import Category, exhausted
+from gateway.live.attempter import HttpAttempter
+from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
-from gateway.proxy import HttpAttempter
 from gateway.recovery.continuing import Segment, follow_stream, same_model
 from gateway.recovery.engine import Env, Request, Result, recover
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
-from gateway.stream_head import OpenStream
 from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict

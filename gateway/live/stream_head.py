@@ -6,7 +6,7 @@ first-byte timeout. The stream ending, going silent or sending an error event th
 failed attempt, recovered invisibly (the client has been sent nothing), and recovery
 cost when its provider reported counts before it failed (:func:`reported`; an
 Anthropic stream's ``message_start`` counts the prompt); past it, the relay
-(:mod:`gateway.relay`) sends the held events and the rest.
+(:mod:`gateway.live.relay`) sends the held events and the rest.
 
 The events are whole and in the client's format from the start: the splitter of an
 attempt (:func:`splitter_for`) cuts the provider's bytes into events, translates them
@@ -32,8 +32,8 @@ from gateway.upstream import MAPPED, Response, UpstreamFailure, failure
 
 if TYPE_CHECKING:
     from gateway.clouds.eventstream import EventStreamSplitter
+    from gateway.live.attempter import Crossing
     from gateway.observe.tracing import StreamTrace
-    from gateway.proxy import Crossing
     from gateway.translate import convert as translate
     from gateway.usage import Usage
 

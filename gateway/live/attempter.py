@@ -2,7 +2,7 @@
 
 :class:`HttpAttempter` is what :func:`gateway.recovery.engine.recover` drives for a live
 request. Streams are peeked up to their first event before an attempt counts as a
-success (:mod:`gateway.stream_head`), so an error that arrives as the first event is
+success (:mod:`gateway.live.stream_head`), so an error that arrives as the first event is
 recovered invisibly.
 """
 
@@ -23,6 +23,15 @@ from gateway.deadlines import Limit
 from gateway.egress_scrub import scrub, scrub_bytes, secrets_of
 from gateway.errors import Category, GatewayError
 from gateway.formats import MESSAGES, Format
+from gateway.live.stream_head import (
+    USAGE_CHUNK,
+    OpenStream,
+    asks_usage,
+    read_head,
+    reported,
+    splitter_for,
+    with_usage,
+)
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
@@ -37,15 +46,6 @@ from gateway.resilience.decide import (
     Retry,
 )
 from gateway.resilience.failure import Failure
-from gateway.stream_head import (
-    USAGE_CHUNK,
-    OpenStream,
-    asks_usage,
-    read_head,
-    reported,
-    splitter_for,
-    with_usage,
-)
 from gateway.streams import sse
 from gateway.upstream import Body, Response, Upstream, UpstreamFailure
 from gateway.usage import Usage, limit
@@ -195,7 +195,7 @@ class HttpAttempter:
         finally:
             if out is None:  # cancelled: the client left
                 tracing.attempt_done(span, 0, "cancelled")
-            elif isinstance(out.stream, OpenStream):  # ends with its stream (gateway/relay.py)
+            elif isinstance(out.stream, OpenStream):  # ends with its stream (gateway/live/relay.py)
                 s = out.stream
                 s.trace = tracing.streamed(span, s.resp.status, (e.data for e in s.head))
             else:
