@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from gateway.billing import bill_failed, estimate
 from gateway.clouds.target import cloud_target
 from gateway.deadlines import Limit
 from gateway.egress_scrub import scrub, scrub_bytes, secrets_of
@@ -38,6 +37,7 @@ from gateway.observe.tracing import Tracing
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
 from gateway.recovery.admission import past_deadline, untranslatable
+from gateway.recovery.billing import bill_failed, estimate
 from gateway.recovery.engine import Outcome, Request, json_object
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import (
@@ -51,7 +51,7 @@ from gateway.upstream import Body, Response, Upstream, UpstreamFailure
 from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
-    from gateway.pricing import Price
+    from gateway.money.pricing import Price
     from gateway.translate import convert as translate
 # Otherwise imported where a request crosses formats: a gateway whose models all speak
 # their clients' formats never loads the translation modules (0.7 MB of RSS).
@@ -480,7 +480,7 @@ class HttpAttempter:
 
     def _bill_failed(self, model: str, deployment: int, u: Usage | None) -> None:
         """A failed attempt on ``model``'s deployment ``deployment`` whose provider reported
-        the counts ``u`` (:func:`gateway.billing.bill_failed`: recovery cost)."""
+        the counts ``u`` (:func:`gateway.recovery.billing.bill_failed`: recovery cost)."""
         if u is not None:
             window = self.policies.models[model].context_window
             bill_failed(

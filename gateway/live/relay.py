@@ -14,7 +14,7 @@ recovery (a stream cut and then regenerated: the new stream's output replaced it
 usage is the last its provider reported (a translated stream's, as its splitter read
 it: the client's events carry it only at the end); a stream cut before any is estimated
 from the request sent and what the model wrote that it relayed, counted whatever the
-policy (:func:`gateway.billing.estimate`; the transcript's output, else a running count of
+policy (:func:`gateway.recovery.billing.estimate`; the transcript's output, else a running count of
 each event's :meth:`~gateway.formats.Format.stream_output`). The
 usage events of a resumed or continued stream tell the client the parts' sum
 (:class:`~gateway.streams.splice.Splice`).
@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.billing import checked, estimate
 from gateway.deadlines import Limit
 from gateway.errors import Category, exhausted
 from gateway.live.attempter import HttpAttempter
 from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
+from gateway.recovery.billing import checked, estimate
 from gateway.recovery.continuing import Segment, follow_stream, same_model
 from gateway.recovery.engine import Env, Request, Result, recover
 from gateway.resilience import continuation, followup
@@ -48,7 +48,7 @@ from gateway.upstream import MAPPED, UpstreamFailure, failure
 from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
-    from gateway.pricing import Price
+    from gateway.money.pricing import Price
 
 DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
 READ, WRITE = "read", "write"  # the waits of a stream

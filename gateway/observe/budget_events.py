@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import structlog
 
-from gateway.budgets import Crossing, iso
+from gateway.money.budgets import Crossing, iso
 
 log = structlog.get_logger("gateway")
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.pricing import Price
+from gateway.money.pricing import Price
 from gateway.usage import Usage
 
 #: At most this many characters of one dropped field name (a client's unknown key or

@@ -368,7 +368,7 @@ class _Keys:
 
 def _price_warnings(policy_set: PolicySet, models: Mapping[str, Entry]) -> list[Problem]:
     """One warning per model with a deployment that has no price (no ``price:``, and none
-    in the genai-prices table: gateway/pricing.py): its requests are counted in tokens
+    in the genai-prices table: gateway/money/pricing.py): its requests are counted in tokens
     only; ``check --strict`` fails on it."""
     found = list(_unpriced_models(policy_set, models))
     return sorted(found, key=lambda p: (p.file, p.line))

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from gateway import formats, pricing
+from gateway import formats
 from gateway.clouds import kinds as clouds
 from gateway.formats import CHAT, Format
+from gateway.money import pricing
 from gateway.policy.schema import Model, Policy, Provider, Team
 
 #: Bound on the per-set memo of (team, model, path) -> route. Model names come
@@ -218,7 +219,7 @@ class PolicySet:
         self.deployments = MappingProxyType(
             {n: resolve_deployments(n, m, self.providers) for n, m in self.models.items()}
         )
-        #: Per (model, deployment name), its price (None: not priced), see gateway/pricing.py.
+        #: Per (model, deployment name), its price (None: not priced), see gateway/money/pricing.py.
         self.prices = MappingProxyType(
             pricing.prices_of(dict(self.models), dict(self.deployments), dict(self.providers))
         )

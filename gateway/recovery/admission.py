@@ -25,8 +25,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gateway.budgets import iso
 from gateway.errors import Category, GatewayError, bad_request
+from gateway.money.budgets import iso
 from gateway.providers import Endpoint, serves
 from gateway.recovery.compacting import compact_ahead
 from gateway.recovery.engine import Request
@@ -34,8 +34,8 @@ from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE
 from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
-    from gateway.budgets import Book, Period
     from gateway.formats import Format
+    from gateway.money.budgets import Book, Period
     from gateway.observe.request_log import RequestLog
     from gateway.policy.policyset import PolicySet, ResolvedRoute
     from gateway.policy.schema import Budget, Limits, Model

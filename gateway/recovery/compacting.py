@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.billing import bill_answer
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
+from gateway.recovery.billing import bill_answer
 from gateway.recovery.deployment_choice import ONLY, Deployments
 from gateway.resilience import compaction, summary_call
 from gateway.resilience.decide import Progress

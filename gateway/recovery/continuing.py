@@ -15,10 +15,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.billing import bill_answer
 from gateway.errors import Category
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Fallback
+from gateway.recovery.billing import bill_answer
 from gateway.recovery.engine import Attempter, Env, Request, Result, recover
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import transport_failure

@@ -20,11 +20,11 @@ from gateway.body_parts import LONG, Parts
 from gateway.body_parts import encode as encode_parts
 from gateway.errors import Category, GatewayError
 from gateway.formats import Format
+from gateway.money.pricing import Price
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
-from gateway.pricing import Price
 from gateway.recovery.compacting import compact_step, summarize
 from gateway.recovery.deployment_choice import ONLY, Deployments
 from gateway.resilience import deployments as dep

@@ -11,12 +11,12 @@ import orjson
 
 from gateway.errors import Category, GatewayError
 from gateway.formats import CHAT, Format
+from gateway.money.pricing import Price
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
-from gateway.pricing import Price
 from gateway.providers import endpoint_of
 from gateway.recovery.admission import past_deadline, untranslatable
 from gateway.recovery.engine import Outcome

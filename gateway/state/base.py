@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from gateway.budgets import Book
+from gateway.money.budgets import Book
 from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
 from gateway.resilience.fallback import Choice, FallbackState, Transition
 

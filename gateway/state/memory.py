@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.budgets import Book
+from gateway.money.budgets import Book
 from gateway.observe import budget_events
 from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
 from gateway.resilience import fallback

@@ -12,7 +12,7 @@ Key (prefixed ``llm-gateway:``)::
                                         (``SET NX``); expires with the total
 
 A request never waits for Redis for its budget: it reads the replica's
-:class:`~gateway.budgets.Book` (the last total read back plus this replica's own
+:class:`~gateway.money.budgets.Book` (the last total read back plus this replica's own
 spending since). Each sync (every ``sync_interval``) adds this replica's unflushed
 spending with ``INCRBY`` (whose reply is the new total of every replica, kept as the
 book's ``shared``) and reads the totals of the other tracked teams with one ``MGET``,
@@ -43,7 +43,7 @@ from typing import Any
 
 import structlog
 
-from gateway.budgets import Book, Crossing, Period
+from gateway.money.budgets import Book, Crossing, Period
 from gateway.observe import budget_events
 from gateway.state.redis_values import NOT_A_STRING, Bad, spend_total
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 import orjson
 import structlog
 
-from gateway.budgets import Crossing
+from gateway.money.budgets import Crossing
 from gateway.observe import budget_events
 from gateway.resilience import fallback
 from gateway.resilience.budget import (

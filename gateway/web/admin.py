@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
-from gateway import formats, pricing
-from gateway.budgets import describe
+from gateway import formats
 from gateway.errors import GatewayError
+from gateway.money import pricing
+from gateway.money.budgets import describe
 from gateway.web.bearer import bears
 
 if TYPE_CHECKING:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from gateway.billing import bill_answer, checked
 from gateway.errors import Category, GatewayError, exhausted
 from gateway.live.attempter import HttpAttempter
 from gateway.live.relay import end, relay
@@ -23,6 +22,7 @@ from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
+from gateway.recovery.billing import bill_answer, checked
 from gateway.recovery.continuing import continue_answer
 from gateway.recovery.engine import Env, Request, Result, recover
 from gateway.resilience.conversation import text_size, tokens_for
@@ -31,7 +31,7 @@ from gateway.resilience.failure import Failure
 from gateway.usage import INPUT, Usage, from_chat, from_responses, limit
 
 if TYPE_CHECKING:
-    from gateway.pricing import Price
+    from gateway.money.pricing import Price
 
 #: The ``usage`` object of an embeddings answer, from its key: one level of nesting (its
 #: details) and a few kilobytes at most (``[^{}]`` never crosses a brace: linear time).

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from gateway.budgets import describe, team_budgets
+from gateway.money.budgets import describe, team_budgets
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics

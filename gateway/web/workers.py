@@ -51,7 +51,7 @@ from typing import Any
 
 import structlog
 
-from gateway.budgets import team_budgets
+from gateway.money.budgets import team_budgets
 from gateway.observe import budget_events, logs
 from gateway.policy.load import PolicyError, load_policy_dir
 from gateway.settings import GatewaySettings

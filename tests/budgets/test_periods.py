@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.budgets import (
+from gateway.money.budgets import (
     MAX_CHARGE_USD,
     MAX_TOTAL,
     MICRO,

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
-from gateway.budgets import MICRO, period_of
+from gateway.money.budgets import MICRO, period_of
 from gateway.policy.schema import Budget
 from gateway.state.redis import RedisState
 from tests.redis_server import RedisServer

@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
-from gateway.budgets import MICRO
+from gateway.money.budgets import MICRO
 from gateway.testing import FakeProvider, Success
 from tests.harness import Harness, policy_files
 from tests.redis_server import RedisServer

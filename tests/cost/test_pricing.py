@@ -1,4 +1,4 @@
-"""Prices (gateway/pricing.py): held to genai-prices' own calculation over its whole
+"""Prices (gateway/money/pricing.py): held to genai-prices' own calculation over its whole
 table, found by provider kind or base_url (never by the model's name alone), and the
 policy's ``price:`` over the table, a deployment's over its model's."""
 
@@ -18,7 +18,7 @@ from genai_prices import Usage as TableUsage
 from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
 
-from gateway import pricing
+from gateway.money import pricing
 from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Provider
 from gateway.usage import Usage

@@ -15,8 +15,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.billing import estimate
 from gateway.formats import CHAT, MESSAGES, RESPONSES
+from gateway.recovery.billing import estimate
 from gateway.testing import CutAfter, FakeProvider, Success
 from gateway.testing.answer import split_pieces
 from tests.harness import Harness

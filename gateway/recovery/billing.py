@@ -21,8 +21,8 @@ from gateway.usage import Usage, limit, plausible
 
 if TYPE_CHECKING:
     from gateway.formats import Format
+    from gateway.money.pricing import Price
     from gateway.observe.request_log import RequestLog
-    from gateway.pricing import Price
 
 
 def estimate(body: Mapping[str, Any], fmt: Format, output: int) -> Usage:
