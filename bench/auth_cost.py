@@ -34,12 +34,12 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from gateway.clouds.aws_credentials import AwsCredential
-from gateway.clouds.azure_credentials import AzureCredential
-from gateway.clouds.credentials import Credential
-from gateway.clouds.google_credentials import GoogleCredential
 from gateway.testing.fake_azure_identity import FakeAzureIdentity
 from gateway.testing.fake_google_token import FakeGoogleToken
+from gateway.upstream.aws_credentials import AwsCredential
+from gateway.upstream.azure_credentials import AzureCredential
+from gateway.upstream.credentials import Credential
+from gateway.upstream.google_credentials import GoogleCredential
 
 URL = (
     "https://bedrock-runtime.us-east-1.amazonaws.com/model/"

@@ -88,8 +88,8 @@ def component(path: str) -> str:
 # Buckets for "where the time goes": the first that matches a stack wins.
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     (
-        "upstream HTTP client (gateway/upstream.py + gateway/http1.py or aiohttp's client)",
-        ("(gateway/upstream.py", "(gateway/http1.py"),
+        "upstream HTTP client (gateway/upstream/client.py + gateway/http1.py or aiohttp's client)",
+        ("(gateway/upstream/client.py", "(gateway/http1.py"),
     ),
     (
         "observability (gateway/observe: access log via structlog, Prometheus)",

@@ -95,7 +95,7 @@ def access_line(repeat: int) -> tuple[float, float]:
 
 def limits(repeat: int) -> dict[str, float]:
     """A limit set and cleared around a wait, and one moved, with Limit and asyncio.timeout."""
-    from gateway.deadlines import Limit
+    from gateway.upstream.deadlines import Limit
 
     async def block_limit(n: int) -> float:
         t = time.process_time()

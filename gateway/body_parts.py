@@ -7,7 +7,7 @@ encoded: the client's decoded body (which recovery keeps), the translation (a da
 is a new string) and the encoded bytes. :func:`encode` encodes such a body as
 :class:`Parts` instead: the JSON around the long strings, encoded at once (small), and
 the long strings themselves, encoded slice by slice while the body is written to the
-socket (:class:`gateway.upstream.Body`), each let go of once written. The bytes on the
+socket (:class:`gateway.upstream.client.Body`), each let go of once written. The bytes on the
 wire are those ``orjson.dumps`` writes (JSON escapes a string character by character, so
 its slices encode to the slices of its encoding); their length is counted first, for the
 ``content-length``.

@@ -1,7 +1,7 @@
 """The egress settings of a provider as the policy schema checks them: which settings
 shape the connection, and what a proxy URL may be. Pure (no ``ssl``, no sockets, no
 environment): the policy schema, which the recovery core reads, imports this and not
-:mod:`gateway.egress`.
+:mod:`gateway.upstream.egress`.
 """
 
 from __future__ import annotations

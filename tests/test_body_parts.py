@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gateway import body_parts
 from gateway.body_parts import LONG, Parts, decode, encode, restore
-from gateway.upstream import Body
+from gateway.upstream.client import Body
 
 BASE64 = "iVBORw0KGgo" + "QUJD" * (LONG // 4)
 

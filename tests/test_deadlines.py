@@ -1,4 +1,4 @@
-"""gateway.deadlines: limits on waits, checked by one timer per loop, that behave as
+"""gateway.upstream.deadlines: limits on waits, checked by one timer per loop, that behave as
 ``asyncio.timeout`` does."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gateway import deadlines
-from gateway.deadlines import TICK, Limit
+from gateway.upstream import deadlines
+from gateway.upstream.deadlines import TICK, Limit
 from tests.waiting import eventually
 
 

@@ -164,7 +164,7 @@ def test_the_closure_walk_follows_chains_and_lazy_imports() -> None:
     recovery core) and counts an import inside a function (the proxy's translation)."""
     found = closure("gateway.resilience.decide")
     assert chain(found, "gateway.egress_settings").endswith("gateway.resilience.decide")
-    assert "gateway.egress" not in found
+    assert "gateway.upstream.egress" not in found
     assert "gateway.translate.convert" in all_imports(GATEWAY / "live" / "attempter.py")
 
 
@@ -284,8 +284,8 @@ def test_streams_is_framing_only() -> None:
     io = {
         "aiohttp",
         "gateway.live.attempter",
-        "gateway.upstream",
+        "gateway.upstream.client",
         "gateway.live.relay",
-        "gateway.deadlines",
+        "gateway.upstream.deadlines",
     }
     assert not loaded & io

@@ -1,4 +1,4 @@
-"""The upstream client (gateway/upstream.py) against raw sockets: what a provider may send.
+"""The upstream client (gateway/upstream/client.py) against raw sockets: what a provider may send.
 
 Each test runs a small asyncio server that answers with exact bytes, so what is
 asserted is how the client reads them: the pooled-connection guard, decompression,
@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from gateway.errors import Category
-from gateway.upstream import Limits, Upstream, UpstreamFailure
+from gateway.upstream.client import Limits, Upstream, UpstreamFailure
 from tests.waiting import eventually
 
 Script = Callable[[int, asyncio.StreamWriter], Awaitable[None]]

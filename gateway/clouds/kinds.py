@@ -9,7 +9,7 @@ A cloud deployment's request differs from a plain provider's in four ways, all h
   ``assistant`` turns and only the betas they know (:meth:`Cloud.dialect`);
 - the static key's header (a Bedrock API key as a bearer token, an Azure key as
   ``api-key``), when the provider has one; otherwise a :class:`Credential` signs or adds
-  a token per attempt (gateway/clouds/credentials.py);
+  a token per attempt (gateway/upstream/credentials.py);
 - Bedrock's streams come in AWS event-stream frames, and its errors as
   ``{"message": ...}`` with the exception's name in a header: :meth:`Cloud.error_body`
   gives them Anthropic's error shape, so that the rest of the gateway reads them as it
@@ -96,7 +96,7 @@ _NATIVE: dict[str, frozenset[str]] = {
 
 
 class Authorizer(Protocol):
-    """What authorizes a cloud attempt (gateway/clouds/credentials.py): a SigV4 signature
+    """What authorizes a cloud attempt (gateway/upstream/credentials.py): a SigV4 signature
     or a current token, added to ``headers`` in place; no I/O. Raises
     ``CredentialUnavailable`` when there is none to use."""
 

@@ -19,7 +19,7 @@ from gateway.errors import Category
 from gateway.providers import Target, Wiring
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.failure import Failure
-from gateway.upstream import Body
+from gateway.upstream.client import Body
 
 __all__ = ["cloud_target"]
 
@@ -38,7 +38,7 @@ def cloud_target(
     raw = orjson.dumps(shaped)
     credential = wiring.credential
     if credential is not None:
-        from gateway.clouds.credentials import CredentialUnavailable
+        from gateway.upstream.credentials import CredentialUnavailable
 
         try:
             credential.authorize("POST", url, headers, raw)

@@ -18,8 +18,6 @@ import orjson
 from aiohttp import web
 
 from gateway.clouds.target import cloud_target
-from gateway.deadlines import Limit
-from gateway.egress_scrub import scrub, scrub_bytes, secrets_of
 from gateway.errors import Category, GatewayError
 from gateway.formats import MESSAGES, Format
 from gateway.live.stream_head import (
@@ -47,7 +45,9 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.failure import Failure
 from gateway.streams import sse
-from gateway.upstream import Body, Response, Upstream, UpstreamFailure
+from gateway.upstream.client import Body, Response, Upstream, UpstreamFailure
+from gateway.upstream.deadlines import Limit
+from gateway.upstream.egress_scrub import scrub, scrub_bytes, secrets_of
 from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
@@ -467,7 +467,7 @@ class HttpAttempter:
 
     def secrets(self) -> tuple[str, ...]:
         """The credentials this request's attempts sent, in the forms a provider's text may
-        quote them (:func:`gateway.egress_scrub.secrets_of`); for error paths only."""
+        quote them (:func:`gateway.upstream.egress_scrub.secrets_of`); for error paths only."""
         return secrets_of(self.sent)
 
     def scrubbed(self, f: Failure) -> Failure:

@@ -31,7 +31,7 @@ from gateway.resilience.classify import transport_failure
 from gateway.resilience.conversation import estimate_tokens
 from gateway.resilience.decide import Progress
 from gateway.resilience.failure import Failure
-from gateway.upstream import Body
+from gateway.upstream.client import Body
 
 #: The header of an answer that is the gateway's estimate, not the provider's count.
 ESTIMATE_HEADER = "x-gateway-estimate"

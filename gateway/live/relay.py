@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.deadlines import Limit
 from gateway.errors import Category, exhausted
 from gateway.live.attempter import HttpAttempter
 from gateway.live.stream_head import OpenStream
@@ -44,7 +43,8 @@ from gateway.resilience.failure import Failure
 from gateway.streams import sse
 from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
 from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
-from gateway.upstream import MAPPED, UpstreamFailure, failure
+from gateway.upstream.client import MAPPED, UpstreamFailure, failure
+from gateway.upstream.deadlines import Limit
 from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ async def _pump(
 
     Pieces are read as they arrive and written at once; a client that does not read
     holds the next read back (aiohttp then stops reading the upstream socket), up to
-    ``client_write_timeout_s``. One :class:`~gateway.deadlines.Limit` bounds every wait:
+    ``client_write_timeout_s``. One :class:`~gateway.upstream.deadlines.Limit` bounds every wait:
     the upstream's silence by ``timeouts.stream_idle``, a stalled client by the write
     timeout. A second one, set once, is the request's deadline: however busy the
     upstream, the stream breaks there (a timeout that is not resumed).

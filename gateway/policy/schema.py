@@ -115,7 +115,8 @@ _CLOUD_FIELDS = {
 
 
 class Provider(Frozen):
-    """Where a provider's requests go, and how the gateway reaches it (:mod:`gateway.egress`).
+    """Where a provider's requests go, and how the gateway reaches it
+    (:mod:`gateway.upstream.egress`).
 
     ``ca_file``, ``client_cert`` and ``client_key`` are PEM files; the policy loader
     resolves a relative path against the folder of the policy file that names it and

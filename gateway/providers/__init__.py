@@ -134,7 +134,7 @@ def _base_target(
     fmt = endpoint.fmt
     path = endpoint.value if rooted else endpoint.value.removeprefix(fmt.base_path)
     # identity: answers are small and the hop usually near; a provider (or a middlebox)
-    # that compresses anyway is decoded by the client (gateway/upstream.py).
+    # that compresses anyway is decoded by the client (gateway/upstream/client.py).
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     headers.update(fmt.auth_headers(key))  # a client's own anthropic-version replaces it
     headers.update(extra)

@@ -33,7 +33,7 @@ from gateway.recovery.engine import Env
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
-from gateway.upstream import Limits, Upstream
+from gateway.upstream.client import Limits, Upstream
 from gateway.web import reload, routes
 from gateway.web.cloud_credentials import CloudCredentials
 from gateway.web.concurrency import TeamSlots

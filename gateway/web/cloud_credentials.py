@@ -1,6 +1,6 @@
 """The cloud credentials of the policy set being served (docs/clouds.md, Credentials).
 
-One :class:`~gateway.clouds.credentials.Credential` per cloud provider that signs or
+One :class:`~gateway.upstream.credentials.Credential` per cloud provider that signs or
 takes tokens (no static key): looked for in the background when the gateway starts (its
 port opens at once) or when a reload adds the provider, kept fresh in the background,
 closed when a reload drops the provider. Until its first token has come, a provider's
@@ -20,12 +20,12 @@ from typing import Any
 import structlog
 
 from gateway.clouds.kinds import KINDS
-from gateway.clouds.refresh import FETCH_TIMEOUT
 from gateway.errors import Category
 from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Provider
 from gateway.resilience.deployments import OUT, DeploymentState
 from gateway.state.deployments import DeploymentBoard
+from gateway.upstream.refresh import FETCH_TIMEOUT
 
 log = structlog.get_logger("gateway")
 
@@ -111,7 +111,7 @@ class CloudCredentials:
         fresh: list[Any] = []
         if not wanted:
             return fresh
-        from gateway.clouds.credentials import credential_of  # imports no cloud library
+        from gateway.upstream.credentials import credential_of  # imports no cloud library
 
         for name, p in wanted.items():
             if name not in self._held:

@@ -11,7 +11,6 @@ import orjson
 from aiohttp import web
 
 from gateway.body_parts import decode, restore
-from gateway.deadlines import Limit
 from gateway.errors import GatewayError, bad_request
 from gateway.live.attempter import HttpAttempter
 from gateway.observe.request_log import RequestLog
@@ -27,6 +26,7 @@ from gateway.recovery.admission import (
 )
 from gateway.recovery.engine import Request
 from gateway.settings import Limits
+from gateway.upstream.deadlines import Limit
 from gateway.web.answer import answer
 from gateway.web.bearer import bearer, bears
 from gateway.web.shapes import check_parts, check_raw, check_shape

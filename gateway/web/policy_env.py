@@ -12,10 +12,10 @@ from pathlib import Path
 
 import structlog
 
-from gateway import egress
 from gateway.policy.load import PolicyError, Problem, bundled_policy_dir
 from gateway.policy.policyset import PolicySet
 from gateway.settings import GatewaySettings
+from gateway.upstream import egress
 
 log = structlog.get_logger("gateway")
 

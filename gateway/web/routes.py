@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway import formats
-from gateway.deadlines import Limit
 from gateway.errors import GatewayError
 from gateway.live.relay import ClientStalled
 from gateway.observe.request_log import RequestLog
 from gateway.providers import Endpoint
+from gateway.upstream.deadlines import Limit
 from gateway.web import admin, count, handlers
 from gateway.web.listener import GUARDS
 

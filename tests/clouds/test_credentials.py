@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from yarl import URL
 
-from gateway.clouds.aws_credentials import AwsCredential
-from gateway.clouds.azure_credentials import AzureCredential
-from gateway.clouds.credentials import (
+from gateway.policy.schema import Provider
+from gateway.upstream.aws_credentials import AwsCredential
+from gateway.upstream.azure_credentials import AzureCredential
+from gateway.upstream.credentials import (
     BearerCredential,
     Credential,
     CredentialUnavailable,
@@ -25,8 +26,7 @@ from gateway.clouds.credentials import (
     credential_of,
     missing_extra,
 )
-from gateway.clouds.google_credentials import GoogleCredential
-from gateway.policy.schema import Provider
+from gateway.upstream.google_credentials import GoogleCredential
 from tests.clouds.cloud_env import isolate, until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,7 @@ def test_the_core_install_loads_no_cloud_library() -> None:
     azure-identity (only the namespace packages google and azure, to look)."""
     code = """
 import json, sys
-from gateway.clouds.credentials import credential_of, missing_extra
+from gateway.upstream.credentials import credential_of, missing_extra
 from gateway.policy.schema import Provider
 credential_of("p", Provider.model_validate({"api": "openai", "base_url": "https://x/v1"}))
 missing_extra("bedrock"); missing_extra("vertex"); missing_extra("azure")

@@ -15,10 +15,10 @@ import pytest
 from google.auth import jwt
 from yarl import URL
 
-from gateway.clouds import google_credentials
-from gateway.clouds.credentials import CredentialUnavailable
-from gateway.clouds.google_credentials import SCOPE, GoogleCredential
 from gateway.testing.fake_google_token import JWT_BEARER, FakeGoogleToken
+from gateway.upstream import google_credentials
+from gateway.upstream.credentials import CredentialUnavailable
+from gateway.upstream.google_credentials import SCOPE, GoogleCredential
 from tests.clouds.cloud_env import Ticker, isolate, leaked, until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +163,7 @@ async def test_a_missing_file_is_a_problem_then_a_good_one_recovers(
 _IN_A_GCE_PROCESS = """
 import asyncio, json
 from yarl import URL
-from gateway.clouds.google_credentials import GoogleCredential
+from gateway.upstream.google_credentials import GoogleCredential
 
 async def main():
     credential = GoogleCredential("vertex-eu")

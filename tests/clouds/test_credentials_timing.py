@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gateway.clouds.refresh import RETRY_CAP, refresh_delay, retry_delay, unusable_at
+from gateway.upstream.refresh import RETRY_CAP, refresh_delay, retry_delay, unusable_at
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import trustme
 
-from gateway.egress import Egress, egress_for
 from gateway.policy.schema import Provider
+from gateway.upstream.egress import Egress, egress_for
 
 CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "Hello"}]}
 

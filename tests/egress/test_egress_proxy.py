@@ -11,8 +11,8 @@ import base64
 import aiohttp
 import pytest
 
-from gateway.egress_scrub import scrub, secrets_of
 from gateway.testing import FakeProvider
+from gateway.upstream.egress_scrub import scrub, secrets_of
 from tests.egress.support import CHAT, Certs, chat, egress
 from tests.proxy_server import PROXY_PASSWORD, Tinyproxy
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gateway.egress import Egress, EgressError, egress_for, redact_url, warnings
-from gateway.egress_scrub import scrub, secrets_of
 from gateway.policy.schema import Provider
+from gateway.upstream.egress import Egress, EgressError, egress_for, redact_url, warnings
+from gateway.upstream.egress_scrub import scrub, secrets_of
 from tests.egress.support import Certs, egress, provider
 
 OPENAI = "https://api.openai.com/v1"

@@ -15,8 +15,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.egress import Egress, egress_for, warnings
 from gateway.testing import FakeProvider
+from gateway.upstream.egress import Egress, egress_for, warnings
 from tests.egress.support import Certs, chat, egress, provider
 
 OPENSSL = shutil.which("openssl")

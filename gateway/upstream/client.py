@@ -35,8 +35,8 @@ from aiohttp.abc import AbstractStreamWriter
 from yarl import URL
 
 from gateway.body_parts import SLICE, Parts
-from gateway.deadlines import Limit
 from gateway.errors import Category
+from gateway.upstream.deadlines import Limit
 
 Stage = Literal["connect", "first_byte", "body", "stream"]
 Response = aiohttp.ClientResponse
@@ -218,7 +218,7 @@ class Upstream:
             cookie_jar=aiohttp.DummyCookieJar(),
             timeout=aiohttp.ClientTimeout(total=None),
             skip_auto_headers=("User-Agent",),
-            trust_env=False,  # proxies are resolved per provider (gateway.egress)
+            trust_env=False,  # proxies are resolved per provider (gateway.upstream.egress)
             max_line_size=lim.max_field_bytes,
             max_field_size=lim.max_field_bytes,
             max_headers=lim.max_headers,

@@ -5,7 +5,7 @@ A provider of ``api: bedrock`` without ``api_key_env`` signs with AWS credential
 a Microsoft Entra ID token. Each is a :class:`Credential`: :meth:`Credential.start` finds
 it (the cloud library's blocking call runs in a thread of its own, never on the event
 loop) and a background task fetches it again ahead of its expiry
-(:mod:`gateway.clouds.refresh`); :meth:`Credential.authorize` adds the headers of one
+(:mod:`gateway.upstream.refresh`); :meth:`Credential.authorize` adds the headers of one
 attempt from what is held, with no I/O. When nothing usable is held, ``problem`` says
 why (naming the provider and where the credentials were looked for, never a secret) and
 the ``on_change`` callback hears of it, and again when the credentials are back.
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from gateway.clouds.refresh import (
+from gateway.upstream.refresh import (
     FETCH_TIMEOUT,
     RETRY_CAP,
     RETRY_FIRST,
@@ -95,7 +95,7 @@ class Credential(Generic[T]):
 
     ``clock`` is the wall clock expiries are compared with; ``timeout`` how long a first
     fetch may take before the credential is unusable; ``retry_first`` and ``retry_cap`` the
-    backoff of a failed fetch (:func:`gateway.clouds.refresh.retry_delay`).
+    backoff of a failed fetch (:func:`gateway.upstream.refresh.retry_delay`).
     """
 
     #: The cloud, as messages name it ("AWS"); where its credentials are looked for; the
@@ -332,16 +332,16 @@ def credential_of(
     (a static key is sent as it is). ``timeout``: how long its first fetch may take.
     Imports the kind's library."""
     if provider.api == "bedrock" and provider.api_key_env is None:
-        from gateway.clouds.aws_credentials import AwsCredential
+        from gateway.upstream.aws_credentials import AwsCredential
 
         region, profile = provider.region or "", provider.aws_profile
         return AwsCredential(name, region, profile, on_change, timeout=timeout)
     if provider.api == "vertex":
-        from gateway.clouds.google_credentials import GoogleCredential
+        from gateway.upstream.google_credentials import GoogleCredential
 
         return GoogleCredential(name, on_change, timeout=timeout)
     if provider.api == "azure" and provider.api_key_env is None:
-        from gateway.clouds.azure_credentials import AzureCredential
+        from gateway.upstream.azure_credentials import AzureCredential
 
         return AzureCredential(name, on_change, timeout=timeout)
     return None

@@ -1,7 +1,7 @@
 """TLS of the egress layer: the ``ssl`` argument for a provider (its CA file, client
 certificate, ``tls_verify``, the environment's trust variables), as cached contexts.
 
-The rules are described in :mod:`gateway.egress`, which is the API.
+The rules are described in :mod:`gateway.upstream.egress`, which is the API.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.egress_error import EgressError
+from gateway.upstream.egress_error import EgressError
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider

@@ -5,7 +5,7 @@ external-account (workload identity federation) file named by
 ``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's application-default credentials, or the
 metadata server (GCE, GKE workload identity, Cloud Run). The token is fetched and
 refreshed by google-auth's blocking ``refresh`` in a thread, each of its requests given
-:data:`~gateway.clouds.credentials.REQUEST_TIMEOUT_S` (google-auth's own default is two
+:data:`~gateway.upstream.credentials.REQUEST_TIMEOUT_S` (google-auth's own default is two
 minutes); each attempt sends the held token as a bearer token.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import google.auth
 import google.auth.transport.requests
 
-from gateway.clouds.credentials import REQUEST_TIMEOUT_S, BearerCredential, Held
+from gateway.upstream.credentials import REQUEST_TIMEOUT_S, BearerCredential, Held
 
 #: The scope a Vertex AI token is asked for.
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"

@@ -31,13 +31,13 @@ same environment and unchanged files give the same object.
 Nothing here writes a proxy's user or password anywhere: :attr:`Egress.label`,
 ``repr(Egress)``, :func:`redact_url` and every error message leave them out. The
 HTTP client's own errors may not (aiohttp's proxy errors show both): the gateway never
-writes their text anywhere (:func:`gateway.upstream.failure` words each one itself).
-The one scrubber, :mod:`gateway.egress_scrub`, keeps the proxy's credentials and the
+writes their text anywhere (:func:`gateway.upstream.client.failure` words each one itself).
+The one scrubber, :mod:`gateway.upstream.egress_scrub`, keeps the proxy's credentials and the
 provider credentials each attempt sent out of any provider text before it reaches a
 client (:meth:`gateway.live.attempter.HttpAttempter.scrubbed`).
 
-This module is the API; the proxy rules are carried out in :mod:`gateway.egress_proxy`,
-the trust rules in :mod:`gateway.egress_tls`; what the policy schema checks is in
+This module is the API; the proxy rules are carried out in :mod:`gateway.upstream.egress_proxy`,
+the trust rules in :mod:`gateway.upstream.egress_tls`; what the policy schema checks is in
 :mod:`gateway.egress_settings` (pure).
 """
 
@@ -50,10 +50,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from gateway.egress_error import EgressError
-from gateway.egress_proxy import host_port, proxy_for, redact_url
 from gateway.egress_settings import EGRESS_FIELDS, FILE_FIELDS, check_proxy_url
-from gateway.egress_tls import existing_dirs, pem_reason, refuse_password, ssl_for
+from gateway.upstream.egress_error import EgressError
+from gateway.upstream.egress_proxy import host_port, proxy_for, redact_url
+from gateway.upstream.egress_tls import existing_dirs, pem_reason, refuse_password, ssl_for
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote
 
-from gateway.egress_proxy import proxy_secrets
+from gateway.upstream.egress_proxy import proxy_secrets
 
 __all__ = ["MARK", "scrub", "scrub_bytes", "secrets_of"]
 

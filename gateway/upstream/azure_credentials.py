@@ -4,7 +4,7 @@ azure-identity's ``DefaultAzureCredential`` finds them as every Azure client doe
 environment service principal, workload identity (AKS), managed identity (App Service,
 VMs, Arc) or the Azure CLI's login. The token is fetched by its blocking ``get_token`` in
 a thread and refreshed ahead of its expiry, each of its requests given
-:data:`~gateway.clouds.credentials.REQUEST_TIMEOUT_S` to connect and to answer
+:data:`~gateway.upstream.credentials.REQUEST_TIMEOUT_S` to connect and to answer
 (azure-core's own default is five minutes); each attempt sends the held token as a bearer
 token. azure-identity's own log records below ERROR are kept out of the gateway's log.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from azure.identity import DefaultAzureCredential
 
-from gateway.clouds.credentials import REQUEST_TIMEOUT_S, BearerCredential, Held
+from gateway.upstream.credentials import REQUEST_TIMEOUT_S, BearerCredential, Held
 
 #: The scope of an Azure OpenAI (Cognitive Services) token.
 SCOPE = "https://cognitiveservices.azure.com/.default"

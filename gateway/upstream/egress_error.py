@@ -1,4 +1,4 @@
-"""The one error of the egress modules (:mod:`gateway.egress` and the modules it uses)."""
+"""The one error of the egress modules (:mod:`gateway.upstream.egress` and the modules it uses)."""
 
 from __future__ import annotations
 

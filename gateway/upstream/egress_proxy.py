@@ -1,7 +1,7 @@
 """Proxy URLs of the egress layer: checking, redacting and scrubbing them, and choosing a
 provider's proxy from its ``proxy`` setting or the environment (``*_proxy``, ``no_proxy``).
 
-The rules are described in :mod:`gateway.egress`, which is the API.
+The rules are described in :mod:`gateway.upstream.egress`, which is the API.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from gateway.egress_error import EgressError
 from gateway.egress_settings import check_proxy_url
+from gateway.upstream.egress_error import EgressError
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider
@@ -39,7 +39,7 @@ def redact_url(url: str) -> str:
 def proxy_secrets(url: str) -> tuple[str, ...]:
     """The forms in which a proxy URL's credentials can show up in a message: the user
     and password as in the URL and decoded, their Basic token, a password of 4 or more
-    characters alone (scrubbed by :mod:`gateway.egress_scrub`)."""
+    characters alone (scrubbed by :mod:`gateway.upstream.egress_scrub`)."""
     authority = url.partition("://")[2].partition("/")[0]
     if "@" not in authority:
         return ()

@@ -24,7 +24,7 @@ import botocore.session
 from awscrt import auth, http
 from yarl import URL
 
-from gateway.clouds.credentials import Credential, Held, OnChange
+from gateway.upstream.credentials import Credential, Held, OnChange
 
 #: What :meth:`AwsCredential.authorize` adds, as the signer names it and as sent.
 _SIGNED = (("Authorization", "authorization"), ("X-Amz-Date", "x-amz-date"),
