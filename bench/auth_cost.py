@@ -2,7 +2,7 @@
 
     python bench/auth_cost.py [--repeat N] [--count N]
 
-Each cloud credential's ``authorize`` (``gateway/clouds/``) applied to a typical Bedrock
+Each cloud credential's ``authorize`` (``gateway/upstream/``) applied to a typical Bedrock
 request (a model path with an inference-profile id, a 2 KB JSON body), against nothing (an
 empty call, the plain attempt's cost of the same loop):
 

@@ -3,7 +3,7 @@
     python bench/eventstream.py [--repeat N] [--no-instructions]
 
 A Bedrock stream reaches the gateway as AWS event-stream frames, which
-``gateway/clouds/eventstream.py`` turns into the SSE events every other stream is made of;
+``gateway/formats/eventstream.py`` turns into the SSE events every other stream is made of;
 an SSE stream's events go through ``gateway.streams.sse.Splitter`` instead. Per frame, for
 a typical text delta of about ten words, in two shapes:
 
@@ -48,7 +48,7 @@ SHAPES = ("chunk", "converse")
 
 def _inputs(shape: str) -> tuple[bytes, bytes]:
     """(the frame, the SSE event it becomes) of one text delta of ``shape``."""
-    from gateway.clouds.eventstream import EventStreamSplitter
+    from gateway.formats.eventstream import EventStreamSplitter
     from gateway.testing.eventstream_frames import PADDING, chunk_frame, event_frame
 
     if shape == "chunk":
@@ -65,7 +65,7 @@ def _inputs(shape: str) -> tuple[bytes, bytes]:
 def _feeders(shape: str) -> dict[str, Callable[[], object]]:
     from botocore.eventstream import EventStreamBuffer
 
-    from gateway.clouds.eventstream import EventStreamSplitter
+    from gateway.formats.eventstream import EventStreamSplitter
     from gateway.streams.sse import Splitter
 
     frame, sse = _inputs(shape)

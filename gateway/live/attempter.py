@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from gateway.clouds.target import cloud_target
 from gateway.errors import Category, GatewayError
 from gateway.formats import MESSAGES, Format
 from gateway.live.stream_head import (
@@ -34,6 +33,7 @@ from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
 from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
+from gateway.providers.target import cloud_target
 from gateway.recovery.admission import past_deadline, untranslatable
 from gateway.recovery.billing import bill_failed, estimate
 from gateway.recovery.engine import Outcome, Request, json_object

@@ -31,7 +31,7 @@ from gateway.upstream.client import MAPPED, Response, UpstreamFailure, failure
 from gateway.upstream.deadlines import Limit
 
 if TYPE_CHECKING:
-    from gateway.clouds.eventstream import EventStreamSplitter
+    from gateway.formats.eventstream import EventStreamSplitter
     from gateway.live.attempter import Crossing
     from gateway.observe.tracing import StreamTrace
     from gateway.translate import convert as translate
@@ -82,7 +82,7 @@ def splitter_for(crossing: Crossing | None, eventstream: bool) -> Splitter:
             crossing.upstream_fmt, crossing.client_fmt, crossing.model, True, crossing.names
         )
     if eventstream:  # Bedrock: AWS event-stream frames, as SSE events of the format
-        from gateway.clouds.eventstream import EventStreamSplitter
+        from gateway.formats.eventstream import EventStreamSplitter
 
         splitter = EventStreamSplitter(inner)
     return splitter

@@ -25,10 +25,10 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway import formats
-from gateway.clouds import kinds as clouds
 from gateway.formats import CHAT, Format
 from gateway.money import pricing
 from gateway.policy.schema import Model, Policy, Provider, Team
+from gateway.providers import kinds as clouds
 
 #: Bound on the per-set memo of (team, model, path) -> route. Model names come
 #: from requests, so the memo must not grow without limit.

@@ -5,7 +5,7 @@ and with which headers. What a body holds is its format's (:mod:`gateway.formats
 ``api: anthropic``  base_url is the root; the gateway adds ``/v1/messages``.
 ``api: sim``        the built-in simulated provider at its root; it speaks every format.
 ``api: bedrock``, ``vertex``, ``azure``  cloud providers: the URL and body of each call
-                    are their :class:`~gateway.clouds.kinds.Cloud`'s.
+                    are their :class:`~gateway.providers.kinds.Cloud`'s.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from urllib.parse import quote
 from yarl import URL
 
 from gateway import formats
-from gateway.clouds.kinds import KINDS, Authorizer, Cloud, cloud_of, native_paths
 from gateway.formats import Format
 from gateway.policy.schema import Provider
+from gateway.providers.kinds import KINDS, Authorizer, Cloud, cloud_of, native_paths
 
 
 class Endpoint(enum.StrEnum):

@@ -94,7 +94,7 @@ CODES: dict[str, Category] = {
     "permission_denied": C.auth,  # Gemini status
     "1220": C.auth,  # Zhipu: no permission for this API
     # AWS Bedrock exceptions (its errors and stream exception frames are read as
-    # Anthropic's error object, the exception's name as its type: gateway/clouds/kinds.py)
+    # Anthropic's error object, the exception's name as its type: gateway/providers/kinds.py)
     "throttlingexception": C.rate_limit,
     "servicequotaexceededexception": C.rate_limit,
     "serviceunavailableexception": C.server_overload,

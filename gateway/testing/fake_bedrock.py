@@ -33,7 +33,7 @@ with AWS's 403s: ``MissingAuthenticationTokenException``, ``UnrecognizedClientEx
 bedrock-2023-05-31``, ``messages`` and ``max_tokens``, and may not hold ``model`` or
 ``stream`` (400 ``ValidationException`` "extraneous key [model] is not permitted");
 ``anthropic_beta`` must be a list of flags Bedrock knows (``fake.betas``, by default the
-gateway's list of them, :data:`gateway.clouds.kinds.BEDROCK_BETAS`; another is a 400
+gateway's list of them, :data:`gateway.providers.kinds.BEDROCK_BETAS`; another is a 400
 ``ValidationException`` "invalid beta flag"), and every turn's ``role`` must be ``user``
 or ``assistant`` (a ``system`` turn is a 400 ``ValidationException``
 "messages.N: role must be user or assistant"). A Converse body is checked by
@@ -66,7 +66,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.clouds.kinds import BEDROCK_BETAS
+from gateway.providers.kinds import BEDROCK_BETAS
 from gateway.testing import replies
 from gateway.testing.answer import Event, dump
 from gateway.testing.anthropic_shapes import messages_events, messages_json

@@ -27,7 +27,7 @@ Endpoints (``fv.url`` stands for ``https://{region}-aiplatform.googleapis.com``,
   answer and the SSE stream are exactly Anthropic's. Every turn's ``role`` must be
   ``user`` or ``assistant``, and every flag of the ``anthropic-beta`` header one Vertex
   knows (``fv.betas``, by default the gateway's list of them,
-  :data:`gateway.clouds.kinds.VERTEX_BETAS`). Otherwise a 400 ``invalid_request_error``
+  :data:`gateway.providers.kinds.VERTEX_BETAS`). Otherwise a 400 ``invalid_request_error``
   in Anthropic's shape ("messages.N: role must be user or assistant", "Unexpected
   value(s) `F` for the `anthropic-beta` header. ...").
 - ``POST .../publishers/anthropic/models/count-tokens:rawPredict``: the body names the
@@ -56,7 +56,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.clouds.kinds import VERTEX_BETAS
+from gateway.providers.kinds import VERTEX_BETAS
 from gateway.testing.cloud_auth import Accept, accepts, bearer_token
 from gateway.testing.conversation import parse_messages
 from gateway.testing.error_bodies import anthropic_error

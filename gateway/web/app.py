@@ -111,7 +111,7 @@ class Gateway:
             (team, b["spent_usd"], b["limit_usd"])
             for team, b in describe(self.state.spending, self.budgets, time.time()).items()
         )
-        # the cloud providers' credentials (gateway/clouds), looked for at start (in the
+        # the cloud providers' credentials (gateway/upstream), looked for at start (in the
         # background) and on reload
         self.credentials = CloudCredentials(
             self.env.board, lambda: self.policies, timeout=settings.cloud_token_timeout_s

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.clouds.kinds import BEDROCK_BETAS, VERTEX_BETAS
+from gateway.providers.kinds import BEDROCK_BETAS, VERTEX_BETAS
 from gateway.testing import Error, Success
 from tests.clients.checks import REPLY, fake_posts, gateway_posts, only, show
 from tests.clients.runner import run_scenario

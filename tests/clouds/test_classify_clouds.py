@@ -7,9 +7,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.clouds.kinds import cloud_of
 from gateway.errors import Category as C
 from gateway.policy.schema import Provider
+from gateway.providers.kinds import cloud_of
 from gateway.resilience.classify import classify_error_event, classify_response
 
 BEDROCK = cloud_of(Provider(api="bedrock", region="us-east-1"), "")

@@ -1,4 +1,4 @@
-"""Bedrock's event stream decoded into SSE events (gateway/clouds/eventstream.py)."""
+"""Bedrock's event stream decoded into SSE events (gateway/formats/eventstream.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import orjson
 import pytest
 from botocore.eventstream import EventStreamBuffer
 
-from gateway.clouds.eventstream import EventStreamSplitter
 from gateway.formats import CHAT, MESSAGES
+from gateway.formats.eventstream import EventStreamSplitter
 from gateway.streams import sse
 from gateway.testing.eventstream_frames import (
     chunk_frame,

@@ -21,7 +21,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, EventStreamError
 from yarl import URL
 
-from gateway.clouds.eventstream import EventStreamSplitter
+from gateway.formats.eventstream import EventStreamSplitter
 from gateway.testing import CutAfter, MalformedEventAt, Success
 from gateway.testing.bedrock_errors import BedrockError
 from gateway.testing.fake_bedrock import FakeBedrock, stream_exception

@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.clouds.kinds import cloud_of, formats_of, native_paths
 from gateway.formats import CHAT, MESSAGES, RESPONSES
 from gateway.policy.schema import Provider
 from gateway.providers import Endpoint, serves, speaks, wiring_of
+from gateway.providers.kinds import cloud_of, formats_of, native_paths
 
 BEDROCK = Provider(api="bedrock", region="us-east-1")
 VERTEX = Provider(api="vertex", project="acme-ml", region="europe-west1")

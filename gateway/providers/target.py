@@ -1,7 +1,7 @@
 """A cloud call's target: its URL, headers and encoded body, authorized last.
 
 The request of an attempt on a cloud deployment (or of the token count) is built by its
-provider kind (:meth:`gateway.clouds.kinds.Cloud.call`: the URL names the model, the body
+provider kind (:meth:`gateway.providers.kinds.Cloud.call`: the URL names the model, the body
 is shaped for the cloud); here it gets the provider's headers, the client's
 ``anthropic-beta`` where the cloud takes it as a header, the request's id, its encoding
 and, last, its authorization (a SigV4 signature, a bearer token), which covers all of

@@ -1,4 +1,7 @@
-"""How each cloud provider kind is called (docs/clouds.md). Pure: no I/O.
+"""How each cloud provider kind is called: AWS Bedrock (``api: bedrock``), Google Vertex
+AI (``api: vertex``) and Azure OpenAI (``api: azure``), whose deployments are deployments
+like any other (docs/clouds.md). Pure: no I/O. The cloud libraries are optional extras
+(``llm-gateway[aws]``, ``[gcp]``, ``[azure]``), imported only when a policy names their kind.
 
 A cloud deployment's request differs from a plain provider's in four ways, all here:
 
