@@ -4,7 +4,7 @@
 
 A Bedrock stream reaches the gateway as AWS event-stream frames, which
 ``gateway/formats/eventstream.py`` turns into the SSE events every other stream is made of;
-an SSE stream's events go through ``gateway.streams.sse.Splitter`` instead. Per frame, for
+an SSE stream's events go through ``gateway.formats.sse.Splitter`` instead. Per frame, for
 a typical text delta of about ten words, in two shapes:
 
 - an InvokeModelWithResponseStream ``chunk`` (an Anthropic ``content_block_delta``,
@@ -66,7 +66,7 @@ def _feeders(shape: str) -> dict[str, Callable[[], object]]:
     from botocore.eventstream import EventStreamBuffer
 
     from gateway.formats.eventstream import EventStreamSplitter
-    from gateway.streams.sse import Splitter
+    from gateway.formats.sse import Splitter
 
     frame, sse = _inputs(shape)
     es, ss, buf = EventStreamSplitter(), Splitter(), EventStreamBuffer()

@@ -114,7 +114,7 @@ def micro(quick: bool) -> dict[str, Any]:
     import orjson
     import upstream as up
 
-    from gateway.streams import sse
+    from gateway.formats import sse
     from gateway.translate import convert
 
     n = 2000 if quick else 20000

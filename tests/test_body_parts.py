@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway import body_parts
-from gateway.body_parts import LONG, Parts, decode, encode, restore
+from gateway.formats import body_parts
+from gateway.formats.body_parts import LONG, Parts, decode, encode, restore
 from gateway.upstream.client import Body
 
 BASE64 = "iVBORw0KGgo" + "QUJD" * (LONG // 4)

@@ -23,7 +23,6 @@ IO = frozenset({"aiohttp", "asyncio", "ssl", "socket", "urllib.request", "http.c
 PURE = {
     "gateway.resilience": frozenset(),
     "gateway.translate": frozenset({"time"}),  # ids carry a creation time
-    "gateway.streams": frozenset(),
     "gateway.formats": frozenset(),
 }
 #: Modules of a pure package that are not pure yet, each with the reason (none left).
@@ -272,11 +271,11 @@ def test_serving_loads_no_translation_or_tracing_sdk() -> None:
     assert [m for m in out.stdout.split() if m.startswith(lazy)] == []
 
 
-def test_streams_is_framing_only() -> None:
-    """gateway/streams/ loads no I/O: not aiohttp, nor the proxy, upstream or relay
+def test_stream_framing_is_framing_only() -> None:
+    """The stream framing (gateway/formats/sse.py, splice.py) loads no I/O: not aiohttp, nor the proxy, upstream or relay
     (the live relay is gateway/live/relay.py)."""
     code = (
-        "import sys, gateway.streams.sse, gateway.streams.splice, gateway.streams.verdict;"
+        "import sys, gateway.formats.sse, gateway.formats.splice, gateway.resilience.verdict;"
         " print(' '.join(sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

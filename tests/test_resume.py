@@ -1,4 +1,4 @@
-"""Splicing a resumed upstream stream into the client's ongoing stream (gateway/streams/splice.py)."""
+"""Splicing a resumed upstream stream into the client's ongoing stream (gateway/formats/splice.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.formats import MESSAGES
+from gateway.formats.splice import Diverged, Splice, Transcript, partial_response
+from gateway.formats.sse import Event, Kind, Splitter, classify_event
 from gateway.providers import Endpoint
 from gateway.resilience.continuation import continuation_request, join_texts
-from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
-from gateway.streams.sse import Event, Kind, Splitter, classify_event
 from gateway.testing import shapes
 
 ENDPOINTS = [Endpoint.chat, Endpoint.messages, Endpoint.responses]

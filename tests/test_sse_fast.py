@@ -1,4 +1,4 @@
-"""The stream relay's fast paths (gateway/streams/sse.py, transcript.py) say what the general
+"""The stream relay's fast paths (gateway/formats/sse.py, transcript.py) say what the general
 paths say: the same events, kinds, data and transcript, for the usual event and the tricky ones."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.formats import sse
 from gateway.formats.chat_stream import read_choice, read_texts
+from gateway.formats.transcript import Transcript
 from gateway.providers import Endpoint
-from gateway.streams import sse
-from gateway.streams.transcript import Transcript
 
 CHUNK = (
     b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'

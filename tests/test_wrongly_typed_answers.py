@@ -19,13 +19,13 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.formats import sse
+from gateway.formats.transcript import Transcript, partial_response
+from gateway.formats.usage import Usage
 from gateway.providers import Endpoint
 from gateway.resilience import continuation
-from gateway.streams import sse
-from gateway.streams.transcript import Transcript, partial_response
 from gateway.testing import shapes
 from gateway.translate import usage as tusage
-from gateway.usage import Usage
 from tests.json_paths import paths
 
 ANSWER = shapes.Answer(

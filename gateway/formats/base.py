@@ -11,11 +11,11 @@ import orjson
 from gateway.formats.parts import role
 
 if TYPE_CHECKING:
-    from gateway.streams.kinds import Kind
-    from gateway.streams.overlap import Diverged, Out
-    from gateway.streams.splice import Splice
-    from gateway.streams.transcript import Transcript
-    from gateway.usage import Usage
+    from gateway.formats.event_kinds import Kind
+    from gateway.formats.overlap import Diverged, Out
+    from gateway.formats.splice import Splice
+    from gateway.formats.transcript import Transcript
+    from gateway.formats.usage import Usage
 
 
 class ErrorLike(Protocol):
@@ -182,7 +182,7 @@ class Format:
         raise NotImplementedError
 
     def answer_usage(self, block: dict[str, Any]) -> Usage:
-        """The neutral counts of an answer's ``usage`` block (:mod:`gateway.usage`)."""
+        """The neutral counts of an answer's ``usage`` block (:mod:`gateway.formats.usage`)."""
         raise NotImplementedError
 
     def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None:
@@ -192,10 +192,10 @@ class Format:
         ``AttributeError``/``TypeError`` on a field of the wrong type."""
         raise NotImplementedError
 
-    # The client's stream, as :mod:`gateway.streams.transcript` records it and
-    # :mod:`gateway.streams.splice` continues it (each format's ``*_stream`` module). These
+    # The client's stream, as :mod:`gateway.formats.transcript` records it and
+    # :mod:`gateway.formats.splice` continues it (each format's ``*_stream`` module). These
     # read one decoded event and may raise what a field of the wrong type makes them
-    # (:data:`gateway.streams.transcript.UNREADABLE`).
+    # (:data:`gateway.formats.transcript.UNREADABLE`).
 
     def stream_read(self, t: Transcript, obj: dict[str, Any], hold: bool = False) -> bool:
         """Record the event the client was sent in ``t``: its ids, text, tool calls and

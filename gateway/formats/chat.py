@@ -10,7 +10,7 @@ from typing import Any
 from gateway.formats.base import Format
 from gateway.formats.chat_stream import ChatStream
 from gateway.formats.parts import as_dict, plain_text, role
-from gateway.usage import Usage, from_chat
+from gateway.formats.usage import Usage, from_chat
 
 
 class Chat(ChatStream, Format):

@@ -12,14 +12,14 @@ import copy
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from gateway.formats.event_kinds import Kind
+from gateway.formats.overlap import Diverged, Out
 from gateway.formats.parts import sizes, text_size
-from gateway.streams.kinds import Kind
-from gateway.streams.overlap import Diverged, Out
 
 if TYPE_CHECKING:
-    from gateway.streams.splice import Splice
-    from gateway.streams.transcript import Transcript
-    from gateway.usage import Usage
+    from gateway.formats.splice import Splice
+    from gateway.formats.transcript import Transcript
+    from gateway.formats.usage import Usage
 
 _CHOICE = itemgetter("index", "delta", "finish_reason")  # of a chat choice
 _OTHER = ("reasoning_content", "reasoning", "refusal")  # a delta's output besides its text

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from gateway.formats.base import Format
 from gateway.formats.messages import Messages, turn_problems
 from gateway.formats.parts import as_dict, as_list, plain_text, role, text_of
-from gateway.usage import Usage, from_converse
+from gateway.formats.usage import Usage, from_converse
 
 if TYPE_CHECKING:
-    from gateway.streams.kinds import Kind
-    from gateway.streams.overlap import Diverged, Out
-    from gateway.streams.splice import Splice
-    from gateway.streams.transcript import Transcript
+    from gateway.formats.event_kinds import Kind
+    from gateway.formats.overlap import Diverged, Out
+    from gateway.formats.splice import Splice
+    from gateway.formats.transcript import Transcript
 
 
 def _blocks(entry: Any) -> list[Any]:

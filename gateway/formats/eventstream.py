@@ -47,8 +47,8 @@ from botocore.eventstream import DuplicateHeader, EventStreamHeaderParser
 from orjson import JSONDecodeError, dumps, loads
 
 if TYPE_CHECKING:
+    from gateway.formats.usage import Usage
     from gateway.translate.convert import Splitter
-    from gateway.usage import Usage
 
 __all__ = ["CORRUPT", "EventStreamSplitter", "error_event"]
 
@@ -109,7 +109,7 @@ def _plan(head: bytes) -> tuple[int, bytes]:
 
 
 class EventStreamSplitter:
-    """:class:`gateway.streams.sse.Splitter` for a Bedrock event stream: body pieces in,
+    """:class:`gateway.formats.sse.Splitter` for a Bedrock event stream: body pieces in,
     whole SSE events out (see the module docstring). With ``inner``, a translating
     splitter, the events go through it and what it yields comes out."""
 

@@ -14,7 +14,7 @@ import orjson
 from gateway.formats.base import ErrorLike, Format
 from gateway.formats.messages_stream import MessagesStream
 from gateway.formats.parts import as_list, blocks, is_type, plain_text, role, text_of
-from gateway.usage import Usage, from_anthropic, update_anthropic
+from gateway.formats.usage import Usage, from_anthropic, update_anthropic
 
 #: The version header the gateway sends; a client's own replaces it.
 VERSION = "2023-06-01"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gateway.usage import token_count as token_count  # re-exported: the formats' own use
+from gateway.formats.usage import token_count as token_count  # re-exported: the formats' own use
 
 #: Content part types that are images (each counts as a fixed number of tokens).
 IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})

@@ -21,7 +21,7 @@ from gateway.formats.parts import (
     text_of,
 )  # fmt: skip
 from gateway.formats.responses_stream import ResponsesStream
-from gateway.usage import Usage, from_responses
+from gateway.formats.usage import Usage, from_responses
 
 _FINAL = frozenset({"response.completed", "response.incomplete"})
 

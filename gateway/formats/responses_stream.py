@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gateway.formats.event_kinds import DATA, Kind
+from gateway.formats.overlap import Diverged, Out
 from gateway.formats.parts import is_tool, sizes, text_size
-from gateway.streams.kinds import DATA, Kind
-from gateway.streams.overlap import Diverged, Out
 
 if TYPE_CHECKING:
-    from gateway.streams.splice import Splice
-    from gateway.streams.transcript import Transcript
-    from gateway.usage import Usage
+    from gateway.formats.splice import Splice
+    from gateway.formats.transcript import Transcript
+    from gateway.formats.usage import Usage
 
 _PREAMBLE = ("response.created", "response.in_progress", "response.queued")
 _FINAL = ("response.completed", "response.incomplete")

@@ -18,7 +18,8 @@ import orjson
 from aiohttp import web
 
 from gateway.errors import Category, GatewayError
-from gateway.formats import MESSAGES, Format
+from gateway.formats import MESSAGES, Format, sse
+from gateway.formats.usage import Usage, limit
 from gateway.live.stream_head import (
     USAGE_CHUNK,
     OpenStream,
@@ -44,11 +45,9 @@ from gateway.resilience.decide import (
     Retry,
 )
 from gateway.resilience.failure import Failure
-from gateway.streams import sse
 from gateway.upstream.client import Body, Response, Upstream, UpstreamFailure
 from gateway.upstream.deadlines import Limit
 from gateway.upstream.egress_scrub import scrub, scrub_bytes, secrets_of
-from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
     from gateway.money.pricing import Price

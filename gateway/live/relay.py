@@ -17,7 +17,7 @@ from the request sent and what the model wrote that it relayed, counted whatever
 policy (:func:`gateway.recovery.billing.estimate`; the transcript's output, else a running count of
 each event's :meth:`~gateway.formats.Format.stream_output`). The
 usage events of a resumed or continued stream tell the client the parts' sum
-(:class:`~gateway.streams.splice.Splice`).
+(:class:`~gateway.formats.splice.Splice`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.errors import Category, exhausted
+from gateway.formats import sse
+from gateway.formats.splice import Diverged, Splice, Transcript, partial_response
+from gateway.formats.usage import Usage, limit
 from gateway.live.attempter import HttpAttempter
 from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
@@ -40,12 +43,9 @@ from gateway.recovery.engine import Env, Request, Result, recover
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
-from gateway.streams import sse
-from gateway.streams.splice import Diverged, Splice, Transcript, partial_response
-from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
+from gateway.resilience.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 from gateway.upstream.client import MAPPED, UpstreamFailure, failure
 from gateway.upstream.deadlines import Limit
-from gateway.usage import Usage, limit
 
 if TYPE_CHECKING:
     from gateway.money.pricing import Price
@@ -129,7 +129,7 @@ class LiveStream:
         # its output starts in the transcript
         self.model, self.sent, self.output_at = req.model, req.body, 0
         self.price: Price | None = None
-        self.most = 0  # the largest count its provider may report (gateway.usage.limit)
+        self.most = 0  # the largest count its provider may report (gateway.formats.usage.limit)
 
     def attempt(self, result: Result) -> None:
         """The current stream is the answer of ``result``'s attempt (billed as it says)."""

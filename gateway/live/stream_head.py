@@ -22,20 +22,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category
+from gateway.formats import sse
 from gateway.providers import Endpoint
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT
 from gateway.resilience.failure import Failure
-from gateway.streams import sse
 from gateway.upstream.client import MAPPED, Response, UpstreamFailure, failure
 from gateway.upstream.deadlines import Limit
 
 if TYPE_CHECKING:
     from gateway.formats.eventstream import EventStreamSplitter
+    from gateway.formats.usage import Usage
     from gateway.live.attempter import Crossing
     from gateway.observe.tracing import StreamTrace
     from gateway.translate import convert as translate
-    from gateway.usage import Usage
 
     Splitter = sse.Splitter | translate.Splitter | EventStreamSplitter
 

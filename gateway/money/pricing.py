@@ -15,7 +15,7 @@ The table is read when policies load, never on a request: pricing a part of an a
 call; ``tests/cost/test_pricing.py`` holds :meth:`Price.cost` to it over every model of
 the table it prices.
 
-Token counts are neutral (:class:`~gateway.usage.Usage`): ``input`` counts every
+Token counts are neutral (:class:`~gateway.formats.usage.Usage`): ``input`` counts every
 prompt token, the cached ones (read or written) included, as OpenAI and genai-prices do.
 A tiered price (long-context rates) applies the tier to every token of a part once its
 prompt is over the tier's start, as the providers bill it; a cache rate the table does
@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    from gateway.formats.usage import Usage
     from gateway.policy.schema import Price as PolicyPrice
     from gateway.policy.schema import Provider
-    from gateway.usage import Usage
 
 PER_MILLION = 1_000_000
 

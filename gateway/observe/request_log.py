@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.formats.usage import Usage
 from gateway.money.pricing import Price
-from gateway.usage import Usage
 
 #: At most this many characters of one dropped field name (a client's unknown key or
 #: ``type`` may be any text), and at most this many bytes of ``x-gateway-dropped`` and of

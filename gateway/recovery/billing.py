@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gateway.formats.usage import Usage, limit, plausible
 from gateway.observe import cost
 from gateway.resilience.conversation import CHARS_PER_TOKEN, estimate_tokens, text_size
-from gateway.usage import Usage, limit, plausible
 
 if TYPE_CHECKING:
     from gateway.formats import Format
@@ -35,8 +35,8 @@ def checked(
     log: RequestLog, u: Usage, model: str, most: int, guess: Callable[[], Usage]
 ) -> tuple[Usage, bool]:
     """``u`` as it is billed, and whether a count of it is estimated: a count the provider
-    cannot have meant is ``guess()``'s (:func:`gateway.usage.plausible`; ``most``: the
-    largest count the request could have produced, :func:`gateway.usage.limit`), and said
+    cannot have meant is ``guess()``'s (:func:`gateway.formats.usage.plausible`; ``most``: the
+    largest count the request could have produced, :func:`gateway.formats.usage.limit`), and said
     once per provider and model (:func:`gateway.observe.cost.usage_implausible`)."""
     billed, estimated, wrong = plausible(u, most, guess)
     if wrong:

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.errors import Category
+from gateway.formats.transcript import UNREADABLE
+from gateway.formats.usage import Usage
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.recovery.billing import bill_answer
@@ -24,8 +26,6 @@ from gateway.resilience import continuation, followup
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
-from gateway.streams.transcript import UNREADABLE
-from gateway.usage import Usage
 
 #: Why an answer was not continued, or a stream not resumed, when the decision said to but
 #: the follow-up request found no answer (its own recovery gave up).

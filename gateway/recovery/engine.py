@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.body_parts import LONG, Parts
-from gateway.body_parts import encode as encode_parts
 from gateway.errors import Category, GatewayError
 from gateway.formats import Format
+from gateway.formats.body_parts import LONG, Parts
+from gateway.formats.body_parts import encode as encode_parts
 from gateway.money.pricing import Price
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
@@ -91,8 +91,8 @@ class Request:
         Never the client's bytes: a body with a key twice (``"model"`` allowed, then
         ``"model"`` not allowed) decodes differently in different parsers; re-encoding
         (about 2 µs for a typical request) makes the provider see exactly one of each key.
-        A request that may hold a long string (:data:`~gateway.body_parts.LONG` bytes or
-        more) is encoded as its long strings are sent (:mod:`gateway.body_parts`): never
+        A request that may hold a long string (:data:`~gateway.formats.body_parts.LONG` bytes or
+        more) is encoded as its long strings are sent (:mod:`gateway.formats.body_parts`): never
         whole beside the decoded body it came from. A body that cannot be encoded (nested
         past orjson's 254 levels: the edge keeps a client's body and its tool-call
         arguments within ``max_json_depth``, so only a translation could) is the client's

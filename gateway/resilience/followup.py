@@ -93,7 +93,7 @@ def after_break(
     """What to do when a stream broke after its first byte; ``done`` resumes so far.
 
     ``resumable``: what the client was sent can be continued in place (see
-    :attr:`gateway.streams.transcript.Transcript.resumable`); ``diverged``: the break is a
+    :attr:`gateway.formats.transcript.Transcript.resumable`); ``diverged``: the break is a
     regeneration that did not repeat the text already sent; ``prefill``: the model
     continues a final assistant message; ``deadline_passed``: the request's deadline
     ended the stream, which is final.

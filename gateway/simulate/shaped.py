@@ -4,11 +4,11 @@ relay classifies them, so the live verdicts apply to them unchanged."""
 
 from __future__ import annotations
 
+from gateway.formats import sse
 from gateway.policy.schema import Policy
 from gateway.providers import Endpoint
 from gateway.resilience.classify import classify_error_event
 from gateway.resilience.failure import Failure
-from gateway.streams import sse
 from gateway.testing import shapes
 
 

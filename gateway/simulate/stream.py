@@ -31,9 +31,9 @@ from gateway.recovery.continuing import Segment, same_model
 from gateway.recovery.engine import Env, Request, recover
 from gateway.resilience import followup
 from gateway.resilience.failure import Failure
+from gateway.resilience.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 from gateway.simulate.attempter import join_action
 from gateway.simulate.shaped import closing_events, error_event
-from gateway.streams.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
 
 if TYPE_CHECKING:
     from gateway.simulate.attempter import Row, ScriptedAttempter

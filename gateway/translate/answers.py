@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.formats.usage import Usage
 from gateway.translate import stops, usage
 from gateway.translate.fields import (
     arguments_at,
@@ -48,7 +49,6 @@ from gateway.translate.ir import (
 )
 from gateway.translate.requests.anthropic import tool_id
 from gateway.translate.requests.common import call_input
-from gateway.usage import Usage
 
 # ---------------------------------------------------------------- reading
 

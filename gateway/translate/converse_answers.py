@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.formats.usage import Usage
 from gateway.translate import stops, usage
 from gateway.translate.fields import id_at, input_at, object_at, objects_at, text_at
 from gateway.translate.ir import Answer, Dropped, Part, Reasoning, Refusal, Text, ToolCall
 from gateway.translate.requests.common import call_input
 from gateway.translate.streams.write import base_id
-from gateway.usage import Usage
 
 
 def read_converse(body: dict[str, Any]) -> Answer:

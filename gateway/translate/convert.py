@@ -24,14 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.formats import Format
-from gateway.streams import sse
+from gateway.formats import Format, sse
+from gateway.formats.usage import Usage
 from gateway.translate import answers, request_check, requests
 from gateway.translate.converse_answers import read_converse, write_converse
 from gateway.translate.errors import translate_error
 from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
 from gateway.translate.streams import StreamTranslator
-from gateway.usage import Usage
 
 __all__ = [
     "Names", "Refused", "Splitter", "answer", "check", "error", "request", "tool_names",
@@ -119,7 +118,7 @@ def error(status: int, body: bytes, source: Format, target: Format) -> bytes:
 
 
 class Splitter:
-    """:class:`gateway.streams.sse.Splitter` for a stream of another format: whole upstream
+    """:class:`gateway.formats.sse.Splitter` for a stream of another format: whole upstream
     events in, the client's events out (:class:`StreamTranslator`).
 
     An upstream in-band error event is handed on as the provider sent it: it is classified

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.usage import Usage
+from gateway.formats.usage import Usage
 
 #: Anthropic requires ``max_tokens``; used when neither the request nor the model's
 #: ``max_output_tokens`` gives one. 4096 is accepted by every Claude model.

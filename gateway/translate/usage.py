@@ -23,7 +23,7 @@ OpenAI's ``cached_tokens`` and ``cache_write_tokens`` (``prompt_tokens_details``
 ``input_tokens_details``) are parts of its prompt total; a provider that reports no
 cache writes counts as 0 written. A count that is not a whole number from 0 to 2**63-1
 (a string, a fraction, a bool, negative, larger) is written as 0 and read as 0 named in
-:attr:`Usage.invalid` (:mod:`gateway.usage`), which billing estimates.
+:attr:`Usage.invalid` (:mod:`gateway.formats.usage`), which billing estimates.
 
 References: https://platform.openai.com/docs/api-reference/chat/object (usage),
 https://docs.anthropic.com/en/api/messages (usage),
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.usage import (
+from gateway.formats.usage import (
     Usage,
     from_anthropic,
     from_chat,

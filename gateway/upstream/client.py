@@ -34,8 +34,8 @@ from aiohttp import payload
 from aiohttp.abc import AbstractStreamWriter
 from yarl import URL
 
-from gateway.body_parts import SLICE, Parts
 from gateway.errors import Category
+from gateway.formats.body_parts import SLICE, Parts
 from gateway.upstream.deadlines import Limit
 
 Stage = Literal["connect", "first_byte", "body", "stream"]
@@ -111,7 +111,7 @@ class Body(payload.Payload):
     waiting for the socket between them, and drops its reference when it starts: once the
     upload is done nothing in the gateway holds the encoded body while the provider
     thinks (the caller keeps no reference either: pass ``Body(encode(...))``). A body in
-    :class:`~gateway.body_parts.Parts` is never whole: its long strings are encoded a
+    :class:`~gateway.formats.body_parts.Parts` is never whole: its long strings are encoded a
     slice at a time as they are written, and each is let go of once written.
     """
 

@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from gateway.errors import Category, GatewayError, exhausted
+from gateway.formats.usage import INPUT, Usage, from_chat, from_responses, limit
 from gateway.live.attempter import HttpAttempter
 from gateway.live.relay import end, relay
 from gateway.live.stream_head import OpenStream
@@ -28,7 +29,6 @@ from gateway.recovery.engine import Env, Request, Result, recover
 from gateway.resilience.conversation import text_size, tokens_for
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
-from gateway.usage import INPUT, Usage, from_chat, from_responses, limit
 
 if TYPE_CHECKING:
     from gateway.money.pricing import Price

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from aiohttp import web
 
-from gateway.body_parts import decode, restore
 from gateway.errors import GatewayError, bad_request
+from gateway.formats.body_parts import decode, restore
 from gateway.live.attempter import HttpAttempter
 from gateway.observe.request_log import RequestLog
 from gateway.policy.policyset import PolicySet
@@ -146,7 +146,7 @@ def parse_body(raw: bytes, endpoint: Endpoint, limits: Limits) -> dict[str, Any]
     try:
         try:
             # the long strings of a large body are held apart, copied once, and checked
-            # as the marks that stand for them (gateway/body_parts.py): no more copies
+            # as the marks that stand for them (gateway/formats/body_parts.py): no more copies
             outline, strings = decode(raw)
         except orjson.JSONDecodeError as e:
             raise bad_request(f"the request body is not valid JSON: {e}") from None

@@ -194,7 +194,7 @@ def _check_counts(
 def check_parts(endpoint: Endpoint, body: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> None:
     """The checks of :func:`check_shape` that read a string's content (a tool call's
     ``arguments``), again: for a body first checked with its long strings held apart
-    (:mod:`gateway.body_parts`), once they are back. A walk of the parts, no encode."""
+    (:mod:`gateway.formats.body_parts`), once they are back. A walk of the parts, no encode."""
     entries = body.get(endpoint.fmt.entries_key)
     if type(entries) is list:
         _check_parts(entries, endpoint.fmt.entries_key, limits.depth)

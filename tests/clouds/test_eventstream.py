@@ -12,9 +12,8 @@ import orjson
 import pytest
 from botocore.eventstream import EventStreamBuffer
 
-from gateway.formats import CHAT, MESSAGES
+from gateway.formats import CHAT, MESSAGES, sse
 from gateway.formats.eventstream import EventStreamSplitter
-from gateway.streams import sse
 from gateway.testing.eventstream_frames import (
     chunk_frame,
     error_frame,

@@ -18,10 +18,10 @@ from genai_prices import Usage as TableUsage
 from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
 
+from gateway.formats.usage import Usage
 from gateway.money import pricing
 from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Provider
-from gateway.usage import Usage
 
 Load = Callable[..., PolicySet]
 

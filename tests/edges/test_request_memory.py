@@ -9,7 +9,7 @@ provider (what it holds for the whole wait) and sampled throughout (the peak). T
 gateway keeps the client's decoded body (retries, fallbacks, compaction and continuation
 read it) and lets go of everything else: the raw bytes once parsed, an attempt's
 translated body once encoded, the encoded body once sent; a long string (the image) is
-decoded and encoded without a copy of its own (gateway/body_parts.py).
+decoded and encoded without a copy of its own (gateway/formats/body_parts.py).
 """
 
 from __future__ import annotations

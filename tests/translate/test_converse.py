@@ -17,6 +17,7 @@ from botocore.validate import ParamValidator
 from gateway import formats, simulate
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
+from gateway.formats.usage import Usage
 from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Compaction, Policy
 from gateway.resilience import compaction, conversation
@@ -24,7 +25,6 @@ from gateway.testing.converse_shapes import problem
 from gateway.translate import convert
 from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
-from gateway.usage import Usage
 from tests.translate.test_answers_golden import NAMES as ANSWER_NAMES
 from tests.translate.test_answers_golden import facts as answer_facts
 from tests.translate.test_answers_golden import sdk_body

@@ -14,8 +14,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES
-from gateway.streams import sse
+from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, sse
 from gateway.translate import convert
 from tests.translate.test_streams import (
     check_anthropic,

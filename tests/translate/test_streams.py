@@ -12,10 +12,10 @@ from unittest import mock
 import orjson
 import pytest
 
-from gateway.streams.sse import Splitter
+from gateway.formats.sse import Splitter
+from gateway.formats.usage import Usage
 from gateway.translate import stops, usage
 from gateway.translate.streams import StreamTranslator
-from gateway.usage import Usage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "streams"
 MODEL = "public-model"

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.streams.sse import Splitter
+from gateway.formats.sse import Splitter
+from gateway.formats.usage import Usage
 from gateway.translate.streams import WRITERS
-from gateway.usage import Usage
 from tests.translate.test_streams import (
     CHECK,
     CREATED,

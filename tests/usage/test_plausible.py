@@ -1,11 +1,11 @@
-"""What the gateway bills of a provider's usage (gateway/usage.py, ``plausible`` and the
+"""What the gateway bills of a provider's usage (gateway/formats/usage.py, ``plausible`` and the
 readers): pure, no sockets."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.usage import (
+from gateway.formats.usage import (
     DEFAULT_WINDOW,
     WINDOWS,
     Usage,

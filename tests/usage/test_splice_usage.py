@@ -1,15 +1,15 @@
 """A resumed stream's usage events tell the client the answer's parts summed
-(gateway/streams/splice.py and each format's ``splice_event``): pure, no sockets."""
+(gateway/formats/splice.py and each format's ``splice_event``): pure, no sockets."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
+from gateway.formats import sse
+from gateway.formats.splice import Splice
+from gateway.formats.usage import Usage, from_anthropic, from_chat, from_responses, update_anthropic
 from gateway.providers import Endpoint
-from gateway.streams import sse
-from gateway.streams.splice import Splice
-from gateway.usage import Usage, from_anthropic, from_chat, from_responses, update_anthropic
 from tests.test_resume import ENDPOINTS, T, answer, check, continuation, cut, parse, upstream
 
 BASE = Usage(100, 16, cache_read=30, cache_creation=5, reasoning=2)  # the parts before

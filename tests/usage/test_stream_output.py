@@ -1,6 +1,6 @@
 """What a stream delivered, counted two ways that must agree: the running count the relay
 keeps when it keeps no transcript (:meth:`Format.stream_output`, event by event) and the
-transcript's :attr:`~gateway.streams.transcript.Transcript.output`. Both count what the
+transcript's :attr:`~gateway.formats.transcript.Transcript.output`. Both count what the
 model wrote: text, reasoning, tool calls' names and arguments, in the token estimate's
 units (a character outside ASCII as its UTF-8 bytes). Pure: the fake's own stream shapes,
 no sockets."""
@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.formats import sse
 from gateway.formats.parts import text_size
+from gateway.formats.transcript import Transcript
 from gateway.providers import Endpoint
-from gateway.streams import sse
-from gateway.streams.transcript import Transcript
 from gateway.testing.answer import Answer, Event, ToolCall
 from gateway.testing.anthropic_shapes import messages_events
 from gateway.testing.openai_shapes import chat_events, completion_events

@@ -2,7 +2,7 @@
 Streams; the stream rules of docs/recovery.md, Streams, hold for them).
 
 ``StreamTranslator(source, target, model=...)`` is fed one complete upstream SSE event at
-a time (as framed by :class:`gateway.streams.sse.Splitter`) and returns the client-format
+a time (as framed by :class:`gateway.formats.sse.Splitter`) and returns the client-format
 events it makes complete; :meth:`~StreamTranslator.finish` returns what is still owed
 when the upstream body ended after its final event. Formats: ``openai`` (chat
 completions chunks), ``anthropic`` (Messages events), ``responses`` (Responses events);
@@ -84,12 +84,12 @@ import time
 
 import orjson
 
+from gateway.formats.usage import Usage
 from gateway.translate.ir import Names
 from gateway.translate.streams.read import READERS, Reader
 from gateway.translate.streams.read_converse import ConverseReader
 from gateway.translate.streams.write import AnthropicWriter, ChatWriter, Writer
 from gateway.translate.streams.write_responses import ResponsesWriter
-from gateway.usage import Usage
 
 WRITERS: dict[str, type[Writer]] = {
     "openai": ChatWriter,

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gateway.formats.usage import Usage
 from gateway.translate import stops, usage
 from gateway.translate.errors import from_anthropic, from_openai, read_error
 from gateway.translate.fields import args_text, is_text, name_of
 from gateway.translate.streams.write import Writer
-from gateway.usage import Usage
 
 Obj = dict[str, Any]
 

@@ -18,10 +18,10 @@ from typing import Any
 import orjson
 
 from gateway.formats import CHAT, MESSAGES
+from gateway.formats.usage import Usage
 from gateway.translate import stops, usage
 from gateway.translate.errors import UpstreamError
 from gateway.translate.requests.anthropic import tool_id
-from gateway.usage import Usage
 
 dumps = orjson.dumps
 _PREFIXES = ("chatcmpl-", "msg_", "resp_")

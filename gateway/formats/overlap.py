@@ -5,7 +5,7 @@ The text of a resumed or continued stream passes through a :class:`Pipe` on its 
 the client, so that no character is repeated or lost: appended as it comes, held back
 until a regenerated text covers what was sent, or with the whitespace an Anthropic
 continuation repeats dropped. A regenerated text that differs from what was sent, or
-ends before covering it, is :class:`Diverged`. :mod:`gateway.streams.splice` feeds it
+ends before covering it, is :class:`Diverged`. :mod:`gateway.formats.splice` feeds it
 the text of each endpoint's events.
 
 Pure: no aiohttp, asyncio, time or random.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.streams.kinds import Kind
+from gateway.formats.event_kinds import Kind
 
 
 @dataclass(frozen=True, slots=True)

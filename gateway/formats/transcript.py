@@ -4,7 +4,7 @@
 It records the text, the ids (chat completion id, Anthropic message id, Responses
 response and item ids), the indexes and the last Responses ``sequence_number``, so
 that a resumed or continued answer can be spliced into the same stream
-(:mod:`gateway.streams.splice`). :func:`partial_response` turns it into the earlier part of a
+(:mod:`gateway.formats.splice`). :func:`partial_response` turns it into the earlier part of a
 continuation request.
 
 Pure: no aiohttp, asyncio, time or random.
@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from gateway.formats.parts import text_size
+from gateway.formats.sse import DATA, DONE, FINAL, Event, Kind
 from gateway.providers import Endpoint
-from gateway.streams.sse import DATA, DONE, FINAL, Event, Kind
 
 #: What reading an event with a field of the wrong type raises.
 UNREADABLE = (AttributeError, TypeError, ValueError, KeyError, IndexError)

@@ -17,7 +17,7 @@ rewrites the events of a resumed stream so that they continue it:
   with its trailing whitespace trimmed; when the continuation starts with the
   whitespace the client already has, that whitespace is not sent again (the
   leading whitespace run of the continuation is dropped when it is not an
-  extension of the whitespace already sent; see :class:`~gateway.streams.overlap.Pipe`);
+  extension of the whitespace already sent; see :class:`~gateway.formats.overlap.Pipe`);
 - ``regenerate=True``: the new stream answers from scratch; its text is held back
   until it covers the text already sent, then only what follows is passed on. A
   regenerated text that differs from it, or ends before covering it, is
@@ -60,11 +60,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gateway.formats.overlap import Diverged, Out, Pipe
+from gateway.formats.sse import Event, Kind
+from gateway.formats.transcript import Transcript, partial_response, sse_event
+from gateway.formats.usage import Usage
 from gateway.providers import Endpoint
-from gateway.streams.overlap import Diverged, Out, Pipe
-from gateway.streams.sse import Event, Kind
-from gateway.streams.transcript import Transcript, partial_response, sse_event
-from gateway.usage import Usage
 
 __all__ = ["Diverged", "Splice", "Transcript", "partial_response"]
 

@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gateway.errors import Category
+from gateway.formats.sse import Event
 from gateway.providers import Endpoint
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
-from gateway.streams.sse import Event
 
 #: The failure's message when the request's own deadline broke the stream.
 DEADLINE_MESSAGE = "the request's deadline passed mid-stream"

@@ -1,4 +1,4 @@
-"""What a stream event is (:class:`Kind`): the vocabulary of :mod:`gateway.streams.sse`,
+"""What a stream event is (:class:`Kind`): the vocabulary of :mod:`gateway.formats.sse`,
 in a module of its own so that the formats' stream rules (``gateway/formats/*_stream.py``)
 can name it without loading the framing.
 

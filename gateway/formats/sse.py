@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any
 from orjson import JSONDecodeError, loads
 
 from gateway.errors import Category
+from gateway.formats.event_kinds import COMMENT as COMMENT  # re-exported, as all of these
+from gateway.formats.event_kinds import DATA as DATA
+from gateway.formats.event_kinds import DONE as DONE
+from gateway.formats.event_kinds import ERROR as ERROR
+from gateway.formats.event_kinds import FINAL as FINAL
+from gateway.formats.event_kinds import MALFORMED as MALFORMED
+from gateway.formats.event_kinds import Kind as Kind
 from gateway.formats.parts import token_count as token_count
-from gateway.streams.kinds import COMMENT as COMMENT  # re-exported, as all of these
-from gateway.streams.kinds import DATA as DATA
-from gateway.streams.kinds import DONE as DONE
-from gateway.streams.kinds import ERROR as ERROR
-from gateway.streams.kinds import FINAL as FINAL
-from gateway.streams.kinds import MALFORMED as MALFORMED
-from gateway.streams.kinds import Kind as Kind
 
 if TYPE_CHECKING:
+    from gateway.formats.usage import Usage
     from gateway.providers import Endpoint
-    from gateway.usage import Usage
 
 
 @dataclass(slots=True)
