@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE.parent))
 import procs  # noqa: E402
 
 from gateway.money.budgets import MICRO, period_of  # noqa: E402
-from gateway.policy.policyset import hash_key  # noqa: E402
+from gateway.routing.policyset import hash_key  # noqa: E402
 from gateway.state.redis_sync import SYNC_INTERVAL_S  # noqa: E402
 from gateway.testing import FakeProvider, SlowFirstByte  # noqa: E402
 

@@ -184,8 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gateway.malloc import return_large_blocks
     from gateway.settings import GatewaySettings
+    from gateway.web.malloc import return_large_blocks
 
     return_large_blocks()  # what a large request frees is given back (docs/operations.md)
 
@@ -201,7 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.demo:
         overrides["demo"] = True
         if args.policies is None:
-            from gateway.policy.load import bundled_policy_dir
+            from gateway.routing.load import bundled_policy_dir
 
             overrides["policy_dir"] = bundled_policy_dir()
     settings = GatewaySettings(**overrides)
@@ -217,7 +217,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _check(directory: Path, strict: bool = False) -> int:
-    from gateway.policy.load import PolicyError, check_policy_dir
+    from gateway.routing.load import PolicyError, check_policy_dir
 
     try:
         policy_set, warnings = check_policy_dir(directory)
@@ -253,7 +253,7 @@ def _schema() -> int:
 
 
 def _hash_key() -> int:
-    from gateway.policy.policyset import hash_key
+    from gateway.routing.policyset import hash_key
 
     if sys.stdin.isatty():
         key = getpass.getpass("key (not echoed): ")

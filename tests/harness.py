@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from gateway.observe.metrics import Metrics
 from gateway.policy.merge import deep_merge
-from gateway.policy.policyset import hash_key
+from gateway.routing.policyset import hash_key
 from gateway.settings import GatewaySettings
 from gateway.testing import FakeProvider
 from gateway.web.app import Gateway, create_app

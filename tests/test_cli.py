@@ -143,7 +143,7 @@ def test_check_strict_still_reports_errors_first(keyless: Path) -> None:
 
 def test_check_warnings_match_what_serve_reports(keyless: Path) -> None:
     """The warnings name exactly the variables serve logs as provider_key_missing."""
-    from gateway.policy.load import check_policy_dir
+    from gateway.routing.load import check_policy_dir
 
     env = {"CLI_TEST_EMPTY_KEY": ""}
     policy_set, warnings = check_policy_dir(keyless / "p", env=env)
@@ -165,7 +165,7 @@ def test_check_missing_dir(tmp_path: Path) -> None:
 
 def test_schema_is_json_schema_accepting_bundled_files() -> None:
     """`schema` prints a draft 2020-12 JSON Schema that accepts every bundled file."""
-    from gateway.policy.load import parse_yaml
+    from gateway.routing.load import parse_yaml
 
     result = run("schema")
     assert result.returncode == 0
@@ -190,7 +190,7 @@ def test_hash_key_round_trip() -> None:
 
 def test_hashed_key_selects_the_team(tmp_path: Path) -> None:
     """A key hashed with `hash-key` and pasted into a team file selects that team."""
-    from gateway.policy.load import load_policy_dir
+    from gateway.routing.load import load_policy_dir
 
     digest = run("hash-key", stdin="s3cret\n").stdout.strip()
     (tmp_path / "t.yaml").write_text(f"teams:\n  t: {{keys: ['{digest}']}}\n")
@@ -231,7 +231,7 @@ def test_serve_demo_uses_bundled_policies(monkeypatch: pytest.MonkeyPatch) -> No
     """`serve --demo` without --policies serves the bundled policy directory."""
     import types
 
-    from gateway.policy.load import bundled_policy_dir
+    from gateway.routing.load import bundled_policy_dir
 
     seen: list[Any] = []
     fake_app = types.ModuleType("gateway.web.app")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.policy.load import load_policy_dir
+from gateway.routing.load import load_policy_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY_DOCS = ("README.md", "docs/policies.md", "docs/translation.md", "docs/clouds.md")

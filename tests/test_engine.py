@@ -14,12 +14,12 @@ from gateway.formats import CHAT
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
-from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.recovery.engine import Env, Outcome, Request, recover
 from gateway.resilience.classify import classify_response
 from gateway.resilience.decide import Progress, Retry
 from gateway.resilience.failure import Failure
+from gateway.routing.policyset import Deployed
 from gateway.simulate import VirtualClock
 from gateway.state.memory import MemoryState
 

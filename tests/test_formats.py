@@ -13,10 +13,10 @@ import pytest
 from gateway import formats
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
-from gateway.policy.policyset import formats_of
 from gateway.policy.schema import Compaction, OutputRecovery
 from gateway.providers import Endpoint
 from gateway.resilience import compaction, continuation, conversation, followup
+from gateway.routing.policyset import formats_of
 
 GATEWAY = Path(__file__).resolve().parent.parent / "gateway"
 NAMES = frozenset({"openai", "anthropic", "responses", "converse"})

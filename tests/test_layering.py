@@ -162,7 +162,7 @@ def test_the_closure_walk_follows_chains_and_lazy_imports() -> None:
     """The walk reaches a module through another (the schema's egress settings, from the
     recovery core) and counts an import inside a function (the proxy's translation)."""
     found = closure("gateway.resilience.decide")
-    assert chain(found, "gateway.egress_settings").endswith("gateway.resilience.decide")
+    assert chain(found, "gateway.policy.egress").endswith("gateway.resilience.decide")
     assert "gateway.upstream.egress" not in found
     assert "gateway.translate.convert" in all_imports(GATEWAY / "live" / "attempter.py")
 

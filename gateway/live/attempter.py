@@ -32,7 +32,6 @@ from gateway.live.stream_head import (
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
-from gateway.policy.policyset import Deployed, PolicySet
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
 from gateway.providers.target import cloud_target
 from gateway.recovery.admission import past_deadline, untranslatable
@@ -45,6 +44,7 @@ from gateway.resilience.decide import (
     Retry,
 )
 from gateway.resilience.failure import Failure
+from gateway.routing.policyset import Deployed, PolicySet
 from gateway.upstream.client import Body, Response, Upstream, UpstreamFailure
 from gateway.upstream.deadlines import Limit
 from gateway.upstream.egress_scrub import scrub, scrub_bytes, secrets_of

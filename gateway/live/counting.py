@@ -21,7 +21,6 @@ from yarl import URL
 from gateway.errors import Category
 from gateway.formats import MESSAGES
 from gateway.live.attempter import HttpAttempter
-from gateway.policy.policyset import Deployed, PolicySet
 from gateway.policy.schema import Compaction
 from gateway.providers import Target, Wiring, endpoint_of, target
 from gateway.providers.target import cloud_target
@@ -31,6 +30,7 @@ from gateway.resilience.classify import transport_failure
 from gateway.resilience.conversation import estimate_tokens
 from gateway.resilience.decide import Progress
 from gateway.resilience.failure import Failure
+from gateway.routing.policyset import Deployed, PolicySet
 from gateway.upstream.client import Body
 
 #: The header of an answer that is the gateway's estimate, not the provider's count.

@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from gateway.egress_settings import EGRESS_FIELDS, check_proxy_url
 from gateway.errors import Category
+from gateway.policy.egress import EGRESS_FIELDS, check_proxy_url
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}

@@ -5,7 +5,7 @@ key of ``retry`` stays a string), one document per file, duplicate keys refused,
 an index from every key path (``("teams", "a", "routes", 0)``) to its line, so a
 problem found later (schema, references) is reported as ``file:line: key.path:
 message``. Alias bombs cost their size on disk: a node reached again through an alias
-is not walked again. :mod:`gateway.policy.load` builds the policy set from here.
+is not walked again. :mod:`gateway.routing.load` builds the policy set from here.
 """
 
 from __future__ import annotations

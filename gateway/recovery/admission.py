@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from gateway.formats import Format
     from gateway.money.budgets import Book, Period
     from gateway.observe.request_log import RequestLog
-    from gateway.policy.policyset import PolicySet, ResolvedRoute
     from gateway.policy.schema import Budget, Limits, Model
     from gateway.recovery.engine import Env
+    from gateway.routing.policyset import PolicySet, ResolvedRoute
     from gateway.state.base import StateBackend
 
 #: The client's own timeout, in seconds (the first SDK header that is set and valid).

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 from gateway.observe.request_log import RequestLog
-from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.resilience import deployments as dep
 from gateway.resilience.backoff import headroom_reset
+from gateway.routing.policyset import Deployed
 
 if TYPE_CHECKING:
     from gateway.recovery.engine import Attempter, Env, Outcome

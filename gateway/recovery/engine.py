@@ -23,7 +23,6 @@ from gateway.formats.body_parts import encode as encode_parts
 from gateway.money.pricing import Price
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
-from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.recovery.compacting import compact_step, summarize
 from gateway.recovery.deployment_choice import ONLY, Deployments
@@ -40,6 +39,7 @@ from gateway.resilience.decide import (
     every_deployment_out,
 )
 from gateway.resilience.failure import Failure, Rng
+from gateway.routing.policyset import Deployed
 from gateway.state.base import StateBackend
 from gateway.state.deployments import DeploymentBoard
 

@@ -15,7 +15,6 @@ from gateway.money.pricing import Price
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
-from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.providers import endpoint_of
 from gateway.recovery.admission import past_deadline, untranslatable
@@ -23,6 +22,7 @@ from gateway.recovery.engine import Outcome
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure
+from gateway.routing.policyset import Deployed
 from gateway.simulate.script import Step, json_answer
 from gateway.simulate.shaped import error_event
 from gateway.translate import convert

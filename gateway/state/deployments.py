@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from gateway.policy.policyset import Deployed
 from gateway.resilience.deployments import DeploymentState
+from gateway.routing.policyset import Deployed
 
 __all__ = ["DeploymentBoard"]
 

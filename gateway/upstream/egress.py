@@ -38,7 +38,7 @@ client (:meth:`gateway.live.attempter.HttpAttempter.scrubbed`).
 
 This module is the API; the proxy rules are carried out in :mod:`gateway.upstream.egress_proxy`,
 the trust rules in :mod:`gateway.upstream.egress_tls`; what the policy schema checks is in
-:mod:`gateway.egress_settings` (pure).
+:mod:`gateway.policy.egress` (pure).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from gateway.egress_settings import EGRESS_FIELDS, FILE_FIELDS, check_proxy_url
+from gateway.policy.egress import EGRESS_FIELDS, FILE_FIELDS, check_proxy_url
 from gateway.upstream.egress_error import EgressError
 from gateway.upstream.egress_proxy import host_port, proxy_for, redact_url
 from gateway.upstream.egress_tls import existing_dirs, pem_reason, refuse_password, ssl_for

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from gateway.egress_settings import check_proxy_url
+from gateway.policy.egress import check_proxy_url
 from gateway.upstream.egress_error import EgressError
 
 if TYPE_CHECKING:

@@ -25,11 +25,11 @@ from gateway.money.budgets import describe, team_budgets
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
-from gateway.policy.load import PolicyError, Problem, load_policy_dir
-from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Budget
 from gateway.providers import Endpoint, Wiring, wiring_of
 from gateway.recovery.engine import Env
+from gateway.routing.load import PolicyError, Problem, load_policy_dir
+from gateway.routing.policyset import PolicySet
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend

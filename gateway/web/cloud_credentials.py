@@ -20,10 +20,10 @@ from typing import Any
 import structlog
 
 from gateway.errors import Category
-from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Provider
 from gateway.providers.kinds import KINDS
 from gateway.resilience.deployments import OUT, DeploymentState
+from gateway.routing.policyset import PolicySet
 from gateway.state.deployments import DeploymentBoard
 from gateway.upstream.refresh import FETCH_TIMEOUT
 

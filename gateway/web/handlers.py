@@ -14,7 +14,6 @@ from gateway.errors import GatewayError, bad_request
 from gateway.formats.body_parts import decode, restore
 from gateway.live.attempter import HttpAttempter
 from gateway.observe.request_log import RequestLog
-from gateway.policy.policyset import PolicySet
 from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint
 from gateway.recovery.admission import (
     admit,
@@ -25,6 +24,7 @@ from gateway.recovery.admission import (
     within_budget,
 )
 from gateway.recovery.engine import Request
+from gateway.routing.policyset import PolicySet
 from gateway.settings import Limits
 from gateway.upstream.deadlines import Limit
 from gateway.web.answer import answer

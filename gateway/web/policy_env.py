@@ -12,8 +12,8 @@ from pathlib import Path
 
 import structlog
 
-from gateway.policy.load import PolicyError, Problem, bundled_policy_dir
-from gateway.policy.policyset import PolicySet
+from gateway.routing.load import PolicyError, Problem, bundled_policy_dir
+from gateway.routing.policyset import PolicySet
 from gateway.settings import GatewaySettings
 from gateway.upstream import egress
 

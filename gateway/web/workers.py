@@ -53,7 +53,7 @@ import structlog
 
 from gateway.money.budgets import team_budgets
 from gateway.observe import budget_events, logs
-from gateway.policy.load import PolicyError, load_policy_dir
+from gateway.routing.load import PolicyError, load_policy_dir
 from gateway.settings import GatewaySettings
 
 log = structlog.get_logger("gateway")

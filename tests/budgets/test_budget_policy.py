@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.policy.load import load_policy_texts
 from gateway.policy.source import PolicyError
+from gateway.routing.load import load_policy_texts
 
 BASE = """
 providers:

@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from gateway.policy.merge import deep_merge
-from gateway.policy.policyset import hash_key
+from gateway.routing.policyset import hash_key
 from gateway.testing import CutAfter, Error, FakeProvider
 from gateway.testing.bedrock_errors import BedrockError
 from gateway.testing.fake_azure import FakeAzure, azure_content_filter

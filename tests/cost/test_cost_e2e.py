@@ -16,7 +16,7 @@ import pytest
 from genai_prices import Usage as TableUsage
 from genai_prices import calc_price
 
-from gateway.policy.policyset import hash_key
+from gateway.routing.policyset import hash_key
 from gateway.testing import Error, FakeProvider, Success
 from gateway.testing.fake_azure import FakeAzure
 from tests.harness import CLIENT_KEY, FAST_POLICY, Harness, write_policies

@@ -20,8 +20,8 @@ from genai_prices.data_snapshot import get_snapshot
 
 from gateway.formats.usage import Usage
 from gateway.money import pricing
-from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Provider
+from gateway.routing.policyset import PolicySet
 
 Load = Callable[..., PolicySet]
 
@@ -199,7 +199,7 @@ def test_policy_prices_over_the_table(load: Load) -> None:
 
 def test_check_warns_once_per_unpriced_model_at_its_line(load: Load) -> None:
     """check: one warning per model with an unpriced deployment, at the model's line."""
-    from gateway.policy.load import check_policy_dir
+    from gateway.routing.load import check_policy_dir
 
     load({"a.yaml": POLICY})  # written to ./p
     _, found = check_policy_dir(Path("p"), env={})
@@ -219,7 +219,7 @@ def test_check_names_the_unpriced_deployments_of_a_model_with_several(load: Load
 
     text = POLICY.replace("    price: {input: 5, output: 6}\n", "")
     load({"a.yaml": text})
-    from gateway.policy.load import check_policy_dir
+    from gateway.routing.load import check_policy_dir
 
     _, found = check_policy_dir(Path("p"), env={})
     (mixed,) = [w for w in found if w.message.startswith("models.mixed")]
@@ -238,7 +238,7 @@ def test_local_providers_do_not_read_the_table(tmp_path: Path) -> None:
         "models:\n  m: {provider: a}\n  n: {provider: b}\n"
     )
     code = (
-        "import sys; from pathlib import Path; from gateway.policy.load import load_policy_dir;"
+        "import sys; from pathlib import Path; from gateway.routing.load import load_policy_dir;"
         f"ps = load_policy_dir(Path({str(tmp_path)!r}), env={{}});"
         "assert ps.price_of('m', 'a') is None and ps.price_of('n', 'b') is None;"
         "assert 'genai_prices' not in sys.modules, 'the table was read'"

@@ -10,9 +10,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from gateway.cli import main as cli_main
-from gateway.policy.load import PolicyError, load_policy_dir, load_policy_texts
-from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import Provider, policy_json_schema
+from gateway.routing.load import PolicyError, load_policy_dir, load_policy_texts
+from gateway.routing.policyset import PolicySet
 from tests.egress.support import Certs
 
 Load = Callable[..., PolicySet]

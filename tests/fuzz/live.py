@@ -33,7 +33,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from gateway.observe.metrics import Metrics
-from gateway.policy.policyset import hash_key
+from gateway.routing.policyset import hash_key
 from gateway.settings import GatewaySettings
 from gateway.web.app import create_app
 from tests.harness import CLIENT_KEY, PROVIDER_KEY_ENV, write_policies

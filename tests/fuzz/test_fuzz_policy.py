@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.cli import main as cli_main
-from gateway.policy.load import PolicyError, load_policy_texts
-from gateway.policy.policyset import PolicySet
+from gateway.routing.load import PolicyError, load_policy_texts
+from gateway.routing.policyset import PolicySet
 from tests.fuzz.conftest import FUZZ
 
 VALID: dict[str, Any] = {

@@ -25,7 +25,7 @@ import openai
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.policy.policyset import hash_key
+from gateway.routing.policyset import hash_key
 from gateway.simulate import run
 from gateway.testing import Error, FakeProvider, SlowFirstByte, Success
 from tests.harness import CLIENT_KEY, FAST_POLICY, Harness

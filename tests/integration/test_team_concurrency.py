@@ -18,7 +18,7 @@ import anthropic
 import openai
 import pytest
 
-from gateway.policy.policyset import hash_key
+from gateway.routing.policyset import hash_key
 from gateway.testing import FakeProvider
 from gateway.testing.script import Delay, Error, Hang, SlowFirstByte
 from tests.harness import CLIENT_KEY, Harness, policy_files

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.policy.load import PolicyError, load_policy_dir
-from gateway.policy.policyset import PolicySet
+from gateway.routing.load import PolicyError, load_policy_dir
+from gateway.routing.policyset import PolicySet
 
 
 def write_dir(root: Path, files: Mapping[str, str]) -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.policy.load import check_policy_dir
-from gateway.policy.policyset import Deployed, PolicySet
+from gateway.routing.load import check_policy_dir
+from gateway.routing.policyset import Deployed, PolicySet
 
 Load = Callable[..., PolicySet]
 Problems = Callable[..., list[str]]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.policy.load import (
+from gateway.policy.schema import Policy, PolicyFile
+from gateway.routing.load import (
     SECTIONS,
     PolicyError,
     Problem,
@@ -16,8 +17,7 @@ from gateway.policy.load import (
     load_policy_texts,
     parse_yaml,
 )
-from gateway.policy.policyset import PolicySet
-from gateway.policy.schema import Policy, PolicyFile
+from gateway.routing.policyset import PolicySet
 
 Load = Callable[..., PolicySet]
 Problems = Callable[..., list[str]]

@@ -9,8 +9,8 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from gateway.formats import CHAT, MESSAGES, RESPONSES
-from gateway.policy.load import bundled_policy_dir, load_policy_dir, parse_yaml
 from gateway.policy.schema import Policy, Timeouts, parse_duration, policy_json_schema
+from gateway.routing.load import bundled_policy_dir, load_policy_dir, parse_yaml
 
 
 @pytest.mark.parametrize(
@@ -152,8 +152,8 @@ def test_speaks_is_for_the_sim_provider_only() -> None:
     provider's format is its `api`, so `speaks` there is an error."""
     import pydantic
 
-    from gateway.policy.policyset import formats_of
     from gateway.policy.schema import Provider
+    from gateway.routing.policyset import formats_of
 
     assert formats_of("sim", "chat", Provider(api="sim", speaks="anthropic").speaks) == (MESSAGES,)
     assert formats_of("sim", "chat", None) == (CHAT, RESPONSES, MESSAGES)

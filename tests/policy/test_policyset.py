@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.policy import policyset
-from gateway.policy.load import load_policy_texts
-from gateway.policy.policyset import PolicySet, ResolvedRoute, hash_key
 from gateway.policy.schema import Policy
+from gateway.routing import policyset
+from gateway.routing.load import load_policy_texts
+from gateway.routing.policyset import PolicySet, ResolvedRoute, hash_key
 
 SET = """
 providers:

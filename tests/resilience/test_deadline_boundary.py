@@ -21,7 +21,6 @@ from gateway.formats import CHAT
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
-from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Policy
 from gateway.recovery.admission import past_deadline
 from gateway.recovery.engine import Env, Outcome, Request, recover
@@ -35,6 +34,7 @@ from gateway.resilience.decide import (
     every_deployment_out,
 )
 from gateway.resilience.failure import Failure
+from gateway.routing.policyset import Deployed
 from gateway.simulate import VirtualClock, simulate
 from gateway.state.memory import MemoryState
 

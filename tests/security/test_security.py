@@ -21,8 +21,8 @@ import orjson
 import pytest
 
 import gateway
-from gateway.policy.load import load_policy_texts
-from gateway.policy.policyset import HELD_KEY
+from gateway.routing.load import load_policy_texts
+from gateway.routing.policyset import HELD_KEY
 from gateway.testing import FakeProvider
 from gateway.web import bearer
 from tests.harness import CLIENT_KEY, PROVIDER_KEY, Harness

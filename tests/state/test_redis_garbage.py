@@ -22,8 +22,8 @@ import pytest
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
-from gateway.policy.policyset import hash_key
 from gateway.resilience.deployments import DeploymentState
+from gateway.routing.policyset import hash_key
 from gateway.state.deployment_sync import CHANNEL, PREFIX, DeploymentSync
 from gateway.state.deployments import DeploymentBoard
 from gateway.testing import Error, FakeProvider

@@ -18,9 +18,9 @@ from gateway import formats, simulate
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
 from gateway.formats.usage import Usage
-from gateway.policy.policyset import Deployed
 from gateway.policy.schema import Compaction, Policy
 from gateway.resilience import compaction, conversation
+from gateway.routing.policyset import Deployed
 from gateway.testing.converse_shapes import problem
 from gateway.translate import convert
 from gateway.translate.ir import Refused

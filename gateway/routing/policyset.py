@@ -1,6 +1,6 @@
 """The compiled, immutable view of a policy directory that the request path uses.
 
-A :class:`PolicySet` is built once per (re)load by :mod:`gateway.policy.load` and
+A :class:`PolicySet` is built once per (re)load by :mod:`gateway.routing.load` and
 then only read: key -> team, (team, model, path) -> route, team -> allowed models.
 Reloading builds a new set and swaps it in whole, so a request sees one
 consistent set from start to end.

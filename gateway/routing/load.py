@@ -32,7 +32,7 @@ a request goes upstream, so CI can ``check`` files without the secrets.
 (``llm-gateway check`` prints them; ``--strict`` makes them errors).
 
 This module reads the files; :mod:`gateway.policy.validate` checks each one against
-the schema and :mod:`gateway.policy.build` merges, cross-checks and compiles the set.
+the schema and :mod:`gateway.routing.build` merges, cross-checks and compiles the set.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from gateway.policy.build import build_policy_set
-from gateway.policy.policyset import PolicySet
 from gateway.policy.schema import policy_json_schema
 from gateway.policy.source import PolicyError, Problem, parse_yaml
 from gateway.policy.validate import SECTIONS as SECTIONS
+from gateway.routing.build import build_policy_set
+from gateway.routing.policyset import PolicySet
 
 __all__ = [
     "PolicyError",
