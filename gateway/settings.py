@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class RequestLimits:
     """What one request may contain (``max_*`` below; checked by
     :func:`gateway.web.shapes.check_shape`)."""
 
@@ -84,9 +84,9 @@ class GatewaySettings(BaseSettings):
     metrics_token: str = ""
 
     @cached_property
-    def request_limits(self) -> Limits:
+    def request_limits(self) -> RequestLimits:
         """The request limits above, as :func:`gateway.web.shapes.check_shape` takes them."""
-        return Limits(
+        return RequestLimits(
             self.max_messages,
             self.max_content_blocks,
             self.max_tools,

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from gateway.errors import Category
-from gateway.upstream.client import Limits, Upstream, UpstreamFailure
+from gateway.upstream.client import AnswerLimits, Upstream, UpstreamFailure
 from tests.waiting import eventually
 
 Script = Callable[[int, asyncio.StreamWriter], Awaitable[None]]
@@ -68,7 +68,7 @@ async def server() -> AsyncIterator[Callable[[Script], Awaitable[str]]]:
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[Upstream]:
-    u = Upstream(Limits(max_body_bytes=64 * 1024))
+    u = Upstream(AnswerLimits(max_body_bytes=64 * 1024))
     await u.start()
     yield u
     await u.close()

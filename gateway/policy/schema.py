@@ -356,7 +356,7 @@ class TransientBackoff(Frozen):
         return self
 
 
-class RetryBudget(Frozen):
+class RetryAllowance(Frozen):
     ratio: float = Field(default=0.2, ge=0.0)
     min_per_second: float = Field(default=5.0, ge=0.0)
 
@@ -366,12 +366,16 @@ _DEFAULT_RETRY_ON: tuple[RetryCategory, ...] = (
 )  # fmt: skip
 
 
-class Retry(Frozen):
+class RetryPolicy(Frozen):
+    # Written and dumped as ``budget`` (the policy key), read in code as ``allowance``.
+    model_config = ConfigDict(frozen=True, extra="forbid", serialize_by_alias=True)
+
     max_retries: int = Field(default=8, ge=0)
     on: tuple[RetryCategory, ...] = _DEFAULT_RETRY_ON
     rate_limit: RateLimitBackoff = RateLimitBackoff()
     transient: TransientBackoff = TransientBackoff()
-    budget: RetryBudget = RetryBudget()
+    # The word *budget* is kept for a team's money in code.
+    allowance: RetryAllowance = Field(default=RetryAllowance(), alias="budget")
 
 
 class TurnRetry(Frozen):
@@ -434,7 +438,7 @@ class ClassifyRule(Frozen):
 
 
 class Policy(Frozen):
-    retry: Retry = Retry()
+    retry: RetryPolicy = RetryPolicy()
     turn_retry: TurnRetry = TurnRetry()
     fallback: Fallback = Fallback()
     deployments: Deployments = Deployments()
@@ -451,7 +455,7 @@ class Policy(Frozen):
 # ---- teams -------------------------------------------------------------------
 
 
-class Limits(Frozen):
+class TeamLimits(Frozen):
     requests_per_minute: int | None = Field(default=None, gt=0)
     tokens_per_minute: int | None = Field(default=None, gt=0)
     max_concurrent: int | None = Field(
@@ -500,7 +504,7 @@ class Route(Frozen):
 class Team(Frozen):
     keys: tuple[TeamKey, ...] = ()
     models: tuple[str, ...] = ("*",)
-    limits: Limits = Limits()
+    limits: TeamLimits = TeamLimits()
     routes: tuple[Route, ...] = (Route(),)
     budget: Budget | None = None
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from gateway.formats import Format
     from gateway.money.budgets import Book, Period
     from gateway.observe.request_log import RequestLog
-    from gateway.policy.schema import Budget, Limits, Model
+    from gateway.policy.schema import Budget, Model, TeamLimits
     from gateway.recovery.engine import Env
     from gateway.routing.policyset import PolicySet, ResolvedRoute
     from gateway.state.base import StateBackend
@@ -135,12 +135,12 @@ def budget_spent(team: str, budget: Budget, period: Period, now: float) -> Gatew
     )
 
 
-def has_limits(limits: Limits) -> bool:
+def has_limits(limits: TeamLimits) -> bool:
     """The team has a request or token rate to keep (``max_concurrent`` aside)."""
     return limits.requests_per_minute is not None or limits.tokens_per_minute is not None
 
 
-async def admit(state: StateBackend, team: str, limits: Limits, now: float) -> None:
+async def admit(state: StateBackend, team: str, limits: TeamLimits, now: float) -> None:
     """Count the request in the team's rates; a 429 when it is over them."""
     wait = await state.admit(team, limits, now)
     if wait is not None:

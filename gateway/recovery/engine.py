@@ -213,11 +213,11 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             d = decide(p, f, policy, env.monotonic(), env.rng, activated=activated, sibling=sibling)
             sibling = None  # one sibling retry per failure
             activated = None
-            budget = policy.retry.budget
+            allowance = policy.retry.allowance
             if (
                 isinstance(d, Retry)
                 and not d.turn
-                and not await env.state.spend_retry(req.route_id, budget, env.wall())
+                and not await env.state.spend_retry(req.route_id, allowance, env.wall())
             ):
                 env.events.retry_budget_exhausted(log, p.model, f)
                 d = GiveUp("retry_budget_exhausted")

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from gateway.errors import Category
-from gateway.policy.schema import Retry
+from gateway.policy.schema import RetryPolicy
 from gateway.resilience.failure import Failure, Rng
 
 MAX_HINT_S = 7 * 86400.0
@@ -226,7 +226,7 @@ def _finite(value: float, fallback: float) -> float:
     return fallback if math.isfinite(fallback) and fallback >= 0.0 else 0.0
 
 
-def retry_wait(failure: Failure, retry_number: int, retry: Retry, rng: Rng) -> float:
+def retry_wait(failure: Failure, retry_number: int, retry: RetryPolicy, rng: Rng) -> float:
     """Seconds to wait before retry ``retry_number`` (1 = the first retry).
 
     A server hint (any category) gets up to ``retry_after_jitter`` added and is capped

@@ -2,7 +2,7 @@
 
 Recovery state is what replicas must agree on: consecutive-error streaks and
 fallback activation (:mod:`gateway.resilience.fallback`), route retry budgets
-and team limits (:mod:`gateway.resilience.budget`). The decisions are the pure
+and team limits (:mod:`gateway.resilience.retry_allowance`). The decisions are the pure
 functions of those modules; a backend only keeps their state, in process
 (:class:`~gateway.state.memory.MemoryState`) or in Redis, shared by every
 replica (:class:`~gateway.state.redis.RedisState`).
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from gateway.money.budgets import Book
-from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
+from gateway.policy.schema import Budget, Fallback, RetryAllowance, TeamLimits
 from gateway.resilience.fallback import Choice, FallbackState, Transition
 
 __all__ = ["Choice", "FallbackState", "StateBackend", "Transition"]
@@ -38,19 +38,19 @@ class StateBackend(Protocol):
         """Count one finished attempt; the fallback transition it caused, if any."""
         ...
 
-    async def spend_retry(self, route: str, budget: RetryBudget, now: float) -> bool:
-        """Take one retry from the route's budget; False: the budget is spent."""
+    async def spend_retry(self, route: str, allowance: RetryAllowance, now: float) -> bool:
+        """Take one retry from the route's retry allowance; False: it is spent."""
         ...
 
     async def note_request(self, route: str, now: float) -> None:
-        """Count one request of the route (feeds the retry budget)."""
+        """Count one request of the route (feeds the retry allowance)."""
         ...
 
-    async def admit(self, team: str, limits: Limits, now: float) -> float | None:
+    async def admit(self, team: str, limits: TeamLimits, now: float) -> float | None:
         """None: admitted and counted; else seconds until the team may send again."""
         ...
 
-    async def add_tokens(self, team: str, limits: Limits, tokens: int, now: float) -> None:
+    async def add_tokens(self, team: str, limits: TeamLimits, tokens: int, now: float) -> None:
         """Count tokens the team used (for ``tokens_per_minute``)."""
         ...
 

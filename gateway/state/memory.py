@@ -13,10 +13,11 @@ from collections.abc import Mapping
 
 from gateway.money.budgets import Book
 from gateway.observe import budget_events
-from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
+from gateway.policy.schema import Budget, Fallback, RetryAllowance, TeamLimits
 from gateway.resilience import fallback
-from gateway.resilience.budget import RetryBudgetWindow, TeamWindow
 from gateway.resilience.fallback import Choice, FallbackState, Transition
+from gateway.resilience.retry_allowance import AllowanceWindow
+from gateway.resilience.team_limits import TeamWindow
 
 SWEEP_AT = 4096
 
@@ -26,7 +27,7 @@ class MemoryState:
 
     def __init__(self) -> None:
         self.fallbacks: dict[str, FallbackState] = {}
-        self.budgets: dict[str, RetryBudgetWindow] = {}
+        self.allowances: dict[str, AllowanceWindow] = {}
         self.teams: dict[str, TeamWindow] = {}
         self.spending = Book(budget_events.crossed)
         self.shared = False
@@ -65,20 +66,20 @@ class MemoryState:
 
     # ---- retry budget ----
 
-    def _budget(self, route: str, now: float) -> RetryBudgetWindow:
-        window = self.budgets.get(route)
+    def _allowance(self, route: str, now: float) -> AllowanceWindow:
+        window = self.allowances.get(route)
         if window is None:
-            if len(self.budgets) >= SWEEP_AT:
-                for idle in [r for r, w in self.budgets.items() if w.is_idle(now)]:
-                    del self.budgets[idle]
-            window = self.budgets[route] = RetryBudgetWindow()
+            if len(self.allowances) >= SWEEP_AT:
+                for idle in [r for r, w in self.allowances.items() if w.is_idle(now)]:
+                    del self.allowances[idle]
+            window = self.allowances[route] = AllowanceWindow()
         return window
 
-    async def spend_retry(self, route: str, budget: RetryBudget, now: float) -> bool:
-        return self._budget(route, now).try_spend(now, budget)
+    async def spend_retry(self, route: str, allowance: RetryAllowance, now: float) -> bool:
+        return self._allowance(route, now).try_spend(now, allowance)
 
     async def note_request(self, route: str, now: float) -> None:
-        self._budget(route, now).note_request(now)
+        self._allowance(route, now).note_request(now)
 
     # ---- team limits ----
 
@@ -91,12 +92,12 @@ class MemoryState:
             window = self.teams[team] = TeamWindow()
         return window
 
-    async def admit(self, team: str, limits: Limits, now: float) -> float | None:
+    async def admit(self, team: str, limits: TeamLimits, now: float) -> float | None:
         if limits.requests_per_minute is None and limits.tokens_per_minute is None:
             return None
         return self._team(team, now).admit(now, limits)
 
-    async def add_tokens(self, team: str, limits: Limits, tokens: int, now: float) -> None:
+    async def add_tokens(self, team: str, limits: TeamLimits, tokens: int, now: float) -> None:
         if limits.tokens_per_minute is None or tokens <= 0:
             return
         self._team(team, now).add_tokens(now, tokens)

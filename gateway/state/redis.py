@@ -10,6 +10,9 @@ Keys (all prefixed ``llm-gateway:``)::
     llm-gateway:spend:{team}:{period}       a team's budget spending (redis_budgets)
     llm-gateway:spend-event:{team}:{period}:{event}  who logs a budget event (redis_budgets)
 
+The ``budget:`` keys hold a route's retry allowance (the policy's ``retry.budget``); they keep
+that name so that replicas of every version share them.
+
 Redis off the critical path: a request makes at most ONE round trip to
 Redis on its happy path, and none when its team has no limits.
 
@@ -43,7 +46,7 @@ Redis on its happy path, and none when its team has no limits.
   against windows of 10 s (budgets) and 60 s (team limits).
 * Team admission (only for a team with limits) is the one round trip, and most
   requests skip it: admissions are reserved in blocks
-  (:class:`~gateway.resilience.budget.Lease`: sized by this replica's pace, at most
+  (:class:`~gateway.resilience.retry_allowance.Lease`: sized by this replica's pace, at most
   1/16 of what the window has left, so exact near the limit; an unused block is
   given back after a second). A reservation is a Lua script that INCRBYs the minute's
   request counter by the block (EXPIRE when new) and returns it with the minute's
@@ -92,18 +95,16 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import WatchError
 
-from gateway.policy.schema import Budget, Fallback, Limits, RetryBudget
+from gateway.policy.schema import Budget, Fallback, RetryAllowance, TeamLimits
 from gateway.resilience import fallback
-from gateway.resilience.budget import (
-    BUDGET_WINDOW_S,
-    LIMIT_WINDOW_S,
-    Lease,
-    budget_bucket,
-    budget_buckets,
-    limit_window,
+from gateway.resilience.fallback import Choice, FallbackState, Transition
+from gateway.resilience.retry_allowance import (
+    ALLOWANCE_WINDOW_S,
+    allowance_bucket,
+    allowance_buckets,
     retry_allowed,
 )
-from gateway.resilience.fallback import Choice, FallbackState, Transition
+from gateway.resilience.team_limits import LIMIT_WINDOW_S, Lease, limit_window
 from gateway.state.redis_admissions import Admissions
 from gateway.state.redis_sync import (
     MAX_STALENESS_S,
@@ -271,14 +272,14 @@ class RedisState(SyncedState):
     # ---- retry budget ----
 
     @staticmethod
-    def _budget_key(route: str, kind: str, bucket: int) -> str:
+    def _allowance_key(route: str, kind: str, bucket: int) -> str:
         return f"{PREFIX}budget:{route}:{kind}:{bucket}"
 
     async def _note_request(self, route: str, now: float) -> None:
-        key = self._budget_key(route, "req", budget_bucket(now))
+        key = self._allowance_key(route, "req", allowance_bucket(now))
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.incr(key)
-            pipe.expire(key, BUDGET_WINDOW_S + 2)
+            pipe.expire(key, ALLOWANCE_WINDOW_S + 2)
             await pipe.execute()
 
     async def note_request(self, route: str, now: float) -> None:
@@ -288,16 +289,16 @@ class RedisState(SyncedState):
                 lambda: self.local.note_request(route, now),
             )
             return
-        self._count(self._budget_key(route, "req", budget_bucket(now)), 1)
+        self._count(self._allowance_key(route, "req", allowance_bucket(now)), 1)
 
-    async def _spend_retry(self, route: str, budget: RetryBudget, now: float) -> bool:
-        window = budget_buckets(now)
-        mine = self._budget_key(route, "retry", budget_bucket(now))
-        request_keys = [self._budget_key(route, "req", b) for b in window]
-        retry_keys = [self._budget_key(route, "retry", b) for b in window]
+    async def _spend_retry(self, route: str, allowance: RetryAllowance, now: float) -> bool:
+        window = allowance_buckets(now)
+        mine = self._allowance_key(route, "retry", allowance_bucket(now))
+        request_keys = [self._allowance_key(route, "req", b) for b in window]
+        retry_keys = [self._allowance_key(route, "retry", b) for b in window]
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.incr(mine)
-            pipe.expire(mine, BUDGET_WINDOW_S + 2)
+            pipe.expire(mine, ALLOWANCE_WINDOW_S + 2)
             pipe.mget(request_keys)
             pipe.mget(retry_keys)
             mine_now, _, requests, retries = await pipe.execute(raise_on_error=False)
@@ -307,21 +308,21 @@ class RedisState(SyncedState):
         count = self.ignored.counter
         spent_before = sum(map(count, retry_keys, retries)) - (0 if refused else 1)  # ours
         noted = sum(map(count, request_keys, requests)) + sum(map(self._unflushed, request_keys))
-        if retry_allowed(noted, spent_before, budget):
+        if retry_allowed(noted, spent_before, allowance):
             return True
         if not refused:
             await self._redis.decr(mine)
         return False
 
-    async def spend_retry(self, route: str, budget: RetryBudget, now: float) -> bool:
+    async def spend_retry(self, route: str, allowance: RetryAllowance, now: float) -> bool:
         return await self._call(
-            lambda: self._spend_retry(route, budget, now),
-            lambda: self.local.spend_retry(route, budget, now),
+            lambda: self._spend_retry(route, allowance, now),
+            lambda: self.local.spend_retry(route, allowance, now),
         )
 
     # ---- team limits ----
 
-    async def _admit(self, team: str, limits: Limits, now: float) -> float | None:
+    async def _admit(self, team: str, limits: TeamLimits, now: float) -> float | None:
         lease = self._leases.get(team)
         if lease is None:
             lease = self._leases[team] = Lease()
@@ -340,7 +341,7 @@ class RedisState(SyncedState):
             self._ensure_sync()  # gives back what stays unused, refreshes the tokens
         return None
 
-    async def admit(self, team: str, limits: Limits, now: float) -> float | None:
+    async def admit(self, team: str, limits: TeamLimits, now: float) -> float | None:
         if limits.requests_per_minute is None and limits.tokens_per_minute is None:
             return None
         if self.degraded:  # local, or this request is the one trial of the interval
@@ -361,7 +362,7 @@ class RedisState(SyncedState):
             pipe.expire(key, 2 * LIMIT_WINDOW_S)
             await pipe.execute()
 
-    async def add_tokens(self, team: str, limits: Limits, tokens: int, now: float) -> None:
+    async def add_tokens(self, team: str, limits: TeamLimits, tokens: int, now: float) -> None:
         if limits.tokens_per_minute is None or tokens <= 0:
             return
         tokens = min(tokens, MAX_REQUEST_TOKENS)

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway.policy.schema import Limits
-from gateway.resilience.budget import LIMIT_WINDOW_S, Lease
+from gateway.policy.schema import TeamLimits
+from gateway.resilience.team_limits import LIMIT_WINDOW_S, Lease
 from gateway.state.redis_values import Ignored
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ tokens (KEYS[2]) and what was malformed: 1, the request counter was not an integ
 
 
 class Admissions:
-    """Reservations of team admissions (:class:`~gateway.resilience.budget.Lease`), the
+    """Reservations of team admissions (:class:`~gateway.resilience.retry_allowance.Lease`), the
     ones asked for in one pass of the event loop sent as one pipeline.
 
     :meth:`join` queues a request whose team's block is used up and waits; the first
@@ -62,7 +62,7 @@ class Admissions:
         self._sends: set[asyncio.Task[None]] = set()
 
     def join(
-        self, lease: Lease, requests: str, tokens: str, limits: Limits, now: float
+        self, lease: Lease, requests: str, tokens: str, limits: TeamLimits, now: float
     ) -> asyncio.Future[bool]:
         """True once admitted from a new reservation, False when the window is full."""
         loop = asyncio.get_running_loop()
@@ -142,6 +142,6 @@ class _Waiting:
 
     lease: Lease
     tokens: str
-    limits: Limits
+    limits: TeamLimits
     now: float
     futures: list[asyncio.Future[bool]] = field(default_factory=list)

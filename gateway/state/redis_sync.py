@@ -19,14 +19,9 @@ import structlog
 from gateway.money.budgets import Crossing
 from gateway.observe import budget_events
 from gateway.resilience import fallback
-from gateway.resilience.budget import (
-    BUDGET_WINDOW_S,
-    LEASE_IDLE_S,
-    LIMIT_WINDOW_S,
-    Lease,
-    limit_window,
-)
 from gateway.resilience.fallback import FallbackState
+from gateway.resilience.retry_allowance import ALLOWANCE_WINDOW_S
+from gateway.resilience.team_limits import LEASE_IDLE_S, LIMIT_WINDOW_S, Lease, limit_window
 from gateway.state.memory import MemoryState
 from gateway.state.redis_budgets import BudgetSync
 from gateway.state.redis_values import MAX_COUNT, Bad, Ignored, fallback_state
@@ -217,7 +212,9 @@ class SyncedState:
         async with self._redis.pipeline(transaction=False) as pipe:
             for key, n in counts.items():
                 pipe.incrby(key, n)
-                pipe.expire(key, BUDGET_WINDOW_S + 2 if ":budget:" in key else 2 * LIMIT_WINDOW_S)
+                pipe.expire(
+                    key, ALLOWANCE_WINDOW_S + 2 if ":budget:" in key else 2 * LIMIT_WINDOW_S
+                )
             if keys:
                 pipe.mget([f"{PREFIX}fb:{k}" for k in keys])
             if teams:

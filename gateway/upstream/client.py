@@ -11,7 +11,7 @@ nowhere else::
                                  the answer, a body that ends early, a malformed
                                  response, a response over the size limits
 
-Limits on what a provider may send (:class:`Limits`, from the ``GATEWAY_UPSTREAM_*``
+AnswerLimits on what a provider may send (:class:`AnswerLimits`, from the ``GATEWAY_UPSTREAM_*``
 settings): the size of one header line and the number of headers (aiohttp's parser
 stops at them), and the size of a whole body, counted after decompression. A stream's
 events are bounded by the relay (``max_event_bytes``).
@@ -41,11 +41,11 @@ from gateway.upstream.deadlines import Limit
 Stage = Literal["connect", "first_byte", "body", "stream"]
 Response = aiohttp.ClientResponse
 
-__all__ = ["Body", "Limits", "Response", "Upstream", "UpstreamFailure"]
+__all__ = ["AnswerLimits", "Body", "Response", "Upstream", "UpstreamFailure"]
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class AnswerLimits:
     """What a provider's answer may hold (settings ``GATEWAY_UPSTREAM_*``)."""
 
     max_field_bytes: int = 8190  # one status or header line
@@ -206,8 +206,8 @@ class _Pool(aiohttp.TCPConnector):
 class Upstream:
     """A pooled client; :meth:`open` returns a response whose body the caller reads."""
 
-    def __init__(self, limits: Limits | None = None) -> None:
-        self.limits = limits or Limits()
+    def __init__(self, limits: AnswerLimits | None = None) -> None:
+        self.limits = limits or AnswerLimits()
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 

@@ -33,7 +33,7 @@ from gateway.routing.policyset import PolicySet
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments
 from gateway.state.base import StateBackend
-from gateway.upstream.client import Limits, Upstream
+from gateway.upstream.client import AnswerLimits, Upstream
 from gateway.web import reload, routes
 from gateway.web.cloud_credentials import CloudCredentials
 from gateway.web.concurrency import TeamSlots
@@ -74,7 +74,7 @@ class Gateway:
         self.metrics = metrics
         self.events = Events(metrics)
         self.upstream = Upstream(
-            Limits(
+            AnswerLimits(
                 max_field_bytes=settings.upstream_max_field_bytes,
                 max_headers=settings.upstream_max_headers,
                 max_body_bytes=settings.upstream_max_body_bytes,

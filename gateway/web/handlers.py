@@ -25,7 +25,7 @@ from gateway.recovery.admission import (
 )
 from gateway.recovery.engine import Request
 from gateway.routing.policyset import PolicySet
-from gateway.settings import Limits
+from gateway.settings import RequestLimits
 from gateway.upstream.deadlines import Limit
 from gateway.web.answer import answer
 from gateway.web.bearer import bearer, bears
@@ -134,7 +134,7 @@ def _too_large(max_bytes: int) -> GatewayError:
     )
 
 
-def parse_body(raw: bytes, endpoint: Endpoint, limits: Limits) -> dict[str, Any]:
+def parse_body(raw: bytes, endpoint: Endpoint, limits: RequestLimits) -> dict[str, Any]:
     """The request body, parsed and checked (:mod:`gateway.web.shapes`): a 400 naming the
     field of the wrong type or the limit exceeded, before anything goes upstream."""
     check_raw(raw, limits)  # before parsing: a body of millions of tiny values
@@ -164,7 +164,7 @@ def parse_body(raw: bytes, endpoint: Endpoint, limits: Limits) -> dict[str, Any]
     return body
 
 
-def _checked(body: Any, endpoint: Endpoint, limits: Limits, size: int) -> dict[str, Any]:
+def _checked(body: Any, endpoint: Endpoint, limits: RequestLimits, size: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     check_shape(endpoint, body, limits, size)

@@ -1,5 +1,5 @@
 """A request body checked at the edge, before anything reads it: what it may contain
-(:class:`gateway.settings.Limits`), the JSON types of the fields the gateway reads on
+(:class:`gateway.settings.RequestLimits`), the JSON types of the fields the gateway reads on
 every path, and how deep it is nested.
 
 The gateway passes a body on re-encoded, and its recovery layers read a few fields: the
@@ -17,7 +17,7 @@ Three more refusals, each a 400 naming the field or the limit:
 - more messages (Responses input items), content blocks in all, or tools than the
   limits allow: the work a request makes (translation, compaction) grows with them, and
   it runs on the event loop every client shares;
-- a body nested deeper than ``Limits.depth``: the body is re-encoded on its way
+- a body nested deeper than ``RequestLimits.depth``: the body is re-encoded on its way
   upstream, and orjson encodes at most 254 levels;
 - an integer beyond 64 bits in a field that is an integer (``seed``, ``n``, the output
   caps...): orjson reads it as a float, which would reach the provider as another
@@ -37,7 +37,7 @@ import orjson
 
 from gateway.errors import GatewayError, bad_request, huge_integer, wrong_type
 from gateway.providers import Endpoint
-from gateway.settings import Limits
+from gateway.settings import RequestLimits
 
 __all__ = ["ENCODABLE_DEPTH", "INTEGER_FIELDS", "TOKEN_FIELDS", "check_raw", "check_shape"]
 
@@ -48,7 +48,7 @@ TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 INTEGER_FIELDS = ("seed", "n", "top_logprobs", "top_k", "max_tool_calls", "dimensions")
 #: The deepest nesting orjson encodes (a body deeper than this cannot be sent on).
 ENCODABLE_DEPTH = 254
-DEFAULT_LIMITS = Limits()
+DEFAULT_LIMITS = RequestLimits()
 #: The endpoints, read from the class once: on Python 3.11 reading an enum's member from
 #: its class (``Endpoint.chat``) goes through ``EnumType.__getattr__``'s slot, about 1k
 #: instructions each time; a module global is a dictionary lookup.
@@ -62,7 +62,7 @@ _OPTIONAL = frozenset(("stream", *TOKEN_FIELDS, *INTEGER_FIELDS))
 def check_shape(
     endpoint: Endpoint,
     body: dict[str, Any],
-    limits: Limits = DEFAULT_LIMITS,
+    limits: RequestLimits = DEFAULT_LIMITS,
     size: int | None = None,
 ) -> None:
     """Raise a 400 :class:`GatewayError` for a body over ``limits``, with a field the
@@ -150,7 +150,7 @@ def _text_or_array(value: Any, name: str, nullable: bool = True) -> None:
 # ---- limits -------------------------------------------------------------------------------
 
 
-def check_raw(raw: bytes, limits: Limits) -> None:
+def check_raw(raw: bytes, limits: RequestLimits) -> None:
     """Before the body is parsed: at most ``limits.containers`` JSON objects and arrays,
     counted as ``{`` and ``[`` bytes (an upper bound: those inside strings count too).
     Parsing is the one step whose cost no later check bounds: 10 million empty arrays
@@ -170,7 +170,7 @@ def check_raw(raw: bytes, limits: Limits) -> None:
 
 
 def _check_counts(
-    endpoint: Endpoint, body: dict[str, Any], limits: Limits, size: int | None
+    endpoint: Endpoint, body: dict[str, Any], limits: RequestLimits, size: int | None
 ) -> None:
     tools = body.get("tools")
     if type(tools) is list and len(tools) > limits.tools:
@@ -191,7 +191,9 @@ def _check_counts(
     _check_parts(entries, name, limits.depth)
 
 
-def check_parts(endpoint: Endpoint, body: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> None:
+def check_parts(
+    endpoint: Endpoint, body: dict[str, Any], limits: RequestLimits = DEFAULT_LIMITS
+) -> None:
     """The checks of :func:`check_shape` that read a string's content (a tool call's
     ``arguments``), again: for a body first checked with its long strings held apart
     (:mod:`gateway.formats.body_parts`), once they are back. A walk of the parts, no encode."""

@@ -58,7 +58,7 @@ def test_default_policy_numbers() -> None:
     assert (p.retry.transient.base, p.retry.transient.cap, p.retry.transient.jitter) == (
         1.0, 32.0, 0.25,
     )  # fmt: skip
-    assert (p.retry.budget.ratio, p.retry.budget.min_per_second) == (0.2, 5.0)
+    assert (p.retry.allowance.ratio, p.retry.allowance.min_per_second) == (0.2, 5.0)
     assert (p.turn_retry.on, p.turn_retry.wait, p.turn_retry.max) == (
         ("timeout", "connection", "server_error"), 10.0, 1,
     )  # fmt: skip

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import Category
-from gateway.policy.schema import RateLimitBackoff, Retry, TransientBackoff
+from gateway.policy.schema import RateLimitBackoff, RetryPolicy, TransientBackoff
 from gateway.resilience.backoff import MAX_HINT_S, go_duration, retry_wait, server_hint
 from gateway.resilience.failure import Failure
 
 NOW = 1_750_000_000.0
 ALMOST_1 = math.nextafter(1.0, 0.0)
-DEFAULT = Retry()
+DEFAULT = RetryPolicy()
 
 
 class FixedRng:
@@ -56,7 +56,7 @@ def rfc3339(at: float) -> str:
     ],
 )  # fmt: skip
 def test_header_hints(headers: dict[str, str], body: str, expected: float) -> None:
-    """retry-after-ms beats Retry-After (seconds or HTTP date), which beats the body."""
+    """retry-after-ms beats RetryPolicy-After (seconds or HTTP date), which beats the body."""
     assert server_hint(headers, body, NOW) == pytest.approx(expected)
 
 
@@ -66,7 +66,7 @@ def test_header_hints(headers: dict[str, str], body: str, expected: float) -> No
      http_date(NOW - 60), "Wed, 99 Foo 2015 07:28:00 GMT", "1_000"],
 )  # fmt: skip
 def test_unusable_retry_after_falls_through(value: str) -> None:
-    """Negative, NaN, absurd, past or unparsable Retry-After values are skipped, never 0."""
+    """Negative, NaN, absurd, past or unparsable RetryPolicy-After values are skipped, never 0."""
     assert server_hint({"retry-after": value}, "", NOW) is None
     assert server_hint({"retry-after": value}, "try again in 20s", NOW) == 20.0
 
@@ -169,7 +169,7 @@ def test_hint_bound_is_a_week() -> None:
 # ---- computed waits ------------------------------------------------------------
 
 
-def waits(failure: Failure, rng: float, retry: Retry = DEFAULT, n: int = 7) -> list[float]:
+def waits(failure: Failure, rng: float, retry: RetryPolicy = DEFAULT, n: int = 7) -> list[float]:
     return [retry_wait(failure, i, retry, FixedRng(rng)) for i in range(1, n + 1)]
 
 
@@ -223,7 +223,7 @@ def test_rate_limit_clamped(n: int, rng: float, expected: float) -> None:
         (Category.rate_limit, 290.0, ALMOST_1, 300.0),
         (Category.rate_limit, 1000.0, 0.0, 300.0),
         (Category.rate_limit, 0.0, ALMOST_1, 0.0),
-        (Category.server_overload, 120.0, ALMOST_1, 132.0),  # a 503 Retry-After is honoured too
+        (Category.server_overload, 120.0, ALMOST_1, 132.0),  # a 503 RetryPolicy-After is honoured too
         (Category.server_error, 0.5, 0.0, 0.5),
     ],
 )  # fmt: skip
@@ -244,7 +244,7 @@ def test_unusable_failure_hint_uses_computed_backoff(hint: float) -> None:
 
 def test_policy_numbers_are_used() -> None:
     """Base, cap and jitter come from the route's policy."""
-    retry = Retry(
+    retry = RetryPolicy(
         transient=TransientBackoff(base=0.5, cap=4.0, jitter=0.0),
         rate_limit=RateLimitBackoff(base=2.0, cap=3.0, jitter=0.0, retry_after_cap=5.0),
     )
@@ -302,7 +302,7 @@ def test_every_wait_is_bounded(
 ) -> None:
     """Every wait is finite, >= 0, <= its cap, and never below the hint or base unless capped."""
     rl_cap, tr_cap = rl_base + rl_extra, tr_base + tr_extra  # the schema rejects cap < base
-    retry = Retry(
+    retry = RetryPolicy(
         rate_limit=RateLimitBackoff(base=rl_base, cap=rl_cap, jitter=rl_jitter),
         transient=TransientBackoff(base=tr_base, cap=tr_cap, jitter=tr_jitter),
     )

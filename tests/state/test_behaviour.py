@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.policy.schema import Fallback, Limits, RetryBudget
+from gateway.policy.schema import Fallback, RetryAllowance, TeamLimits
 from gateway.resilience.fallback import Activated, Choice, FallbackState, Follow, Recovered
 from gateway.state import StateBackend
 
@@ -74,9 +74,9 @@ async def test_probe_failure_and_chain_walk(make_backend: Make) -> None:
 async def test_retry_budget(make_backend: Make) -> None:
     """The budget allows the floor with no traffic and ratio x requests with traffic."""
     s = make_backend()
-    floor = RetryBudget(ratio=0.2, min_per_second=0.5)  # 5 per 10 s window
+    floor = RetryAllowance(ratio=0.2, min_per_second=0.5)  # 5 per 10 s window
     assert [await s.spend_retry("r", floor, 1000.0) for _ in range(6)] == [True] * 5 + [False]
-    ratio = RetryBudget(ratio=0.5, min_per_second=0)
+    ratio = RetryAllowance(ratio=0.5, min_per_second=0)
     for _ in range(8):
         await s.note_request("r2", 1000.0)
     assert [await s.spend_retry("r2", ratio, 1000.5) for _ in range(5)] == [True] * 4 + [False]
@@ -87,7 +87,7 @@ async def test_retry_budget(make_backend: Make) -> None:
 async def test_team_request_limit(make_backend: Make) -> None:
     """requests_per_minute refuses with the seconds until the next minute."""
     s = make_backend()
-    limits = Limits(requests_per_minute=2)
+    limits = TeamLimits(requests_per_minute=2)
     assert await s.admit("t", limits, 6000.0) is None
     assert await s.admit("t", limits, 6001.0) is None
     assert await s.admit("t", limits, 6030.0) == pytest.approx(30.0)
@@ -99,7 +99,7 @@ async def test_team_request_limit(make_backend: Make) -> None:
 async def test_team_token_limit(make_backend: Make) -> None:
     """tokens_per_minute refuses new requests once the minute's tokens reach it."""
     s = make_backend()
-    limits = Limits(tokens_per_minute=100)
+    limits = TeamLimits(tokens_per_minute=100)
     assert await s.admit("t", limits, 120.0) is None
     await s.add_tokens("t", limits, 60, 121.0)
     assert await s.admit("t", limits, 122.0) is None
@@ -111,5 +111,5 @@ async def test_team_token_limit(make_backend: Make) -> None:
 async def test_no_limits(make_backend: Make) -> None:
     """A team without limits is always admitted and token counts are not kept."""
     s = make_backend()
-    await s.add_tokens("t", Limits(), 10**9, 1.0)
-    assert all([await s.admit("t", Limits(), 1.0) is None for _ in range(50)])
+    await s.add_tokens("t", TeamLimits(), 10**9, 1.0)
+    assert all([await s.admit("t", TeamLimits(), 1.0) is None for _ in range(50)])

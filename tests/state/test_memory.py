@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.policy.schema import Fallback, Limits, RetryBudget
+from gateway.policy.schema import Fallback, RetryAllowance, TeamLimits
 from gateway.resilience.fallback import FallbackState
 from gateway.state import MemoryState, StateBackend, open_state
 from gateway.state import memory as memory_mod
@@ -51,13 +51,13 @@ async def test_idle_windows_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past SWEEP_AT routes or teams, idle windows are dropped before a new one is added."""
     monkeypatch.setattr(memory_mod, "SWEEP_AT", 3)
     s = MemoryState()
-    limits = Limits(requests_per_minute=5)
+    limits = TeamLimits(requests_per_minute=5)
     for i in range(3):
         await s.note_request(f"r{i}", 0.0)
         await s.admit(f"t{i}", limits, 0.0)
     await s.note_request("r-new", 100.0)
-    await s.spend_retry("r-new2", RetryBudget(), 100.0)
+    await s.spend_retry("r-new2", RetryAllowance(), 100.0)
     await s.admit("t-new", limits, 100.0)
-    assert set(s.budgets) == {"r-new", "r-new2"}
+    assert set(s.allowances) == {"r-new", "r-new2"}
     assert set(s.teams) == {"t-new"}
     await s.close()

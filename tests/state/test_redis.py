@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
-from gateway.policy.schema import Fallback, Limits, RetryBudget
+from gateway.policy.schema import Fallback, RetryAllowance, TeamLimits
 from gateway.resilience.fallback import Activated, Choice, Recovered
 from gateway.state import open_state
 from gateway.state.redis import MAX_STALENESS_S, RedisState
@@ -85,13 +85,13 @@ async def test_replicas_share_fallback_activation(replicas: Callable[..., RedisS
 async def test_replicas_share_team_limits_and_budget(replicas: Callable[..., RedisState]) -> None:
     """Team limits and retry budgets count across replicas."""
     a, b = replicas(), replicas()
-    limits = Limits(requests_per_minute=3, tokens_per_minute=1000)
+    limits = TeamLimits(requests_per_minute=3, tokens_per_minute=1000)
     assert [await r.admit("t", limits, 600.0) for r in (a, b, a)] == [None, None, None]
     assert await b.admit("t", limits, 630.0) == pytest.approx(30.0)
     await a.add_tokens("t", limits, 1000, 661.0)
     await a.sync()  # tokens are flushed by the background sync, at most 50 ms later
     assert await b.admit("t", limits, 662.0) == pytest.approx(58.0)
-    budget = RetryBudget(ratio=0.0, min_per_second=0.3)  # 3 retries per window
+    budget = RetryAllowance(ratio=0.0, min_per_second=0.3)  # 3 retries per window
     spent = [await r.spend_retry("route", budget, 50.0) for r in (a, b, a, b)]
     assert spent == [True, True, True, False]
 
@@ -118,7 +118,7 @@ async def test_concurrent_probes_take_one_lease(replicas: Callable[..., RedisSta
 async def test_concurrent_admits_respect_the_limit(replicas: Callable[..., RedisState]) -> None:
     """Thirty concurrent requests on two replicas admit exactly requests_per_minute."""
     a, b = replicas(timeout=0.5), replicas(timeout=0.5)
-    limits = Limits(requests_per_minute=10)
+    limits = TeamLimits(requests_per_minute=10)
     answers = await asyncio.gather(*(r.admit("t", limits, 60.0) for r in (a, b) * 15))
     assert sum(w is None for w in answers) == 10
 
@@ -132,8 +132,8 @@ async def test_keys_are_prefixed_and_expire(
     for t in (now, now):
         await a.record(KEY, FB, 0, "server_error", t, probe=False)
     await a.note_request("route", now)
-    await a.spend_retry("route", RetryBudget(), now)
-    limits = Limits(requests_per_minute=5, tokens_per_minute=5)
+    await a.spend_retry("route", RetryAllowance(), now)
+    limits = TeamLimits(requests_per_minute=5, tokens_per_minute=5)
     await a.admit("team", limits, now)
     await a.add_tokens("team", limits, 3, now)
     await a.sync()  # the counters' flush
@@ -176,12 +176,12 @@ async def test_outage_answers_locally_and_recovers(
         for t in (4.0, 5.0, 6.0):  # both keep the fallback they knew
             assert await a.choose(KEY, FB, t) == Choice(1)
             assert await b.choose(KEY, FB, t) == Choice(1)
-        limits = Limits(requests_per_minute=1)
+        limits = TeamLimits(requests_per_minute=1)
         assert await a.admit("t", limits, 7.0) is None
         assert await a.admit("t", limits, 8.0) == pytest.approx(52.0)
-        assert await a.spend_retry("r", RetryBudget(), 9.0) is True
+        assert await a.spend_retry("r", RetryAllowance(), 9.0) is True
         await a.note_request("r", 9.0)
-        await a.add_tokens("t", Limits(tokens_per_minute=5), 3, 9.0)
+        await a.add_tokens("t", TeamLimits(tokens_per_minute=5), 3, 9.0)
         await b.sync()  # b answered from its fresh view; its sync finds Redis gone
         assert a.degraded and b.degraded
         degraded = events(logs, "state_backend_degraded")
@@ -210,14 +210,14 @@ async def test_reconnect_is_tried_once_per_interval(
     a = replicas(reconnect_interval=1.0, clock=clock)
     with capture_logs() as logs:
         redis_server.stop()
-        await a.spend_retry("r", RetryBudget(), 1.0)
+        await a.spend_retry("r", RetryAllowance(), 1.0)
         assert a.degraded
         redis_server.start()
         for _ in range(5):  # the server is back, but the interval has not passed
-            await a.spend_retry("r", RetryBudget(), 1.0)
+            await a.spend_retry("r", RetryAllowance(), 1.0)
         assert a.degraded and not events(logs, "state_backend_recovered")
         clock.t = 1.0
-        await a.spend_retry("r", RetryBudget(), 1.0)
+        await a.spend_retry("r", RetryAllowance(), 1.0)
         assert not a.degraded
         assert len(events(logs, "state_backend_recovered")) == 1
 
@@ -232,7 +232,7 @@ async def test_hung_redis_times_out_to_local_state(
     try:
         with capture_logs() as logs:
             started = time.monotonic()
-            assert await a.admit("t", Limits(requests_per_minute=1), 1.0) is None
+            assert await a.admit("t", TeamLimits(requests_per_minute=1), 1.0) is None
             assert time.monotonic() - started < 1.0  # one timeout (0.25 s), not a hang
             started = time.monotonic()
             for t in (2.0, 3.0):
@@ -286,7 +286,7 @@ async def _commands(raw: Redis) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
-async def _happy_request(state: RedisState, limits: Limits, now: float) -> None:
+async def _happy_request(state: RedisState, limits: TeamLimits, now: float) -> None:
     """The state calls one successful request makes (handlers.py and engine.py)."""
     assert await state.admit("team", limits, now) is None
     await state.note_request("route", now)
@@ -304,7 +304,7 @@ async def test_happy_path_is_at_most_one_round_trip_and_blocks_grow_with_the_pac
     without limits sends nothing. The background sync is held off here so that every
     command counted is one a request waited for."""
     a = replicas(sync_interval=3600.0, max_staleness=3600.0)
-    limits = Limits(requests_per_minute=100_000, tokens_per_minute=10_000_000)
+    limits = TeamLimits(requests_per_minute=100_000, tokens_per_minute=10_000_000)
     now = time.time()
     await _happy_request(a, limits, now)  # the first use of KEY reads it once
     raw = Redis.from_url(redis_server.url)
@@ -319,7 +319,7 @@ async def test_happy_path_is_at_most_one_round_trip_and_blocks_grow_with_the_pac
         concurrent = await _commands(raw)
         await raw.config_resetstat()
         for _ in range(20):
-            await _happy_request(a, Limits(), now)
+            await _happy_request(a, TeamLimits(), now)
         unlimited = await _commands(raw)
     finally:
         await raw.aclose()
@@ -340,7 +340,7 @@ async def test_an_unused_reservation_is_given_back(
     wall = Clock()
     wall.t = 6000.0
     a = replicas(wall=wall, sync_interval=3600.0)
-    limits = Limits(requests_per_minute=1000)
+    limits = TeamLimits(requests_per_minute=1000)
     for i in range(12):  # blocks of 1, 2, 4, 8: 15 reserved, 12 used
         assert await a.admit("t", limits, wall.t + i * 0.001) is None
     raw = Redis.from_url(redis_server.url)

@@ -12,8 +12,8 @@ import pytest
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
-from gateway.policy.schema import Limits
-from gateway.resilience.budget import limit_window
+from gateway.policy.schema import TeamLimits
+from gateway.resilience.team_limits import limit_window
 from gateway.state.redis import RedisState
 from tests.log_sink import Sink
 from tests.redis_server import RedisServer
@@ -21,7 +21,7 @@ from tests.redis_server import RedisServer
 pytestmark = pytest.mark.redis
 
 NOW = time.time()
-LIMITS = Limits(tokens_per_minute=1000)
+LIMITS = TeamLimits(tokens_per_minute=1000)
 TOKENS = f"llm-gateway:limit:t:tok:{limit_window(NOW)}"
 
 

@@ -1,21 +1,15 @@
-"""Retry budgets and team limits on a virtual clock (gateway.resilience.budget)."""
+"""Retry allowances and team limits on a virtual clock (gateway.resilience.retry_allowance, team_limits)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.policy.schema import Limits, RetryBudget
-from gateway.resilience.budget import (
-    BUDGET_WINDOW_S,
-    Lease,
-    RetryBudgetWindow,
-    TeamWindow,
-    limit_wait,
-    retry_allowed,
-)
+from gateway.policy.schema import RetryAllowance, TeamLimits
+from gateway.resilience.retry_allowance import ALLOWANCE_WINDOW_S, AllowanceWindow, retry_allowed
+from gateway.resilience.team_limits import Lease, TeamWindow, limit_wait
 
 
-def spend_all(w: RetryBudgetWindow, now: float, budget: RetryBudget, cap: int = 10_000) -> int:
+def spend_all(w: AllowanceWindow, now: float, budget: RetryAllowance, cap: int = 10_000) -> int:
     n = 0
     while n < cap and w.try_spend(now, budget):
         n += 1
@@ -24,19 +18,19 @@ def spend_all(w: RetryBudgetWindow, now: float, budget: RetryBudget, cap: int = 
 
 def test_floor_min_per_second() -> None:
     """With no traffic a route still gets min_per_second x 10 s retries per window."""
-    w = RetryBudgetWindow()
-    assert spend_all(w, 100.0, RetryBudget(ratio=0.2, min_per_second=5)) == 50
+    w = AllowanceWindow()
+    assert spend_all(w, 100.0, RetryAllowance(ratio=0.2, min_per_second=5)) == 50
 
 
 def test_zero_budget_never_retries() -> None:
     """ratio 0 and min_per_second 0 allow no retry at all."""
-    assert not RetryBudgetWindow().try_spend(1.0, RetryBudget(ratio=0.0, min_per_second=0.0))
+    assert not AllowanceWindow().try_spend(1.0, RetryAllowance(ratio=0.0, min_per_second=0.0))
 
 
 def test_ratio_with_traffic() -> None:
     """Above the floor, retries may add at most ratio of the window's requests."""
-    budget = RetryBudget(ratio=0.2, min_per_second=1)
-    w = RetryBudgetWindow()
+    budget = RetryAllowance(ratio=0.2, min_per_second=1)
+    w = AllowanceWindow()
     for i in range(1000):
         w.note_request(100.0 + i * 0.009)  # 1000 requests within 9 s
     assert spend_all(w, 109.5, budget) == 200
@@ -44,8 +38,8 @@ def test_ratio_with_traffic() -> None:
 
 def test_fractional_allowance_rounds_down() -> None:
     """ratio 0.2 of 7 requests (1.4) with no floor allows one retry."""
-    budget = RetryBudget(ratio=0.2, min_per_second=0)
-    w = RetryBudgetWindow()
+    budget = RetryAllowance(ratio=0.2, min_per_second=0)
+    w = AllowanceWindow()
     for _ in range(7):
         w.note_request(5.0)
     assert spend_all(w, 5.0, budget) == 1
@@ -53,8 +47,8 @@ def test_fractional_allowance_rounds_down() -> None:
 
 def test_window_expiry() -> None:
     """Requests and retries older than ten seconds no longer count."""
-    budget = RetryBudget(ratio=0.5, min_per_second=0)
-    w = RetryBudgetWindow()
+    budget = RetryAllowance(ratio=0.5, min_per_second=0)
+    w = AllowanceWindow()
     for _ in range(10):
         w.note_request(100.2)
     assert spend_all(w, 100.5, budget) == 5
@@ -68,23 +62,23 @@ def test_window_expiry() -> None:
 
 def test_spent_retries_free_up_as_they_age() -> None:
     """The floor refills as old retries leave the sliding window."""
-    budget = RetryBudget(ratio=0.0, min_per_second=1)
-    w = RetryBudgetWindow()
-    assert spend_all(w, 0.0, budget) == BUDGET_WINDOW_S
+    budget = RetryAllowance(ratio=0.0, min_per_second=1)
+    w = AllowanceWindow()
+    assert spend_all(w, 0.0, budget) == ALLOWANCE_WINDOW_S
     assert spend_all(w, 9.9, budget) == 0
-    assert spend_all(w, 10.0, budget) == BUDGET_WINDOW_S
+    assert spend_all(w, 10.0, budget) == ALLOWANCE_WINDOW_S
 
 
 def test_retry_allowed_rule() -> None:
     """The rule: retries + 1 <= max(ratio x requests, min_per_second x 10)."""
-    b = RetryBudget(ratio=0.2, min_per_second=5)
+    b = RetryAllowance(ratio=0.2, min_per_second=5)
     assert retry_allowed(0, 49, b) and not retry_allowed(0, 50, b)
     assert retry_allowed(1000, 199, b) and not retry_allowed(1000, 200, b)
 
 
 def test_requests_per_minute_with_retry_after() -> None:
     """The 4th request in a minute with limit 3 waits until the next minute."""
-    limits = Limits(requests_per_minute=3)
+    limits = TeamLimits(requests_per_minute=3)
     w = TeamWindow()
     assert [w.admit(t, limits) for t in (600.0, 610.0, 620.0)] == [None, None, None]
     assert w.admit(645.0, limits) == pytest.approx(15.0)
@@ -95,7 +89,7 @@ def test_requests_per_minute_with_retry_after() -> None:
 
 def test_tokens_per_minute_with_retry_after() -> None:
     """Tokens at or over the limit stop new requests until the next minute."""
-    limits = Limits(tokens_per_minute=1000)
+    limits = TeamLimits(tokens_per_minute=1000)
     w = TeamWindow()
     assert w.admit(120.0, limits) is None
     w.add_tokens(121.0, 999)
@@ -108,7 +102,7 @@ def test_tokens_per_minute_with_retry_after() -> None:
 
 def test_both_limits_apply() -> None:
     """Either limit refuses; tokens from the previous minute do not carry over."""
-    limits = Limits(requests_per_minute=2, tokens_per_minute=100)
+    limits = TeamLimits(requests_per_minute=2, tokens_per_minute=100)
     w = TeamWindow()
     assert w.admit(0.0, limits) is None
     w.add_tokens(1.0, 500)
@@ -119,10 +113,10 @@ def test_both_limits_apply() -> None:
 
 
 def test_no_limits_admit_everything() -> None:
-    """Limits with neither field set never refuse."""
-    assert limit_wait(10**9, 10**9, Limits(), 5.0) is None
+    """TeamLimits with neither field set never refuse."""
+    assert limit_wait(10**9, 10**9, TeamLimits(), 5.0) is None
     w = TeamWindow()
-    assert all(w.admit(float(i), Limits()) is None for i in range(100))
+    assert all(w.admit(float(i), TeamLimits()) is None for i in range(100))
 
 
 def test_negative_tokens_are_ignored() -> None:
@@ -139,7 +133,7 @@ def test_negative_tokens_are_ignored() -> None:
 
 def test_blocks_double_while_used_up_quickly_and_shrink_when_not() -> None:
     """A block used up within LEASE_FAST_S makes the next twice as big; a slower pace halves it."""
-    lease, limits = Lease(), Limits(requests_per_minute=1_000_000)
+    lease, limits = Lease(), TeamLimits(requests_per_minute=1_000_000)
     lease.roll(600.0)
     assert lease.size(600.0, limits, 1) == 1
     lease.reserved(600.0, 1, 1, 0, limits)
@@ -153,7 +147,7 @@ def test_blocks_double_while_used_up_quickly_and_shrink_when_not() -> None:
 
 def test_blocks_shrink_to_one_near_the_limit() -> None:
     """A block is at most 1/16 of what the window has left, so near the limit it is one."""
-    lease, limits = Lease(), Limits(requests_per_minute=100)
+    lease, limits = Lease(), TeamLimits(requests_per_minute=100)
     lease.roll(0.0)
     lease.reserved(0.0, 64, 64, 0, limits)  # the shared count is at 64: 36 left
     assert lease.size(0.01, limits, 1) == 2  # 36 // 16
@@ -164,7 +158,7 @@ def test_blocks_shrink_to_one_near_the_limit() -> None:
 def test_a_reservation_past_the_limit_is_usable_only_up_to_it() -> None:
     """Of a block that takes the shared count past the limit only what fits is admitted;
     the rest is to be given back at once."""
-    lease, limits = Lease(), Limits(requests_per_minute=10)
+    lease, limits = Lease(), TeamLimits(requests_per_minute=10)
     lease.roll(0.0)
     assert lease.reserved(0.0, 4, 12, 0, limits) == 2  # counts 9-12: 9 and 10 fit
     assert [lease.take(0.0) for _ in range(3)] == [True, True, False]
@@ -174,7 +168,7 @@ def test_a_reservation_past_the_limit_is_usable_only_up_to_it() -> None:
 def test_tokens_spent_stop_new_requests_until_the_next_window() -> None:
     """The window's tokens (as last read, plus this replica's unflushed) at or over
     tokens_per_minute refuse until the window ends."""
-    lease, limits = Lease(), Limits(tokens_per_minute=1000)
+    lease, limits = Lease(), TeamLimits(tokens_per_minute=1000)
     lease.roll(630.0)
     lease.reserved(630.0, 1, 1, 990, limits)
     assert lease.wait(630.0, limits, 0) is None
@@ -185,7 +179,7 @@ def test_tokens_spent_stop_new_requests_until_the_next_window() -> None:
 
 def test_an_idle_block_is_given_back_after_a_second() -> None:
     """What a block still holds goes back once unused for LEASE_IDLE_S, and only once."""
-    lease, limits = Lease(), Limits(requests_per_minute=1000)
+    lease, limits = Lease(), TeamLimits(requests_per_minute=1000)
     lease.roll(0.0)
     lease.reserved(0.0, 8, 8, 0, limits)
     assert lease.take(0.2)

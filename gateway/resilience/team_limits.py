@@ -1,19 +1,5 @@
-"""Route retry budgets and team limits, as pure counting windows.
-
-Nothing here reads a clock: every method takes ``now`` (wall-clock epoch
-seconds, so that replicas sharing Redis agree on bucket boundaries).
-
-Retry budget (``retry.budget: {ratio, min_per_second}`` in a policy, docs/policies.md),
-after Finagle's RetryBudget (20 % of requests, a floor per second, 10 s memory):
-a sliding window of ``BUDGET_WINDOW_S`` (10) one-second buckets counts the
-route's requests and retries. A retry is allowed when::
-
-    retries_in_window + 1 <= max(ratio * requests_in_window,
-                                 min_per_second * BUDGET_WINDOW_S)
-
-so retries add at most ``ratio`` of recent traffic, and a quiet route still
-gets ``min_per_second`` retries per second on average. A bucket is the integer
-second ``floor(now)``; the window is the current bucket and the nine before.
+"""Team limits, as pure counting windows. Nothing here reads a clock: every method takes
+``now`` (wall-clock epoch seconds, so that replicas sharing Redis agree on windows).
 
 Team limits (``limits.requests_per_minute``, ``tokens_per_minute``): fixed
 windows of ``LIMIT_WINDOW_S`` (60) seconds aligned to the epoch minute
@@ -29,79 +15,11 @@ only known after a response, so the limit stops *new* requests).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from gateway.policy.schema import Limits, RetryBudget
+from gateway.policy.schema import TeamLimits
 
-BUDGET_WINDOW_S = 10
 LIMIT_WINDOW_S = 60
-
-
-# ---- retry budget ------------------------------------------------------------
-
-
-def budget_bucket(now: float) -> int:
-    """The one-second bucket ``now`` falls in."""
-    return math.floor(now)
-
-
-def budget_buckets(now: float) -> range:
-    """The buckets of the sliding window ending at ``now``, oldest first."""
-    current = budget_bucket(now)
-    return range(current - BUDGET_WINDOW_S + 1, current + 1)
-
-
-def retry_allowed(requests: int, retries: int, budget: RetryBudget) -> bool:
-    """May one more retry be spent, given the window's requests and retries so far?"""
-    allowance = max(budget.ratio * requests, budget.min_per_second * BUDGET_WINDOW_S)
-    return retries + 1 <= allowance
-
-
-@dataclass(slots=True)
-class RetryBudgetWindow:
-    """One route's requests and retries per second, over the last ten seconds."""
-
-    requests: dict[int, int] = field(default_factory=dict)
-    retries: dict[int, int] = field(default_factory=dict)
-    pruned_at: int | None = None  # the bucket of the last prune: nothing is stale within it
-
-    def _prune(self, now: float) -> None:
-        current = budget_bucket(now)
-        if current == self.pruned_at:
-            return
-        self.pruned_at = current
-        window = budget_buckets(now)
-        for buckets in (self.requests, self.retries):
-            for stale in [b for b in buckets if b not in window]:
-                del buckets[stale]
-
-    def counts(self, now: float) -> tuple[int, int]:
-        """(requests, retries) in the window ending at ``now``."""
-        self._prune(now)
-        return sum(self.requests.values()), sum(self.retries.values())
-
-    def note_request(self, now: float) -> None:
-        """Count one request (a first attempt) of the route."""
-        self._prune(now)
-        b = budget_bucket(now)
-        self.requests[b] = self.requests.get(b, 0) + 1
-
-    def try_spend(self, now: float, budget: RetryBudget) -> bool:
-        """Spend one retry if the budget allows it; False means: do not retry."""
-        requests, retries = self.counts(now)
-        if not retry_allowed(requests, retries, budget):
-            return False
-        b = budget_bucket(now)
-        self.retries[b] = self.retries.get(b, 0) + 1
-        return True
-
-    def is_idle(self, now: float) -> bool:
-        """Nothing counted in the window: the window may be dropped."""
-        requests, retries = self.counts(now)
-        return requests == 0 and retries == 0
-
-
-# ---- team limits ---------------------------------------------------------------
 
 
 def limit_window(now: float) -> int:
@@ -109,7 +27,7 @@ def limit_window(now: float) -> int:
     return math.floor(now / LIMIT_WINDOW_S)
 
 
-def limit_wait(requests: int, tokens: int, limits: Limits, now: float) -> float | None:
+def limit_wait(requests: int, tokens: int, limits: TeamLimits, now: float) -> float | None:
     """None if one more request fits the window, else seconds until the next window.
 
     ``requests`` are the requests already admitted in ``now``'s window,
@@ -134,7 +52,7 @@ class TeamWindow:
         if w != self.window:
             self.window, self.requests, self.tokens = w, 0, 0
 
-    def admit(self, now: float, limits: Limits) -> float | None:
+    def admit(self, now: float, limits: TeamLimits) -> float | None:
         """None: admitted and counted. Else the Retry-After in seconds (not counted)."""
         self._roll(now)
         wait = limit_wait(self.requests, self.tokens, limits, now)
@@ -195,7 +113,7 @@ class Lease:
         if w != self.window:
             self.window, self.left, self.count, self.tokens = w, 0, 0, 0
 
-    def wait(self, now: float, limits: Limits, unflushed_tokens: int) -> float | None:
+    def wait(self, now: float, limits: TeamLimits, unflushed_tokens: int) -> float | None:
         """Seconds until the next window when the tokens are spent, else None."""
         tpm = limits.tokens_per_minute
         if tpm is not None and self.tokens + unflushed_tokens >= tpm:
@@ -210,7 +128,7 @@ class Lease:
         self.used_at = now
         return True
 
-    def size(self, now: float, limits: Limits, wanted: int) -> int:
+    def size(self, now: float, limits: TeamLimits, wanted: int) -> int:
         """How many admissions to reserve now for ``wanted`` waiting requests."""
         if self.block and now - self.reserved_at <= LEASE_FAST_S:
             pace = 2 * self.block
@@ -221,7 +139,7 @@ class Lease:
             pace = min(pace, (rpm - self.count) // LEASE_SHARE)
         return max(wanted, min(pace, LEASE_MAX), 1)
 
-    def reserved(self, now: float, n: int, count: int, tokens: int, limits: Limits) -> int:
+    def reserved(self, now: float, n: int, count: int, tokens: int, limits: TeamLimits) -> int:
         """Record a reservation of ``n`` that made the shared count ``count``; what of it
         is usable joins the block. Returns how many must be given back (over the limit)."""
         rpm = limits.requests_per_minute
