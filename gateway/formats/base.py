@@ -33,10 +33,9 @@ class Format:
     pure and read-only over the bodies given.
     """
 
-    #: The format's name: the key of the translators (docs/translation.md) and in messages.
+    #: The format's one name: the key of the translators (docs/translation.md), a model's
+    #: ``upstream_api`` value, and what messages and the simulator's trace call it.
     name: str = ""
-    #: Its API's name as a model's ``upstream_api`` and the simulator's trace say it.
-    label: str = ""
     #: The ``api:`` of the provider kind that speaks it natively (``sim`` speaks them all).
     provider_api: str = ""
     #: The client paths it serves; the first is its conversation endpoint, where a request

@@ -14,8 +14,7 @@ from gateway.formats.usage import Usage, from_chat
 
 
 class Chat(ChatStream, Format):
-    name = "openai"
-    label = "chat"
+    name = "chat"
     provider_api = "openai"
     paths = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
     base_path = "/v1"

@@ -51,7 +51,6 @@ def _not_a_client_format() -> NoReturn:
 
 class Converse(Format):
     name = "converse"
-    label = "converse"
     provider_api = "bedrock"
     paths = ()  # no client calls it
     fixed_keys = ("system", "toolConfig")  # the tools' names, descriptions and schemas

@@ -21,8 +21,7 @@ VERSION = "2023-06-01"
 
 
 class Messages(MessagesStream, Format):
-    name = "anthropic"
-    label = "messages"
+    name = "messages"
     provider_api = "anthropic"
     paths = ("/v1/messages",)
     fixed_keys = ("system",)

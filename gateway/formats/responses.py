@@ -28,7 +28,6 @@ _FINAL = frozenset({"response.completed", "response.incomplete"})
 
 class Responses(ResponsesStream, Format):
     name = "responses"
-    label = "responses"
     provider_api = "openai"
     paths = ("/v1/responses",)
     base_path = "/v1"

@@ -128,14 +128,14 @@ def formats_of(
     """
     if api == "azure":
         names = (chosen,) if chosen else model_api
-        picked = tuple(f for f in (CHAT, RESPONSES) if f.label in names)
+        picked = tuple(f for f in (CHAT, RESPONSES) if f.name in names)
         return picked or (CHAT,)
     if api == "bedrock":
         if chosen:
-            return (MESSAGES,) if chosen == MESSAGES.label else (CONVERSE,)
+            return (MESSAGES,) if chosen == MESSAGES.name else (CONVERSE,)
         return (MESSAGES,) if "anthropic." in upstream_model else (CONVERSE,)
     if chosen:
-        return (MESSAGES,) if chosen == MESSAGES.label else (CHAT,)
+        return (MESSAGES,) if chosen == MESSAGES.name else (CHAT,)
     return (MESSAGES,) if upstream_model.startswith("claude") else (CHAT,)
 
 

@@ -104,7 +104,7 @@ def formats_of(
     if len(kind) < 2:
         return kind
     names = (upstream_api,) if isinstance(upstream_api, str) else upstream_api
-    chosen = tuple(dict.fromkeys(f for n in names for f in kind if f.label == n))
+    chosen = tuple(dict.fromkeys(f for n in names for f in kind if f.name == n))
     return chosen or kind[:1]
 
 

@@ -128,7 +128,7 @@ class ScriptedAttempter:
         if len(found) > 1:
             where = f"{model}@{d.name}"
         if self.client not in d.fmts:  # translated (docs/translation.md)
-            where += f" ({self.client.label}->{d.fmts[0].label})"
+            where += f" ({self.client.name}->{d.fmts[0].name})"
         if self.clock.now >= progress.deadline:
             return past_deadline(), where
         if self.client not in d.fmts:

@@ -164,7 +164,7 @@ def _time(value: Any) -> int | None:
     return value if type(value) is int else None
 
 
-READERS = {"openai": read_chat, "anthropic": read_anthropic, "responses": read_responses}
+READERS = {"chat": read_chat, "messages": read_anthropic, "responses": read_responses}
 
 # ---------------------------------------------------------------- writing
 
@@ -310,4 +310,4 @@ def response_object(
     }
 
 
-WRITERS = {"openai": write_chat, "anthropic": write_anthropic, "responses": write_responses}
+WRITERS = {"chat": write_chat, "messages": write_anthropic, "responses": write_responses}

@@ -37,14 +37,14 @@ __all__ = [
 ]  # fmt: skip
 
 _READ: dict[str, Callable[[dict[str, Any]], Answer]] = {
-    "openai": answers.read_chat,
-    "anthropic": answers.read_anthropic,
+    "chat": answers.read_chat,
+    "messages": answers.read_anthropic,
     "responses": answers.read_responses,
     "converse": read_converse,
 }
 _WRITE: dict[str, Callable[[Answer], dict[str, Any]]] = {
-    "openai": answers.write_chat,
-    "anthropic": answers.write_anthropic,
+    "chat": answers.write_chat,
+    "messages": answers.write_anthropic,
     "responses": answers.write_responses,
     "converse": write_converse,  # what a provider would send: simulate's summary call
 }

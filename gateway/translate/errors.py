@@ -142,7 +142,7 @@ class UpstreamError:
     code: str | None = None
     param: str | None = None
     too_long: bool = False  # the prompt is too long for the model
-    shape: str = "openai"  # the shape it was read from
+    shape: str = "chat"  # the shape it was read from
 
     def openai(self) -> dict[str, Any]:
         return {
@@ -159,7 +159,7 @@ class UpstreamError:
         return {"type": self.anthropic_type, "message": message}
 
     def body(self, target: str) -> bytes:
-        if target == "anthropic":
+        if target == "messages":
             return orjson.dumps({"type": "error", "error": self.anthropic()})
         return orjson.dumps({"error": self.openai()})
 
@@ -193,7 +193,7 @@ def from_anthropic(err: Any, status: int | None = None) -> UpstreamError:
         code, param = "context_length_exceeded", "messages"
     elif kind == "not_found_error" and "model" in message.lower():
         code = "model_not_found"
-    return UpstreamError(message, kind, otype, code, param, too_long, "anthropic")
+    return UpstreamError(message, kind, otype, code, param, too_long, "messages")
 
 
 def from_openai(err: Any, status: int | None = None) -> UpstreamError:
@@ -251,7 +251,7 @@ def read_error(obj: Any, source: str, status: int | None = None) -> UpstreamErro
     if isinstance(err, dict):
         # Anthropic's error objects have no ``code``; OpenAI's always do (maybe null)
         anthropic_shape = "code" not in err and (
-            source == "anthropic" or _str(err.get("type")) in _ANTHROPIC_TYPES
+            source == "messages" or _str(err.get("type")) in _ANTHROPIC_TYPES
         )
         return from_anthropic(err, status) if anthropic_shape else from_openai(err, status)
     if isinstance(err, str) and err:
@@ -290,7 +290,7 @@ def translate_error(status: int, body: bytes, source: str, target: str) -> bytes
     err = read_error(obj, source, status) if obj is not None else None
     if err is None:
         return generic(status, text).body(target)
-    one_shape = err.shape == "openai" and "anthropic" not in (source, target)
+    one_shape = err.shape == "chat" and "messages" not in (source, target)
     if one_shape and _well_formed(obj):
         return body
     return err.body(target)

@@ -404,7 +404,7 @@ class Messages(_Common, total=False):
 
 #: The validator of each format's requests (the formats of ``gateway.translate.convert``).
 ADAPTERS: dict[str, TypeAdapter[Any]] = {
-    "openai": TypeAdapter(Chat),
+    "chat": TypeAdapter(Chat),
     "responses": TypeAdapter(Responses),
-    "anthropic": TypeAdapter(Messages),
+    "messages": TypeAdapter(Messages),
 }

@@ -17,12 +17,12 @@ from openai.types.responses import Response
 from gateway.translate import answers
 from tests.translate.test_requests_helpers import fixture, fixtures
 
-FORMAT = {"chat": "openai", "responses": "responses", "anthropic": "anthropic"}
+FORMAT = {"chat": "chat", "responses": "responses", "anthropic": "messages"}  # by fixture prefix
 NAMES = fixtures("answers")
 CASES = [
     (name, target)
     for name in NAMES
-    for target in ("openai", "responses", "anthropic")
+    for target in ("chat", "responses", "messages")
     if target != FORMAT[name.split("_")[0]]
 ]
 
@@ -67,7 +67,7 @@ def _arguments(text: str) -> Any:
 
 def facts(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
     """What the client's own SDK makes of an answer: text, tool calls, stop, usage."""
-    if fmt == "openai":
+    if fmt == "chat":
         c = ChatCompletion.model_validate(body)
         msg = c.choices[0].message
         calls = [(t.id, t.function.name, _arguments(t.function.arguments))
@@ -81,7 +81,7 @@ def facts(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
             usage = (u.prompt_tokens, u.completion_tokens, cached, written)
         stop = STOP_CLASS[c.choices[0].finish_reason]
         return {"text": msg.content or "", "calls": calls, "stop": stop, "usage": usage}
-    if fmt == "anthropic":
+    if fmt == "messages":
         m = Message.model_validate(body)
         text = "".join(b.text for b in m.content if b.type == "text")
         calls = [(b.id, b.name, b.input) for b in m.content if b.type == "tool_use"]
@@ -130,7 +130,7 @@ def test_translated_answer_parses_and_keeps_its_meaning(name: str, target: str) 
     body = sdk_body(name)
     want = facts(src, body)
     got = facts(target, translate(body, target, src))
-    if want["usage"] is None and target == "anthropic":
+    if want["usage"] is None and target == "messages":
         want["usage"] = (0, 0, 0, 0)  # Anthropic's Message requires usage
     assert got == want
 
@@ -148,8 +148,8 @@ def _plain(value: Any) -> Any:
 #: (the engine sets ``created``; ids of output items are generated; fields the other
 #: format has no room for).
 KEPT_ONLY_AT_HOME = {
-    "openai": ("system_fingerprint", "created"),
-    "anthropic": (),
+    "chat": ("system_fingerprint", "created"),
+    "messages": (),
     "responses": ("completed_at", "instructions", "max_output_tokens", "previous_response_id",
                   "reasoning", "store", "temperature", "text", "tools", "top_p", "truncation",
                   "user", "metadata", "created_at"),
@@ -160,7 +160,7 @@ def _home(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
     b = _plain(copy.deepcopy(body))
     for key in KEPT_ONLY_AT_HOME[fmt]:
         b.pop(key, None)
-    if fmt == "openai":
+    if fmt == "chat":
         msg = b["choices"][0]["message"]
         for call in msg.get("tool_calls", ()):
             call["function"]["arguments"] = orjson.loads(call["function"]["arguments"])
@@ -168,7 +168,7 @@ def _home(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
             b["usage"].pop("completion_tokens_details", None)  # only reasoning_tokens kept
             b["usage"].setdefault("prompt_tokens_details", {"cached_tokens": 0})
             b["usage"]["prompt_tokens_details"].setdefault("cache_write_tokens", 0)
-    if fmt == "anthropic":
+    if fmt == "messages":
         b["usage"] = {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
                       **b["usage"]}  # fmt: skip
         if b["usage"].get("output_tokens_details") == {"thinking_tokens": 0}:
@@ -193,11 +193,11 @@ def test_translated_answer_round_trips(name: str, target: str) -> None:
     back = translate(translate(body, target, src), src, target)
     expected = _home(src, body)
     got = _home(src, back)
-    if "usage" not in body and target == "anthropic":
+    if "usage" not in body and target == "messages":
         # Anthropic's Message requires usage: an answer without one gets zeros
         zeros = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
         expected["usage"] = _home(src, {**body, "usage": zeros})["usage"]
-    if src == "anthropic" and "thinking" in orjson.dumps(body).decode() and target == "openai":
+    if src == "messages" and "thinking" in orjson.dumps(body).decode() and target == "chat":
         for block in expected["content"]:
             if block["type"] == "thinking":
                 block["signature"] = ""  # chat carries no signature
@@ -207,21 +207,21 @@ def test_translated_answer_round_trips(name: str, target: str) -> None:
 def test_cached_tokens_arithmetic() -> None:
     """Anthropic's input_tokens exclude cache reads and writes; OpenAI's include them."""
     body = fixture("answers", "anthropic_cache_read")["body"]
-    chat = translate(body, "openai", "anthropic")
+    chat = translate(body, "chat", "messages")
     assert chat["usage"]["prompt_tokens"] == 21 + 1500 + 188086
     assert chat["usage"]["prompt_tokens_details"] == {
         "cached_tokens": 188086,
         "cache_write_tokens": 1500,
     }
     assert chat["usage"]["total_tokens"] == 21 + 1500 + 188086 + 393
-    back = translate(chat, "anthropic", "openai")
+    back = translate(chat, "messages", "chat")
     assert back["usage"] == {
         "input_tokens": 21,
         "output_tokens": 393,
         "cache_creation_input_tokens": 1500,
         "cache_read_input_tokens": 188086,
     }
-    resp = translate(body, "responses", "anthropic")
+    resp = translate(body, "responses", "messages")
     assert resp["usage"]["input_tokens"] == chat["usage"]["prompt_tokens"]
     assert resp["status"] == "incomplete"
     assert resp["incomplete_details"] == {"reason": "max_output_tokens"}
@@ -231,26 +231,26 @@ def test_reasoning_tokens_and_thinking() -> None:
     """Reasoning tokens are carried; a thinking block is chat ``reasoning_content`` and a
     Responses reasoning item whose sealed ``encrypted_content`` brings the signature back."""
     resp = fixture("answers", "responses_reasoning")["body"]
-    chat = translate(resp, "openai", "responses")
+    chat = translate(resp, "chat", "responses")
     assert chat["usage"]["completion_tokens_details"] == {"reasoning_tokens": 832}
-    ant = translate(resp, "anthropic", "responses")
+    ant = translate(resp, "messages", "responses")
     assert ant["usage"]["output_tokens_details"] == {"thinking_tokens": 832}
     thinking = fixture("answers", "anthropic_thinking")["body"]
-    chat = translate(thinking, "openai", "anthropic")
+    chat = translate(thinking, "chat", "messages")
     assert (
         chat["choices"][0]["message"]["reasoning_content"] == "Let me analyze this step by step..."
     )
-    out = translate(thinking, "responses", "anthropic")["output"]
+    out = translate(thinking, "responses", "messages")["output"]
     assert [o["type"] for o in out] == ["reasoning", "message"]
     assert out[0]["summary"] == [
         {"type": "summary_text", "text": "Let me analyze this step by step..."}
     ]
-    back = translate(translate(thinking, "responses", "anthropic"), "anthropic", "responses")
+    back = translate(translate(thinking, "responses", "messages"), "messages", "responses")
     assert back["content"][0] == thinking["content"][0]
 
 
 @pytest.mark.parametrize("value", [True, "1700000000", 1.5, None])
-@pytest.mark.parametrize(("source", "field"), [("openai", "created"), ("responses", "created_at")])
+@pytest.mark.parametrize(("source", "field"), [("chat", "created"), ("responses", "created_at")])
 def test_a_created_time_that_is_not_an_integer_is_not_passed_on(
     source: str, field: str, value: Any
 ) -> None:
@@ -258,6 +258,6 @@ def test_a_created_time_that_is_not_an_integer_is_not_passed_on(
     float) is not handed to the client as its time: 0, as when the provider gives none."""
     name = next(n for n in fixtures("answers") if source_format(n) == source)
     body = {**fixture("answers", name)["body"], field: value}
-    for target in ("openai", "responses"):
+    for target in ("chat", "responses"):
         out = translate(body, target, source)
-        assert out["created" if target == "openai" else "created_at"] == 0
+        assert out["created" if target == "chat" else "created_at"] == 0

@@ -21,7 +21,7 @@ from tests.translate.test_answers_golden import facts
 TEXT = st.text(string.ascii_letters + string.digits + " .,\n", min_size=1, max_size=20)
 ARGS = st.dictionaries(st.sampled_from(["a", "b", "city"]), st.one_of(TEXT, st.integers(0, 9)),
                        max_size=2)  # fmt: skip
-FORMATS = ("openai", "anthropic", "responses")
+FORMATS = ("chat", "messages", "responses")
 
 
 @dataclass
@@ -121,20 +121,20 @@ def to_responses(s: Said) -> dict[str, Any]:
                       "output_tokens_details": {"reasoning_tokens": reasoning or 0}}}  # fmt: skip
 
 
-RENDER = {"openai": to_chat, "anthropic": to_anthropic, "responses": to_responses}
+RENDER = {"chat": to_chat, "messages": to_anthropic, "responses": to_responses}
 
 
 def normal(fmt: str, body: dict[str, Any], via: str) -> dict[str, Any]:
     """The documented representation choices of a trip through ``via``."""
     b = orjson.loads(orjson.dumps(body))
-    if fmt == "openai":
+    if fmt == "chat":
         b["created"] = 0  # Anthropic answers carry none: the engine sets it
         b["usage"].pop("completion_tokens_details", None)
         for call in b["choices"][0]["message"].get("tool_calls", ()):
             call["function"]["arguments"] = orjson.loads(call["function"]["arguments"])
-    elif fmt == "anthropic":
+    elif fmt == "messages":
         b["usage"].pop("output_tokens_details", None)
-        if via == "openai":
+        if via == "chat":
             for block in b["content"]:
                 block.pop("signature", None)  # chat carries no signature
     else:
@@ -143,7 +143,7 @@ def normal(fmt: str, body: dict[str, Any], via: str) -> dict[str, Any]:
             item.pop("id")  # output item ids are made from the answer's
             if item["type"] == "function_call":
                 item["arguments"] = orjson.loads(item["arguments"])
-            if via == "openai":
+            if via == "chat":
                 item.pop("encrypted_content", None)
         b["usage"]["output_tokens_details"] = {}
     return b

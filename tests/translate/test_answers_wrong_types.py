@@ -24,7 +24,7 @@ from tests.translate.test_answers_golden import NAMES, facts, sdk_body, source_f
 from tests.translate.test_converse import converse_answer
 from tests.translate.test_streams_props import TEXT_KEYS
 
-CLIENTS = {"openai": CHAT, "anthropic": MESSAGES, "responses": RESPONSES}
+CLIENTS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}
 
 #: A chat answer whose content is a list of parts (Mistral's, with its thinking).
 MISTRAL = {
@@ -96,7 +96,7 @@ def check(source: Format, data: dict[str, Any], client: str) -> None:
     again = orjson.loads(orjson.dumps(out))
     got = facts(client, again)  # the SDK's model validates it; arguments are JSON
     assert all(isinstance(text, str) for text in (got["text"], *(c[1] for c in got["calls"])))
-    if client == "anthropic":
+    if client == "messages":
         assert all(isinstance(b["input"], dict) for b in out["content"] if b["type"] == "tool_use")
 
 
@@ -198,7 +198,7 @@ def test_arguments_that_are_not_an_object_are_an_empty_object_towards_anthropic(
 def test_a_mistral_answer_in_parts_reaches_every_client() -> None:
     """A chat answer whose content is a list of parts, as Mistral sends it, is read as its
     stream is: the text parts are the text, the thinking parts the reasoning."""
-    assert facts("anthropic", convert.answer(MISTRAL, CHAT, MESSAGES, "m"))["text"] == "Paris."
+    assert facts("messages", convert.answer(MISTRAL, CHAT, MESSAGES, "m"))["text"] == "Paris."
     out = convert.answer(MISTRAL, CHAT, MESSAGES, "m")
     assert out["content"][0] == {"type": "thinking", "thinking": "Let me think.", "signature": ""}
     out = convert.answer(MISTRAL, CHAT, RESPONSES, "m")

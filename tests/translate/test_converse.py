@@ -31,8 +31,8 @@ from tests.translate.test_answers_golden import sdk_body
 from tests.translate.test_answers_golden import source_format as answer_format
 from tests.translate.test_requests_helpers import fixture, fixtures
 
-CLIENTS = {"openai": CHAT, "anthropic": MESSAGES, "responses": RESPONSES}
-FORMAT = {"chat": "openai", "responses": "responses", "anthropic": "anthropic"}
+CLIENTS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}
+FORMAT = {"chat": "chat", "responses": "responses", "anthropic": "messages"}  # by fixture prefix
 _BEDROCK = get_session().get_service_model("bedrock-runtime")
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
@@ -213,7 +213,7 @@ def test_chat_text_system_and_generation_settings() -> None:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    out, dropped = to_converse(body, "openai")
+    out, dropped = to_converse(body, "chat")
     assert out == {
         "messages": [
             {"role": "user", "content": [{"text": "Hi"}]},
@@ -235,10 +235,10 @@ def test_the_models_own_cap_is_sent_when_the_client_gives_none() -> None:
     """Without a client cap the model's ``max_output_tokens`` is the cap; a client cap above
     it is lowered to it."""
     body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
-    assert to_converse(body, "openai", cap=1000)[0]["inferenceConfig"] == {"maxTokens": 1000}
-    assert "inferenceConfig" not in to_converse(body, "openai")[0]
+    assert to_converse(body, "chat", cap=1000)[0]["inferenceConfig"] == {"maxTokens": 1000}
+    assert "inferenceConfig" not in to_converse(body, "chat")[0]
     body["max_completion_tokens"] = 5000
-    assert to_converse(body, "openai", cap=1000)[0]["inferenceConfig"] == {"maxTokens": 1000}
+    assert to_converse(body, "chat", cap=1000)[0]["inferenceConfig"] == {"maxTokens": 1000}
 
 
 def test_chat_tools_calls_and_results() -> None:
@@ -265,7 +265,7 @@ def test_chat_tools_calls_and_results() -> None:
         "tools": CHAT_TOOLS,
         "tool_choice": "auto",
     }
-    out, dropped = to_converse(body, "openai")
+    out, dropped = to_converse(body, "chat")
     assert out["messages"][1:] == [
         {
             "role": "assistant",
@@ -308,7 +308,7 @@ def test_tool_choice_variants(choice: Any, expect: Any) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "tools": CHAT_TOOLS}
     if choice is not None:
         body["tool_choice"] = choice
-    config = to_converse(body, "openai")[0]["toolConfig"]
+    config = to_converse(body, "chat")[0]["toolConfig"]
     assert config.get("toolChoice") == expect and config["tools"] == [SPEC]
 
 
@@ -322,14 +322,14 @@ def test_tool_choice_none_leaves_the_tools_out() -> None:
         "tools": CHAT_TOOLS,
         "tool_choice": "none",
     }
-    out, dropped = to_converse(body, "openai")
+    out, dropped = to_converse(body, "chat")
     assert "toolConfig" not in out and dropped == []
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
     body["messages"] += [
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
     ]
-    out, dropped = to_converse(body, "openai")
+    out, dropped = to_converse(body, "chat")
     assert out["toolConfig"] == {"tools": [SPEC]} and dropped == ["tool_choice"]
 
 
@@ -350,19 +350,19 @@ def test_a_tool_history_without_tools_names_its_tools_as_not_to_call() -> None:
     summary or a title asked of an agent's conversation): Converse refuses tool blocks
     without a toolConfig, so the tools the calls name are sent, each described as not
     available, with no input; a name Converse cannot take is left out."""
-    out, dropped = to_converse({"model": "m", "messages": HISTORY}, "openai")
+    out, dropped = to_converse({"model": "m", "messages": HISTORY}, "chat")
     (spec,) = [t["toolSpec"] for t in out["toolConfig"]["tools"]]
     assert spec["name"] == "get_weather" and "Do not call it" in spec["description"]
     assert spec["inputSchema"] == {"json": {"type": "object", "properties": {}}}
     assert "toolChoice" not in out["toolConfig"] and dropped == []
     body = {"model": "m", "messages": HISTORY, "tool_choice": "none"}
-    assert to_converse(body, "openai")[0]["toolConfig"] == out["toolConfig"]
+    assert to_converse(body, "chat")[0]["toolConfig"] == out["toolConfig"]
     only_bad = [HISTORY[0], {**HISTORY[1], "tool_calls": HISTORY[1]["tool_calls"][1:]},
                 HISTORY[3], HISTORY[4]]  # fmt: skip
-    out, _ = to_converse({"model": "m", "messages": only_bad}, "openai")
+    out, _ = to_converse({"model": "m", "messages": only_bad}, "chat")
     assert [t["toolSpec"]["name"] for t in out["toolConfig"]["tools"]] == ["unavailable_tool"]
     plain = {"model": "m", "messages": [HISTORY[0]]}
-    assert "toolConfig" not in to_converse(plain, "openai")[0]  # no tool blocks: none
+    assert "toolConfig" not in to_converse(plain, "chat")[0]  # no tool blocks: none
 
 
 def test_blank_text_is_left_out() -> None:
@@ -374,10 +374,10 @@ def test_blank_text_is_left_out() -> None:
         {"role": "assistant", "content": "   "},
         {"role": "user", "content": "Go on"},
     ]}  # fmt: skip
-    out, _ = to_converse(body, "openai")
+    out, _ = to_converse(body, "chat")
     assert "system" not in out
     assert out["messages"] == [{"role": "user", "content": [{"text": "Hi"}, {"text": "Go on"}]}]
-    out, _ = to_converse({"model": "m", "messages": HISTORY}, "openai")
+    out, _ = to_converse({"model": "m", "messages": HISTORY}, "chat")
     assert out["messages"][1]["content"][0] == {
         "toolUse": {"toolUseId": "c1", "name": "get_weather", "input": {}}
     }  # the assistant's blank text left out
@@ -437,7 +437,7 @@ def test_anthropic_request_with_images_thinking_and_an_error_result() -> None:
         "top_k": 5,
         "metadata": {"user_id": "u1"},
     }
-    out, dropped = to_converse(body, "anthropic")
+    out, dropped = to_converse(body, "messages")
     assert out["system"] == [{"text": "You see images."}]
     assert out["messages"] == [
         {
@@ -526,7 +526,7 @@ def test_consecutive_turns_of_one_role_are_merged() -> None:
             {"role": "assistant", "content": "ok"},
         ],
     }
-    out, _ = to_converse(body, "openai")
+    out, _ = to_converse(body, "chat")
     assert out["messages"][0] == {"role": "user", "content": [{"text": "one"}, {"text": "two"}]}
 
 
@@ -544,7 +544,7 @@ def test_unsigned_reasoning_is_dropped_and_named() -> None:
         "user": "u1",
         "seed": 3,
     }
-    out, dropped = to_converse(body, "openai")
+    out, dropped = to_converse(body, "chat")
     assert out["messages"][1] == {"role": "assistant", "content": [{"text": "Hello"}]}
     assert dropped == ["seed", "reasoning", "parallel_tool_calls", "user"]
 
@@ -561,7 +561,7 @@ def test_a_json_schema_becomes_the_output_config() -> None:
             "json_schema": {"name": "count", "schema": schema},
         },
     }
-    out, _ = to_converse(body, "openai")
+    out, _ = to_converse(body, "chat")
     json_schema = out["outputConfig"]["textFormat"]["structure"]["jsonSchema"]
     assert json_schema["name"] == "count" and orjson.loads(json_schema["schema"]) == schema
 
@@ -586,7 +586,7 @@ def test_documents_go_as_bytes_with_their_format() -> None:
             }
         ],
     }
-    out, _ = to_converse(body, "openai")
+    out, _ = to_converse(body, "chat")
     assert out["messages"][0]["content"][0] == {
         "document": {"format": "pdf", "name": "report 2024 pdf", "source": {"bytes": "JVBERg=="}}
     }
@@ -595,15 +595,15 @@ def test_documents_go_as_bytes_with_their_format() -> None:
 @pytest.mark.parametrize(
     ("client", "body", "field"),
     [
-        ("openai", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}]}, "image_url"),
-        ("openai", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/tiff;base64,AAAA"}}]}]}, "image_url"),
-        ("openai", {"messages": [{"role": "user", "content": "hi"}], "temperature": 1.5}, "temperature"),
-        ("openai", {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}, "response_format.json_object"),
-        ("openai", {"messages": [{"role": "assistant", "content": "Hi, how can I help?"}, {"role": "user", "content": "hi"}]}, "messages"),
-        ("openai", {"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}, "tool_choice"),
-        ("openai", {"messages": [{"role": "user", "content": "hi"}], "logprobs": True}, "logprobs"),
-        ("anthropic", {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}]}, "image_url"),
-        ("anthropic", {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "url", "url": "https://x/y.pdf"}}]}]}, "document.source.url"),
+        ("chat", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}]}, "image_url"),
+        ("chat", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/tiff;base64,AAAA"}}]}]}, "image_url"),
+        ("chat", {"messages": [{"role": "user", "content": "hi"}], "temperature": 1.5}, "temperature"),
+        ("chat", {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}, "response_format.json_object"),
+        ("chat", {"messages": [{"role": "assistant", "content": "Hi, how can I help?"}, {"role": "user", "content": "hi"}]}, "messages"),
+        ("chat", {"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}, "tool_choice"),
+        ("chat", {"messages": [{"role": "user", "content": "hi"}], "logprobs": True}, "logprobs"),
+        ("messages", {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}]}, "image_url"),
+        ("messages", {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "url", "url": "https://x/y.pdf"}}]}]}, "document.source.url"),
         ("responses", {"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
     ],
 )  # fmt: skip
@@ -657,7 +657,7 @@ def converse_answer(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
 
 def facts(target: str, body: dict[str, Any]) -> dict[str, Any]:
     """What a client of ``target`` reads of an answer: text, calls, stop, (input, output)."""
-    if target == "openai":
+    if target == "chat":
         choice = body["choices"][0]
         calls = [
             (c["id"], c["function"]["name"], orjson.loads(c["function"]["arguments"]))
@@ -668,7 +668,7 @@ def facts(target: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"text": text, "calls": calls, "stop": choice["finish_reason"],
                 "usage": (u["prompt_tokens"], u["completion_tokens"]),
                 "cached": u["prompt_tokens_details"]["cached_tokens"]}  # fmt: skip
-    if target == "anthropic":
+    if target == "messages":
         u = body["usage"]
         return {
             "text": "".join(b["text"] for b in body["content"] if b["type"] == "text"),
@@ -694,13 +694,13 @@ def facts(target: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 STOPS = {
-    "end_turn": {"openai": "stop", "anthropic": "end_turn", "responses": ("completed", None)},
-    "tool_use": {"openai": "tool_calls", "anthropic": "tool_use", "responses": ("completed", None)},
-    "max_tokens": {"openai": "length", "anthropic": "max_tokens", "responses": ("incomplete", "max_output_tokens")},
-    "stop_sequence": {"openai": "stop", "anthropic": "stop_sequence", "responses": ("completed", None)},
-    "guardrail_intervened": {"openai": "content_filter", "anthropic": "refusal", "responses": ("incomplete", "content_filter")},
-    "content_filtered": {"openai": "content_filter", "anthropic": "refusal", "responses": ("incomplete", "content_filter")},
-    "malformed_model_output": {"openai": "stop", "anthropic": "end_turn", "responses": ("completed", None)},
+    "end_turn": {"chat": "stop", "messages": "end_turn", "responses": ("completed", None)},
+    "tool_use": {"chat": "tool_calls", "messages": "tool_use", "responses": ("completed", None)},
+    "max_tokens": {"chat": "length", "messages": "max_tokens", "responses": ("incomplete", "max_output_tokens")},
+    "stop_sequence": {"chat": "stop", "messages": "stop_sequence", "responses": ("completed", None)},
+    "guardrail_intervened": {"chat": "content_filter", "messages": "refusal", "responses": ("incomplete", "content_filter")},
+    "content_filtered": {"chat": "content_filter", "messages": "refusal", "responses": ("incomplete", "content_filter")},
+    "malformed_model_output": {"chat": "stop", "messages": "end_turn", "responses": ("completed", None)},
 }  # fmt: skip
 
 
@@ -735,7 +735,7 @@ def test_a_tool_use_answer_reaches_every_client(target: str) -> None:
     got = facts(target, out)
     assert got["calls"] == [("tooluse_abc", "get_weather", {"city": "Oslo"})]
     assert got["text"] == "Checking." and got["stop"] == STOPS["tool_use"][target]
-    if target == "anthropic":
+    if target == "messages":
         assert out["content"][0] == {
             "type": "thinking",
             "thinking": "Need weather.",
@@ -847,7 +847,7 @@ async def test_simulate_summarises_on_a_converse_model_for_every_client(client: 
         client=CLIENTS[client], summary_info=lambda model: (CONVERSE, None),
         deployments_of=lambda model: ((nova,), "ordered"),
     )  # fmt: skip
-    assert f"nova ({CLIENTS[client].label}->converse)" in timeline
+    assert f"nova ({CLIENTS[client].name}->converse)" in timeline
     assert "summary ok" in timeline and "answered after 2 attempt(s)" in timeline
     assert "summarize failed" not in timeline
 
@@ -875,7 +875,7 @@ def test_reasoning_alone_or_without_text_is_not_sent() -> None:
             {"role": "user", "content": "Good."},
         ],
     }
-    out, dropped = to_converse(body, "anthropic")
+    out, dropped = to_converse(body, "messages")
     assert out["messages"] == [
         {"role": "user", "content": [{"text": "Hi"}, {"text": "Still there?"}]},
         {"role": "assistant", "content": [{"text": "Yes."}]},

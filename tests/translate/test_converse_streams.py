@@ -30,9 +30,9 @@ from tests.translate.test_streams_props import _set as set_at
 from tests.translate.test_streams_props import _typed as typed
 from tests.translate.test_streams_sdk import PATHS, Served, final_of
 
-FORMATS = ("openai", "anthropic", "responses")
-CLIENTS = {"openai": CHAT, "anthropic": MESSAGES, "responses": RESPONSES}
-CHECK = {"openai": check_chat, "anthropic": check_anthropic, "responses": check_responses}
+FORMATS = ("chat", "messages", "responses")
+CLIENTS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}
+CHECK = {"chat": check_chat, "messages": check_anthropic, "responses": check_responses}
 
 
 def ev(name: str, payload: dict[str, Any]) -> bytes:
@@ -161,7 +161,7 @@ def test_converse_streams_reach_every_client(name: str, target: str) -> None:
     out = through_splitter(raw, target)
     CHECK[target](out)
     got = summarize(target, out)
-    if target == "anthropic":
+    if target == "messages":
         assert got.pop("signature") == ("c2lnbmF0dXJl" if name == "thinking" else "")
     assert got == want
     assert all(b'"model":"public-model"' in e for e in out if b'"model"' in e)
@@ -178,7 +178,7 @@ def test_the_client_stream_closes_only_after_the_metadata(target: str) -> None:
     assert t.final_seen and not t.done
     closing = t.feed(events[-1])
     assert t.done and closing
-    if target == "anthropic":
+    if target == "messages":
         assert parse(closing)[0][1]["usage"]["input_tokens"] == 12
     assert summarize(target, out + closing)["usage"] == (12, 9)
 
@@ -230,13 +230,13 @@ def test_an_exception_mid_stream_is_the_clients_error_event(error: bytes, target
     got = summarize(target, out)
     err = got["error"]["error"] if target == "responses" else got["error"]
     assert err["message"] == "Too many tokens, slow down"
-    assert err["type"] == ("rate_limit_error" if target == "anthropic" else "requests")
+    assert err["type"] == ("rate_limit_error" if target == "messages" else "requests")
 
 
 def test_the_splitter_hands_an_error_event_on_as_the_provider_sent_it() -> None:
     """In the attempter's Splitter an exception event is passed on untranslated, so that
     it is classified as the provider's error."""
-    out = through_splitter(TEXT + ERROR, "openai", size=1000)
+    out = through_splitter(TEXT + ERROR, "chat", size=1000)
     assert out[-1] == ERROR
     assert sse.is_error_event(out[-1])
 
@@ -246,9 +246,9 @@ def test_undecodable_events_are_dropped_and_counted() -> None:
     the stream goes on."""
     bad = b"event: contentBlockDelta\ndata: {not json\n\n"
     raw = TEXT + bad + ev("contentBlockDelta", {"contentBlockIndex": 0, "delta": "x"})
-    out, t = translate(raw + STOP["end_turn"] + METADATA, "converse", "openai")
+    out, t = translate(raw + STOP["end_turn"] + METADATA, "converse", "chat")
     assert t.malformed == 2
-    assert summarize("openai", out)["text"] == "Hello, world"
+    assert summarize("chat", out)["text"] == "Hello, world"
 
 
 def test_unknown_events_and_server_tool_blocks_are_dropped() -> None:
@@ -259,9 +259,9 @@ def test_unknown_events_and_server_tool_blocks_are_dropped() -> None:
         {"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "s1", "name": "web", "type": "server_tool_use"}}},
     )  # fmt: skip
     raw = TEXT + ev("somethingNew", {"x": 1}) + server + delta(1, {"toolUse": {"input": "{}"}})
-    out, t = translate(raw + STOP["end_turn"] + METADATA, "converse", "anthropic")
+    out, t = translate(raw + STOP["end_turn"] + METADATA, "converse", "messages")
     assert t.malformed == 0
-    assert summarize("anthropic", out)["calls"] == []
+    assert summarize("messages", out)["calls"] == []
 
 
 # ---------------------------------------------------------------- the official SDKs
@@ -278,8 +278,8 @@ async def sdk_server(aiohttp_server: Callable[..., Any]) -> AsyncIterator[tuple[
 
 
 SDK_STOP = {
-    "openai": {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"},
-    "anthropic": {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens"},
+    "chat": {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"},
+    "messages": {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens"},
     "responses": {"end_turn": "completed", "tool_use": "completed", "max_tokens": "incomplete"},
 }
 
@@ -306,12 +306,12 @@ async def test_official_sdks_read_a_cut_stream_as_cut(sdk_server: tuple[Served, 
     for ``max_tokens``; OpenAI's chat helper refuses a ``length`` finish as such."""
     s, base = sdk_server
     raw, want = STREAMS["cut"]
-    s.body = b"".join(through_splitter(raw, "anthropic"))
-    got = await final_of("anthropic", base)
+    s.body = b"".join(through_splitter(raw, "messages"))
+    got = await final_of("messages", base)
     assert (got["text"], got["stop"], got["usage"]) == (want["text"], "max_tokens", (12, 9))
-    s.body = b"".join(through_splitter(raw, "openai"))
+    s.body = b"".join(through_splitter(raw, "chat"))
     with pytest.raises(openai.LengthFinishReasonError):
-        await final_of("openai", base)
+        await final_of("chat", base)
 
 
 @pytest.mark.parametrize("target", FORMATS)
@@ -322,7 +322,7 @@ async def test_official_sdks_raise_on_a_translated_exception(
     s, base = sdk_server
     out, _ = translate(TEXT + ERROR, "converse", target)
     s.body = b"".join(out)
-    errors = (anthropic.APIError,) if target == "anthropic" else (openai.APIError,)
+    errors = (anthropic.APIError,) if target == "messages" else (openai.APIError,)
     with pytest.raises(errors) as info:
         await final_of(target, base)
     assert "Too many tokens, slow down" in str(info.value)

@@ -90,7 +90,7 @@ def category(status: int, body: bytes) -> Category:
 @pytest.mark.parametrize("row", OPENAI_ERRORS, ids=lambda r: f"{r.status}-{r.anthropic_type}")
 def test_openai_errors_to_anthropic(row: O2A) -> None:
     """An OpenAI error becomes the Anthropic error of the same meaning, message kept."""
-    out = orjson.loads(translate_error(row.status, row.body, "openai", "anthropic"))
+    out = orjson.loads(translate_error(row.status, row.body, "chat", "messages"))
     message = orjson.loads(row.body)["error"]["message"]
     assert out["type"] == "error" and set(out) == {"type", "error"}
     assert out["error"]["type"] == row.anthropic_type
@@ -98,11 +98,11 @@ def test_openai_errors_to_anthropic(row: O2A) -> None:
 
 
 @pytest.mark.parametrize("row", ANTHROPIC_ERRORS, ids=lambda r: f"{r.status}-{r.openai_type}")
-@pytest.mark.parametrize("target", ["openai", "responses"])
+@pytest.mark.parametrize("target", ["chat", "responses"])
 def test_anthropic_errors_to_openai(row: A2O, target: str) -> None:
     """An Anthropic error becomes the OpenAI-shaped error (chat and Responses alike) of the
     same meaning, message kept."""
-    out = orjson.loads(translate_error(row.status, row.body, "anthropic", target))
+    out = orjson.loads(translate_error(row.status, row.body, "messages", target))
     assert set(out) == {"error"} and set(out["error"]) == {"message", "type", "param", "code"}
     assert out["error"]["message"] == orjson.loads(row.body)["error"]["message"]
     assert (out["error"]["type"], out["error"]["code"]) == (row.openai_type, row.code)
@@ -112,7 +112,7 @@ def test_anthropic_errors_to_openai(row: A2O, target: str) -> None:
 def test_classification_unchanged_from_openai(row: O2A) -> None:
     """The translated body classifies as the provider's did (docs/translation.md, Errors),
     token counts of a prompt too long included."""
-    out = translate_error(row.status, row.body, "openai", "anthropic")
+    out = translate_error(row.status, row.body, "chat", "messages")
     assert category(row.status, row.body) == row.category == category(row.status, out)
     a = classify_response(row.status, {}, row.body, now=NOW)
     b = classify_response(row.status, {}, out, now=NOW)
@@ -122,7 +122,7 @@ def test_classification_unchanged_from_openai(row: O2A) -> None:
 @pytest.mark.parametrize("row", ANTHROPIC_ERRORS, ids=lambda r: f"{r.status}-{r.openai_type}")
 def test_classification_unchanged_from_anthropic(row: A2O) -> None:
     """The translated body classifies as the provider's did."""
-    out = translate_error(row.status, row.body, "anthropic", "openai")
+    out = translate_error(row.status, row.body, "messages", "chat")
     assert category(row.status, row.body) == row.category == category(row.status, out)
     a = classify_response(row.status, {}, row.body, now=NOW)
     b = classify_response(row.status, {}, out, now=NOW)
@@ -133,12 +133,12 @@ def test_prompt_too_long_stays_recognisable() -> None:
     """OpenAI's context_length_exceeded reads as Anthropic's "prompt is too long" (what its
     clients look for), with the provider's own text and counts after it."""
     body = OPENAI_ERRORS[3].body
-    out = orjson.loads(translate_error(400, body, "openai", "anthropic"))
+    out = orjson.loads(translate_error(400, body, "chat", "messages"))
     assert out["error"]["message"] == (
         "prompt is too long: This model's maximum context length is 8192 tokens. However, "
         "your messages resulted in 9100 tokens. Please reduce the length of the messages."
     )
-    back = orjson.loads(translate_error(400, j(out), "anthropic", "openai"))
+    back = orjson.loads(translate_error(400, j(out), "messages", "chat"))
     assert back["error"]["code"] == "context_length_exceeded"
     assert back["error"]["param"] == "messages"
 
@@ -146,8 +146,8 @@ def test_prompt_too_long_stays_recognisable() -> None:
 def test_chat_and_responses_share_the_shape() -> None:
     """Between chat and Responses a well-formed error is passed on unchanged."""
     for row in OPENAI_ERRORS:
-        assert translate_error(row.status, row.body, "openai", "responses") == row.body
-        assert translate_error(row.status, row.body, "responses", "openai") == row.body
+        assert translate_error(row.status, row.body, "chat", "responses") == row.body
+        assert translate_error(row.status, row.body, "responses", "chat") == row.body
 
 
 @pytest.mark.parametrize(
@@ -161,15 +161,15 @@ def test_chat_and_responses_share_the_shape() -> None:
         (418, b"[1, 2, 3]", "upstream error (HTTP 418)", "invalid_request_error"),
     ],
 )  # fmt: skip
-@pytest.mark.parametrize("source", ["openai", "anthropic", "responses"])
+@pytest.mark.parametrize("source", ["chat", "messages", "responses"])
 def test_unparseable_bodies_become_generic_errors(
     status: int, body: bytes, message: str, atype: str, source: str
 ) -> None:
     """A body that holds no error object becomes a generic error of the target format with
     the status's meaning, its plain text as message."""
-    a = orjson.loads(translate_error(status, body, source, "anthropic"))
+    a = orjson.loads(translate_error(status, body, source, "messages"))
     assert a == {"type": "error", "error": {"type": atype, "message": message}}
-    o = orjson.loads(translate_error(status, body, source, "openai"))
+    o = orjson.loads(translate_error(status, body, source, "chat"))
     assert o["error"]["message"] == message and set(o["error"]) == {
         "message",
         "type",
@@ -180,9 +180,9 @@ def test_unparseable_bodies_become_generic_errors(
 
 def test_the_shape_decides_when_the_source_is_wrong() -> None:
     """An OpenAI-shaped body from an Anthropic upstream (a compatible proxy) is still read."""
-    out = orjson.loads(translate_error(429, OPENAI_ERRORS[0].body, "anthropic", "anthropic"))
+    out = orjson.loads(translate_error(429, OPENAI_ERRORS[0].body, "messages", "messages"))
     assert out["error"]["type"] == "rate_limit_error"
-    out = orjson.loads(translate_error(529, ANTHROPIC_ERRORS[-1].body, "openai", "openai"))
+    out = orjson.loads(translate_error(529, ANTHROPIC_ERRORS[-1].body, "chat", "chat"))
     assert out["error"]["code"] == "server_is_overloaded"
 
 
@@ -198,15 +198,15 @@ def test_the_shape_decides_when_the_source_is_wrong() -> None:
             max_leaves=12,
         ).map(orjson.dumps),
     ),
-    source=st.sampled_from(["openai", "anthropic", "responses"]),
-    target=st.sampled_from(["openai", "anthropic", "responses"]),
+    source=st.sampled_from(["chat", "messages", "responses"]),
+    target=st.sampled_from(["chat", "messages", "responses"]),
 )  # fmt: skip
 def test_any_body_gives_a_well_formed_error(
     status: int, body: bytes, source: str, target: str
 ) -> None:
     """Whatever the body, the result is a well-formed error of the target format."""
     out = orjson.loads(translate_error(status, body, source, target))
-    if target == "anthropic":
+    if target == "messages":
         assert out["type"] == "error"
         assert isinstance(out["error"]["type"], str) and isinstance(out["error"]["message"], str)
     else:
@@ -252,9 +252,7 @@ async def test_openai_sdk_raises_on_a_translated_anthropic_error(
     """The OpenAI SDK raises the class of the status, with the provider's message, its type
     and code readable."""
     answer, base = error_server
-    answer.update(
-        status=row.status, body=translate_error(row.status, row.body, "anthropic", "openai")
-    )
+    answer.update(status=row.status, body=translate_error(row.status, row.body, "messages", "chat"))
     async with openai.AsyncOpenAI(base_url=base + "/v1", api_key="k", max_retries=0) as client:
         with pytest.raises(openai.APIStatusError) as info:
             await client.chat.completions.create(
@@ -273,9 +271,7 @@ async def test_anthropic_sdk_raises_on_a_translated_openai_error(
     """The Anthropic SDK raises the class of the status, with the provider's message and the
     Anthropic error type in its body."""
     answer, base = error_server
-    answer.update(
-        status=row.status, body=translate_error(row.status, row.body, "openai", "anthropic")
-    )
+    answer.update(status=row.status, body=translate_error(row.status, row.body, "chat", "messages"))
     async with anthropic.AsyncAnthropic(base_url=base, api_key="k", max_retries=0) as client:
         with pytest.raises(anthropic.APIStatusError) as info:
             await client.messages.create(

@@ -56,7 +56,7 @@ FLAT = ["exec_command", "multi_agent_v1__close_agent", "multi_agent_v1__spawn_ag
 
 
 def test_namespace_tools_are_flattened_towards_anthropic() -> None:
-    body, _, drops = translate(CODEX, "responses", "anthropic")
+    body, _, drops = translate(CODEX, "responses", "messages")
     assert [t["name"] for t in body["tools"]] == FLAT
     spawn = body["tools"][2]
     assert spawn["description"] == "Spawn a sub-agent."
@@ -70,7 +70,7 @@ def test_namespace_tools_are_flattened_towards_anthropic() -> None:
 
 
 def test_namespace_tools_are_flattened_towards_chat() -> None:
-    body, _, _ = translate(CODEX, "responses", "openai")
+    body, _, _ = translate(CODEX, "responses", "chat")
     assert [t["function"]["name"] for t in body["tools"]] == FLAT
     call = body["messages"][2]["tool_calls"][0]
     assert call["function"]["name"] == "multi_agent_v1__close_agent"
@@ -79,11 +79,11 @@ def test_namespace_tools_are_flattened_towards_chat() -> None:
 
 def test_a_forced_namespaced_function_is_named_flat() -> None:
     choice = {"type": "function", "name": "spawn_agent", "namespace": "multi_agent_v1"}
-    body, _, _ = translate({**CODEX, "tool_choice": choice}, "responses", "anthropic")
+    body, _, _ = translate({**CODEX, "tool_choice": choice}, "responses", "messages")
     assert body["tool_choice"] == {"type": "tool", "name": "multi_agent_v1__spawn_agent"}
 
 
-@pytest.mark.parametrize("target", ["anthropic", "openai"])
+@pytest.mark.parametrize("target", ["messages", "chat"])
 def test_a_custom_tool_in_a_namespace_is_dropped_and_named(target: str) -> None:
     custom = {**NAMESPACE, "tools": [{"type": "custom", "name": "apply_patch"}]}
     body, _, drops = translate({**CODEX, "tools": [custom]}, "responses", target)
@@ -94,7 +94,7 @@ def test_a_custom_tool_in_a_namespace_is_dropped_and_named(target: str) -> None:
 def test_two_tools_of_one_flat_name_are_refused() -> None:
     clash = {**EXEC, "name": "multi_agent_v1__close_agent"}
     with pytest.raises(Refused) as info:
-        translate({**CODEX, "tools": [clash, NAMESPACE]}, "responses", "anthropic")
+        translate({**CODEX, "tools": [clash, NAMESPACE]}, "responses", "messages")
     assert info.value.field == "tools.namespace"
 
 
@@ -120,7 +120,7 @@ ANTHROPIC_ANSWER = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("source", [MESSAGES, CHAT], ids=["anthropic", "openai"])
+@pytest.mark.parametrize("source", [MESSAGES, CHAT], ids=["messages", "chat"])
 def test_a_json_answer_names_the_call_in_its_namespace(source: Format) -> None:
     data = ANTHROPIC_ANSWER
     if source is CHAT:
@@ -162,7 +162,7 @@ def _anthropic_stream(name: str) -> bytes:
 def test_a_streamed_call_is_named_in_its_namespace() -> None:
     names = convert.tool_names(CODEX, RESPONSES)
     raw = _anthropic_stream("multi_agent_v1__spawn_agent")
-    out, _ = translate_stream(raw, "anthropic", "responses", names=names)
+    out, _ = translate_stream(raw, "messages", "responses", names=names)
     evs = parse(out)
     items = [d["item"] for n, d in evs if n in ("response.output_item.added",
                                                  "response.output_item.done")]  # fmt: skip

@@ -19,12 +19,12 @@ from tests.translate.test_requests_helpers import (
     fixtures,
 )
 
-FORMAT = {"chat": "openai", "responses": "responses", "anthropic": "anthropic"}
+FORMAT = {"chat": "chat", "responses": "responses", "anthropic": "messages"}  # by fixture prefix
 NAMES = fixtures("requests")
 CASES = [
     (name, target)
     for name in NAMES
-    for target in ("openai", "responses", "anthropic")
+    for target in ("chat", "responses", "messages")
     if target != FORMAT[name.split("_")[0]]
 ]
 
@@ -34,7 +34,7 @@ def source_format(name: str) -> str:
 
 
 def extra_keys(fmt: str) -> frozenset[str]:
-    return ANTHROPIC_SAMPLING if fmt == "anthropic" else frozenset()
+    return ANTHROPIC_SAMPLING if fmt == "messages" else frozenset()
 
 
 def test_every_fixture_names_its_source() -> None:
@@ -109,13 +109,13 @@ LOSSES: dict[Any, Any] = {
     # OpenAI's own item ids and statuses are not carried
     "responses_function_output": lambda b: [b["input"][1].pop(k) for k in ("id", "status")],
     # no cap given: Anthropic gets room for the thinking budget (16384) and an answer
-    ("responses_reasoning", "anthropic"): _cap("max_output_tokens", 20480),
+    ("responses_reasoning", "messages"): _cap("max_output_tokens", 20480),
     # the hosted search tool is dropped (offered, not forced): no tools come back
     "responses_web_search": lambda b: b.pop("tools"),
 }
 for _name in NAMES:  # Anthropic requires a cap: the default comes back
-    if (_name, "anthropic") not in LOSSES and not _name.startswith("anthropic"):
-        LOSSES[_name, "anthropic"] = _cap(
+    if (_name, "messages") not in LOSSES and not _name.startswith("messages"):
+        LOSSES[_name, "messages"] = _cap(
             "max_tokens" if _name.startswith("chat") else "max_output_tokens", 4096
         )
 
@@ -145,14 +145,14 @@ def go(name: str, target: str) -> dict[str, Any]:
 
 def test_chat_system_message_becomes_anthropic_system_and_responses_instructions() -> None:
     """A chat system message is Anthropic's ``system`` and the Responses ``instructions``."""
-    assert go("chat_default", "anthropic")["system"] == "You are a helpful assistant."
-    assert go("chat_default", "anthropic")["messages"] == [{"role": "user", "content": "Hello!"}]
+    assert go("chat_default", "messages")["system"] == "You are a helpful assistant."
+    assert go("chat_default", "messages")["messages"] == [{"role": "user", "content": "Hello!"}]
     assert go("chat_default", "responses")["instructions"] == "You are a helpful assistant."
 
 
 def test_anthropic_system_blocks_become_one_system_message() -> None:
     """Anthropic system text blocks become one chat system message with one part each."""
-    body = go("anthropic_system_cache", "openai")
+    body = go("anthropic_system_cache", "chat")
     assert body["messages"][0]["role"] == "system"
     assert [p["text"] for p in body["messages"][0]["content"]][1].startswith("<the entire")
 
@@ -160,7 +160,7 @@ def test_anthropic_system_blocks_become_one_system_message() -> None:
 def test_chat_tools_become_anthropic_input_schema_and_flat_responses_tools() -> None:
     """``function.parameters`` is Anthropic's ``input_schema`` and Responses' ``parameters``."""
     params = fixture("requests", "chat_functions")["body"]["tools"][0]["function"]["parameters"]
-    ant = go("chat_functions", "anthropic")["tools"][0]
+    ant = go("chat_functions", "messages")["tools"][0]
     assert ant["name"] == "get_current_weather"
     assert ant["input_schema"] == params
     resp = go("chat_functions", "responses")["tools"][0]
@@ -171,7 +171,7 @@ def test_chat_tools_become_anthropic_input_schema_and_flat_responses_tools() -> 
 def test_tool_call_and_result_keep_their_ids() -> None:
     """A chat tool call and its ``role: tool`` result become a tool_use and a tool_result
     with the same id in a user message, and a function_call / function_call_output pair."""
-    ant = go("chat_tool_result", "anthropic")["messages"]
+    ant = go("chat_tool_result", "messages")["messages"]
     assert ant[1] == {
         "role": "assistant",
         "content": [
@@ -188,24 +188,24 @@ def test_tool_call_and_result_keep_their_ids() -> None:
 
 def test_parallel_tool_results_share_one_user_message_before_the_text() -> None:
     """All tool results of one assistant turn come back in one user message, first."""
-    chat = go("anthropic_parallel_tools", "openai")["messages"]
+    chat = go("anthropic_parallel_tools", "chat")["messages"]
     assert [m["role"] for m in chat] == ["user", "assistant", "tool", "tool", "user"]
     assert [c["id"] for c in chat[1]["tool_calls"]] == ["toolu_01", "toolu_02"]
-    ant = go("chat_tool_result", "anthropic")["messages"]
+    ant = go("chat_tool_result", "messages")["messages"]
     assert [m["role"] for m in ant] == ["user", "assistant", "user"]
 
 
 def test_images_and_documents_change_shape_not_content() -> None:
     """Base64 images are data URLs for OpenAI; URLs stay URLs; PDFs become file parts."""
     data = fixture("requests", "anthropic_image_base64")["body"]["messages"][0]["content"][0]
-    url = go("anthropic_image_base64", "openai")["messages"][0]["content"][0]["image_url"]["url"]
+    url = go("anthropic_image_base64", "chat")["messages"][0]["content"][0]["image_url"]["url"]
     assert url == f"data:image/png;base64,{data['source']['data']}"
-    img = go("chat_image_input", "anthropic")["messages"][0]["content"][1]
+    img = go("chat_image_input", "messages")["messages"][0]["content"][1]
     assert img["source"]["type"] == "url"
-    pdf = go("anthropic_pdf_base64", "openai")["messages"][0]["content"][0]
+    pdf = go("anthropic_pdf_base64", "chat")["messages"][0]["content"][0]
     assert pdf["type"] == "file"
     assert pdf["file"]["file_data"].startswith("data:application/pdf;base64,")
-    doc = go("responses_file_input", "anthropic")["messages"][0]["content"][1]
+    doc = go("responses_file_input", "messages")["messages"][0]["content"][1]
     assert doc == {"type": "document", "source": {"type": "url",
                    "url": "https://www.berkshirehathaway.com/letters/2024ltr.pdf"}}  # fmt: skip
 
@@ -213,28 +213,28 @@ def test_images_and_documents_change_shape_not_content() -> None:
 def test_max_tokens_is_required_by_anthropic() -> None:
     """Without a cap, Anthropic gets the model's ``max_output_tokens``, else the default."""
     body = fixture("requests", "chat_default")["body"]
-    assert translate(body, "openai", "anthropic")[0]["max_tokens"] == 4096
-    assert translate(body, "openai", "anthropic", 8192)[0]["max_tokens"] == 8192
+    assert translate(body, "chat", "messages")[0]["max_tokens"] == 4096
+    assert translate(body, "chat", "messages", 8192)[0]["max_tokens"] == 8192
     capped = {**body, "max_tokens": 100000}
-    assert translate(capped, "openai", "anthropic", 8192)[0]["max_tokens"] == 8192
-    assert go("chat_image_input", "anthropic")["max_tokens"] == 300  # max_completion_tokens
+    assert translate(capped, "chat", "messages", 8192)[0]["max_tokens"] == 8192
+    assert go("chat_image_input", "messages")["max_tokens"] == 300  # max_completion_tokens
 
 
 def test_reasoning_effort_becomes_a_thinking_budget_and_back() -> None:
     """Responses ``reasoning.effort`` is an Anthropic thinking budget, which maps back."""
-    assert go("responses_reasoning", "anthropic")["thinking"] == {
+    assert go("responses_reasoning", "messages")["thinking"] == {
         "type": "enabled",
         "budget_tokens": 16384,
     }
-    assert go("anthropic_thinking", "openai")["reasoning_effort"] == "medium"
-    assert go("anthropic_thinking", "openai")["max_completion_tokens"] == 16000
+    assert go("anthropic_thinking", "chat")["reasoning_effort"] == "medium"
+    assert go("anthropic_thinking", "chat")["max_completion_tokens"] == 16000
     assert go("anthropic_thinking", "responses")["reasoning"] == {"effort": "medium"}
 
 
 def test_stop_sequences_and_sampling() -> None:
     """``stop_sequences`` is chat ``stop``; temperature and user carry over; top_k drops."""
     body, _, drops = translate(
-        fixture("requests", "anthropic_stop_sequences")["body"], "anthropic", "openai"
+        fixture("requests", "anthropic_stop_sequences")["body"], "messages", "chat"
     )
     assert body["stop"] == ["\n\nHuman:"]
     assert body["temperature"] == 0.5
@@ -245,11 +245,11 @@ def test_stop_sequences_and_sampling() -> None:
 def test_stream_asks_chat_for_usage_and_keeps_the_clients_wish() -> None:
     """Towards chat a stream always asks for usage; the client's choice stays in Conv."""
     body, conv, _ = translate(fixture("requests", "responses_streaming")["body"], "responses",
-                              "openai")  # fmt: skip
+                              "chat")  # fmt: skip
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
     assert conv.include_usage is None
     chat = fixture("requests", "chat_streaming")["body"]
-    _, conv, _ = translate({**chat, "stream_options": {"include_usage": False}}, "openai",
-                           "anthropic")  # fmt: skip
+    _, conv, _ = translate({**chat, "stream_options": {"include_usage": False}}, "chat",
+                           "messages")  # fmt: skip
     assert conv.include_usage is False

@@ -133,7 +133,7 @@ def _check_typeddict(value: Any, tp: Any, path: str, extra_ok: frozenset[str]) -
 def check_request(fmt: str, body: dict[str, Any], extra_ok: frozenset[str] = frozenset()) -> None:
     """``body`` is a valid request of ``fmt`` per the official SDK's request TypedDicts."""
     stream = bool(body.get("stream"))
-    if fmt == "anthropic":
+    if fmt == "messages":
         from anthropic.types import message_create_params as a
 
         tp: Any = a.MessageCreateParamsStreaming if stream else a.MessageCreateParamsNonStreaming
@@ -249,4 +249,4 @@ def _args(arguments: str) -> Any:
         return arguments
 
 
-NORMAL = {"openai": normal_chat, "anthropic": normal_anthropic, "responses": normal_responses}
+NORMAL = {"chat": normal_chat, "messages": normal_anthropic, "responses": normal_responses}

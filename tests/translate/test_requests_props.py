@@ -271,8 +271,8 @@ def _resp_content(parts: list[tuple[Any, ...]]) -> Any:
     return out
 
 
-RENDER = {"openai": to_chat, "anthropic": to_anthropic, "responses": to_responses}
-EXTRA = {"anthropic": ANTHROPIC_SAMPLING, "openai": frozenset(), "responses": frozenset()}
+RENDER = {"chat": to_chat, "messages": to_anthropic, "responses": to_responses}
+EXTRA = {"messages": ANTHROPIC_SAMPLING, "chat": frozenset(), "responses": frozenset()}
 
 
 def round_trip(script: Script, client: str, provider: str) -> None:
@@ -293,51 +293,51 @@ SETTINGS = settings(max_examples=100, deadline=None)
 @given(scripts())
 def test_chat_to_anthropic_and_back(script: Script) -> None:
     """chat -> anthropic -> chat is the identity on the supported subset."""
-    round_trip(script, "openai", "anthropic")
+    round_trip(script, "chat", "messages")
 
 
 @SETTINGS
 @given(scripts(stop=False))
 def test_chat_to_responses_and_back(script: Script) -> None:
     """chat -> responses -> chat is the identity (Responses has no stop sequences)."""
-    round_trip(script, "openai", "responses")
+    round_trip(script, "chat", "responses")
 
 
 @SETTINGS
 @given(scripts())
 def test_anthropic_to_chat_and_back(script: Script) -> None:
     """anthropic -> chat -> anthropic is the identity on the supported subset."""
-    round_trip(script, "anthropic", "openai")
+    round_trip(script, "messages", "chat")
 
 
 @SETTINGS
 @given(scripts(stop=False))
 def test_anthropic_to_responses_and_back(script: Script) -> None:
     """anthropic -> responses -> anthropic is the identity on the supported subset."""
-    round_trip(script, "anthropic", "responses")
+    round_trip(script, "messages", "responses")
 
 
 @SETTINGS
 @given(scripts(stop=False))
 def test_responses_to_chat_and_back(script: Script) -> None:
     """responses -> chat -> responses is the identity on the supported subset."""
-    round_trip(script, "responses", "openai")
+    round_trip(script, "responses", "chat")
 
 
 @SETTINGS
 @given(scripts(stop=False))
 def test_responses_to_anthropic_and_back(script: Script) -> None:
     """responses -> anthropic -> responses is the identity on the supported subset."""
-    round_trip(script, "responses", "anthropic")
+    round_trip(script, "responses", "messages")
 
 
 @SETTINGS
-@given(scripts(stop=False), st.sampled_from(["openai", "anthropic", "responses"]))
+@given(scripts(stop=False), st.sampled_from(["chat", "messages", "responses"]))
 def test_one_script_reads_alike_in_every_format(script: Script, provider: str) -> None:
     """The same conversation, rendered by each client format, translates to the same
     provider body (up to representation): the formats agree on meaning."""
     outs = []
-    for client in ("openai", "anthropic", "responses"):
+    for client in ("chat", "messages", "responses"):
         body = RENDER[client](script)
         out = body if client == provider else translate(body, client, provider)[0]
         outs.append(NORMAL[provider](out))

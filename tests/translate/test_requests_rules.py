@@ -20,15 +20,15 @@ ANTH: dict[str, Any] = {
     "max_tokens": 10,
     "messages": [{"role": "user", "content": "hi"}],
 }
-BASE = {"openai": CHAT, "responses": RESP, "anthropic": ANTH}
+BASE = {"chat": CHAT, "responses": RESP, "messages": ANTH}
 OTHERS = {
-    "openai": ("responses", "anthropic"),
-    "responses": ("openai", "anthropic"),
-    "anthropic": ("openai", "responses"),
+    "chat": ("responses", "messages"),
+    "responses": ("chat", "messages"),
+    "messages": ("chat", "responses"),
 }
 
 
-def user(content: Any, fmt: str = "openai") -> dict[str, Any]:
+def user(content: Any, fmt: str = "chat") -> dict[str, Any]:
     if fmt == "responses":
         return {"input": [{"role": "user", "content": content}]}
     return {"messages": [{"role": "user", "content": content}]}
@@ -39,32 +39,32 @@ TOOL_RESP = {"type": "function", "name": "f", "parameters": {"type": "object"}}
 
 # (client format, fields over the base body, the provider formats it is refused for, field)
 REFUSED: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
-    ("openai", {"n": 2}, OTHERS["openai"], "n"),
-    ("openai", {"logprobs": True}, OTHERS["openai"], "logprobs"),
-    ("openai", {"top_logprobs": 3}, OTHERS["openai"], "top_logprobs"),
-    ("openai", {"logit_bias": {"50256": -100}}, OTHERS["openai"], "logit_bias"),
-    ("openai", {"audio": {"voice": "alloy", "format": "wav"}}, OTHERS["openai"], "audio"),
-    ("openai", {"modalities": ["text", "audio"]}, OTHERS["openai"], "modalities"),
-    ("openai", {"functions": [{"name": "f"}]}, OTHERS["openai"], "functions"),
-    ("openai", {"function_call": "auto"}, OTHERS["openai"], "function_call"),
-    ("openai", {"web_search_options": {}}, OTHERS["openai"], "web_search_options"),
-    ("openai", {"tools": [{"type": "custom", "custom": {"name": "x"}}]}, OTHERS["openai"],
+    ("chat", {"n": 2}, OTHERS["chat"], "n"),
+    ("chat", {"logprobs": True}, OTHERS["chat"], "logprobs"),
+    ("chat", {"top_logprobs": 3}, OTHERS["chat"], "top_logprobs"),
+    ("chat", {"logit_bias": {"50256": -100}}, OTHERS["chat"], "logit_bias"),
+    ("chat", {"audio": {"voice": "alloy", "format": "wav"}}, OTHERS["chat"], "audio"),
+    ("chat", {"modalities": ["text", "audio"]}, OTHERS["chat"], "modalities"),
+    ("chat", {"functions": [{"name": "f"}]}, OTHERS["chat"], "functions"),
+    ("chat", {"function_call": "auto"}, OTHERS["chat"], "function_call"),
+    ("chat", {"web_search_options": {}}, OTHERS["chat"], "web_search_options"),
+    ("chat", {"tools": [{"type": "custom", "custom": {"name": "x"}}]}, OTHERS["chat"],
      "tools.custom"),
-    ("openai", {"tools": [TOOL], "tool_choice": {"type": "allowed_tools", "allowed_tools": {}}},
-     OTHERS["openai"], "tool_choice.allowed_tools"),
-    ("openai", user([{"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}]),
-     OTHERS["openai"], "messages.content.input_audio"),
-    ("openai", {"messages": [{"role": "function", "name": "f", "content": "x"}]},
-     OTHERS["openai"], "messages.role.function"),
-    ("openai", {"messages": [{"role": "assistant", "audio": {"id": "a"}}]}, OTHERS["openai"],
+    ("chat", {"tools": [TOOL], "tool_choice": {"type": "allowed_tools", "allowed_tools": {}}},
+     OTHERS["chat"], "tool_choice.allowed_tools"),
+    ("chat", user([{"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}]),
+     OTHERS["chat"], "messages.content.input_audio"),
+    ("chat", {"messages": [{"role": "function", "name": "f", "content": "x"}]},
+     OTHERS["chat"], "messages.role.function"),
+    ("chat", {"messages": [{"role": "assistant", "audio": {"id": "a"}}]}, OTHERS["chat"],
      "messages.audio"),
-    ("openai", {"stop": "\n"}, ("responses",), "stop"),
-    ("openai", {"response_format": {"type": "json_object"}}, ("anthropic",),
+    ("chat", {"stop": "\n"}, ("responses",), "stop"),
+    ("chat", {"response_format": {"type": "json_object"}}, ("messages",),
      "response_format.json_object"),
-    ("openai", {"temperature": 1.5}, ("anthropic",), "temperature"),
-    ("openai", user([{"type": "file", "file": {"file_id": "file-abc"}}]), ("anthropic",),
+    ("chat", {"temperature": 1.5}, ("messages",), "temperature"),
+    ("chat", user([{"type": "file", "file": {"file_id": "file-abc"}}]), ("messages",),
      "file.file_id"),
-    ("openai", {"tool_choice": "required"}, ("anthropic",), "tool_choice"),
+    ("chat", {"tool_choice": "required"}, ("messages",), "tool_choice"),
     ("responses", {"previous_response_id": "resp_1"}, OTHERS["responses"],
      "previous_response_id"),
     ("responses", {"conversation": "conv_1"}, OTHERS["responses"], "conversation"),
@@ -73,8 +73,8 @@ REFUSED: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("responses", {"top_logprobs": 2}, OTHERS["responses"], "top_logprobs"),
     ("responses", {"tool_choice": {"type": "file_search"}}, OTHERS["responses"],
      "tool_choice.file_search"),
-    ("anthropic", {"tools": [{"type": "web_search_20250305", "name": "web_search"}],
-                   "tool_choice": {"type": "tool", "name": "web_search"}}, OTHERS["anthropic"],
+    ("messages", {"tools": [{"type": "web_search_20250305", "name": "web_search"}],
+                   "tool_choice": {"type": "tool", "name": "web_search"}}, OTHERS["messages"],
      "tool_choice"),
     ("responses", {"input": [{"type": "item_reference", "id": "msg_1"}]}, OTHERS["responses"],
      "input.item_reference"),
@@ -83,21 +83,21 @@ REFUSED: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("responses", user([{"type": "input_audio", "input_audio": {}}], "responses"),
      OTHERS["responses"], "content.input_audio"),
     ("responses", user([{"type": "input_file", "file_url": "https://x/a.pdf"}], "responses"),
-     ("openai",), "document.source.url"),
-    ("responses", {"text": {"format": {"type": "json_object"}}}, ("anthropic",),
+     ("chat",), "document.source.url"),
+    ("responses", {"text": {"format": {"type": "json_object"}}}, ("messages",),
      "response_format.json_object"),
-    ("anthropic", {"mcp_servers": [{"type": "url", "url": "https://x", "name": "x"}]},
-     OTHERS["anthropic"], "mcp_servers"),
-    ("anthropic", {"container": "container_1"}, OTHERS["anthropic"], "container"),
-    ("anthropic", user([{"type": "image", "source": {"type": "file", "file_id": "f"}}]),
-     OTHERS["anthropic"], "image.source.file"),
-    ("anthropic", user([{"type": "document", "source": {"type": "file", "file_id": "f"}}]),
-     OTHERS["anthropic"], "document.source.file"),
-    ("anthropic", user([{"type": "search_result", "source": "s", "title": "t", "content": []}]),
-     OTHERS["anthropic"], "content.search_result"),
-    ("anthropic", {"stop_sequences": ["END"]}, ("responses",), "stop"),
-    ("anthropic", user([{"type": "document", "source": {"type": "url", "url": "https://x"}}]),
-     ("openai",), "document.source.url"),
+    ("messages", {"mcp_servers": [{"type": "url", "url": "https://x", "name": "x"}]},
+     OTHERS["messages"], "mcp_servers"),
+    ("messages", {"container": "container_1"}, OTHERS["messages"], "container"),
+    ("messages", user([{"type": "image", "source": {"type": "file", "file_id": "f"}}]),
+     OTHERS["messages"], "image.source.file"),
+    ("messages", user([{"type": "document", "source": {"type": "file", "file_id": "f"}}]),
+     OTHERS["messages"], "document.source.file"),
+    ("messages", user([{"type": "search_result", "source": "s", "title": "t", "content": []}]),
+     OTHERS["messages"], "content.search_result"),
+    ("messages", {"stop_sequences": ["END"]}, ("responses",), "stop"),
+    ("messages", user([{"type": "document", "source": {"type": "url", "url": "https://x"}}]),
+     ("chat",), "document.source.url"),
 ]  # fmt: skip
 
 
@@ -132,8 +132,8 @@ def test_fields_at_their_no_op_value_are_neither_refused_nor_named() -> None:
     change nothing and are not reported."""
     chat = {**CHAT, "n": 1, "logprobs": False, "modalities": ["text"], "logit_bias": {},
             "frequency_penalty": 0, "presence_penalty": 0, "store": False}  # fmt: skip
-    for target in OTHERS["openai"]:
-        _, _, drops = translate(chat, "openai", target)
+    for target in OTHERS["chat"]:
+        _, _, drops = translate(chat, "chat", target)
         assert drops.names == []
     resp = {**RESP, "background": False, "truncation": "disabled", "store": False}
     for target in OTHERS["responses"]:
@@ -147,59 +147,59 @@ LONG_USER = "user_" + "a" * 64
 
 # (client format, fields over the base body, provider format, caps, the names dropped)
 DROPPED: list[tuple[str, dict[str, Any], str, Caps | None, list[str]]] = [
-    ("openai", {"frequency_penalty": 0.5}, "anthropic", None, ["frequency_penalty"]),
-    ("openai", {"presence_penalty": 0.5}, "responses", None, ["presence_penalty"]),
-    ("openai", {"seed": 7}, "anthropic", None, ["seed"]),
-    ("openai", {"prediction": {"type": "content", "content": "x"}}, "responses", None,
+    ("chat", {"frequency_penalty": 0.5}, "messages", None, ["frequency_penalty"]),
+    ("chat", {"presence_penalty": 0.5}, "responses", None, ["presence_penalty"]),
+    ("chat", {"seed": 7}, "messages", None, ["seed"]),
+    ("chat", {"prediction": {"type": "content", "content": "x"}}, "responses", None,
      ["prediction"]),
-    ("openai", {"some_new_field": 1}, "anthropic", None, ["some_new_field"]),
-    ("openai", {"messages": [{"role": "user", "name": "ann", "content": "hi"}]}, "anthropic",
+    ("chat", {"some_new_field": 1}, "messages", None, ["some_new_field"]),
+    ("chat", {"messages": [{"role": "user", "name": "ann", "content": "hi"}]}, "messages",
      None, ["messages.name"]),
-    ("openai", {"reasoning_effort": "low"}, "responses", Caps(reasoning=False),
+    ("chat", {"reasoning_effort": "low"}, "responses", Caps(reasoning=False),
      ["reasoning_effort"]),
-    ("openai", {"temperature": 0.2, "top_p": 0.9}, "anthropic", Caps(sampling=False),
+    ("chat", {"temperature": 0.2, "top_p": 0.9}, "messages", Caps(sampling=False),
      ["temperature", "top_p"]),
-    ("openai", user([{"type": "text", "text": "see"}, IMG]), "anthropic", None,
+    ("chat", user([{"type": "text", "text": "see"}, IMG]), "messages", None,
      ["image_url.detail"]),
-    ("openai", {"store": True, "metadata": {"a": "b"}, "service_tier": "flex"}, "anthropic",
+    ("chat", {"store": True, "metadata": {"a": "b"}, "service_tier": "flex"}, "messages",
      None, ["store", "metadata", "service_tier"]),
-    ("openai", {"verbosity": "low", "prompt_cache_key": "k"}, "anthropic", None,
+    ("chat", {"verbosity": "low", "prompt_cache_key": "k"}, "messages", None,
      ["verbosity", "prompt_cache_key"]),
-    ("openai", {"messages": [{"role": "user", "content": "q"},
+    ("chat", {"messages": [{"role": "user", "content": "q"},
                              {"role": "assistant", "content": "a", "reasoning_content": "r"},
-                             {"role": "user", "content": "q2"}]}, "anthropic", None,
+                             {"role": "user", "content": "q2"}]}, "messages", None,
      ["reasoning"]),
-    ("openai", {"response_format": {"type": "json_schema", "json_schema": {
-        "name": "n", "description": "d", "schema": {"type": "object"}}}}, "anthropic", None,
+    ("chat", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "n", "description": "d", "schema": {"type": "object"}}}}, "messages", None,
      ["response_format.json_schema.name", "response_format.json_schema.description"]),
-    ("openai", {"stream": True, "stream_options": {"include_usage": True,
+    ("chat", {"stream": True, "stream_options": {"include_usage": True,
                                                    "include_obfuscation": False}},
-     "anthropic", None, ["stream_options"]),
-    ("openai", {"tools": [TOOL], "tool_choice": "required", "reasoning_effort": "high"},
-     "anthropic", None, ["reasoning_effort"]),
-    ("openai", {"reasoning_effort": "high", "temperature": 0.3, "top_p": 0.5}, "anthropic",
+     "messages", None, ["stream_options"]),
+    ("chat", {"tools": [TOOL], "tool_choice": "required", "reasoning_effort": "high"},
+     "messages", None, ["reasoning_effort"]),
+    ("chat", {"reasoning_effort": "high", "temperature": 0.3, "top_p": 0.5}, "messages",
      None, ["temperature", "top_p"]),
-    ("openai", {"reasoning_effort": "high", "max_tokens": 1000}, "anthropic", None,
+    ("chat", {"reasoning_effort": "high", "max_tokens": 1000}, "messages", None,
      ["reasoning_effort"]),
-    ("openai", {"messages": [{"role": "user", "content": "q"},
+    ("chat", {"messages": [{"role": "user", "content": "q"},
                              {"role": "assistant", "tool_calls": [CALL]},
                              {"role": "tool", "tool_call_id": "call_1", "content": "r"}],
-                "tools": [TOOL]}, "anthropic", None, ["tool_calls.function.arguments"]),
-    ("openai", {"messages": [{"role": "user", "content": "q"},
+                "tools": [TOOL]}, "messages", None, ["tool_calls.function.arguments"]),
+    ("chat", {"messages": [{"role": "user", "content": "q"},
                              {"role": "assistant", "tool_calls": [{**CALL, "function": {
                                  "name": "f", "arguments": "{}"}}]},
                              {"role": "tool", "tool_call_id": "call_1", "content": "r"}],
-                "tools": [TOOL], "reasoning_effort": "high"}, "anthropic", None,
+                "tools": [TOOL], "reasoning_effort": "high"}, "messages", None,
      ["reasoning_effort"]),
-    ("anthropic", {"top_k": 5, "service_tier": "auto"}, "openai", None,
+    ("messages", {"top_k": 5, "service_tier": "auto"}, "chat", None,
      ["top_k", "service_tier"]),
-    ("anthropic", user([{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"},
+    ("messages", user([{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"},
                          "citations": [{"type": "char_location"}]}]), "responses", None,
      ["cache_control", "citations"]),
-    ("anthropic", {"thinking": {"type": "adaptive", "display": "omitted"}}, "openai", None,
+    ("messages", {"thinking": {"type": "adaptive", "display": "omitted"}}, "chat", None,
      ["thinking.display"]),
-    ("anthropic", {"metadata": {"user_id": LONG_USER}}, "openai", None, ["metadata.user_id"]),
-    ("anthropic", {"messages": [{"role": "user", "content": "q"},
+    ("messages", {"metadata": {"user_id": LONG_USER}}, "chat", None, ["metadata.user_id"]),
+    ("messages", {"messages": [{"role": "user", "content": "q"},
                                 {"role": "assistant", "content": [
                                     THINK, {"type": "redacted_thinking", "data": "x"},
                                     {"type": "server_tool_use", "id": "srvtoolu_1",
@@ -207,10 +207,10 @@ DROPPED: list[tuple[str, dict[str, Any], str, Caps | None, list[str]]] = [
                                     {"type": "web_search_tool_result",
                                      "tool_use_id": "srvtoolu_1", "content": []},
                                     {"type": "text", "text": "a"}]},
-                                {"role": "user", "content": "q2"}]}, "openai", None,
+                                {"role": "user", "content": "q2"}]}, "chat", None,
      ["redacted_thinking", "content.server_tool_use", "content.web_search_tool_result",
       "reasoning"]),
-    ("anthropic", {"messages": [
+    ("messages", {"messages": [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f",
                                            "input": {}}]},
@@ -220,30 +220,30 @@ DROPPED: list[tuple[str, dict[str, Any], str, Caps | None, list[str]]] = [
                                           {"type": "image", "source": {
                                               "type": "url", "url": "https://x/a.png"}}]}]}],
         "tools": [{"name": "f", "input_schema": {"type": "object"},
-                   "input_examples": [{}]}]}, "openai", None,
+                   "input_examples": [{}]}]}, "chat", None,
      ["tools.input_examples", "tool_result.is_error", "tool_result.image"]),
-    ("anthropic", user([{"type": "document", "title": "T", "context": "c",
+    ("messages", user([{"type": "document", "title": "T", "context": "c",
                          "source": {"type": "text", "media_type": "text/plain", "data": "d"}}]),
-     "openai", None, ["document.context", "document.title"]),
-    ("anthropic", {"output_config": {"effort": "max", "task_budget": {"total": 5}}}, "openai",
+     "chat", None, ["document.context", "document.title"]),
+    ("messages", {"output_config": {"effort": "max", "task_budget": {"total": 5}}}, "chat",
      None, ["output_config.task_budget"]),
     ("responses", {"include": ["reasoning.encrypted_content"], "truncation": "auto",
                    "max_tool_calls": 3, "stream_options": {"include_obfuscation": False}},
-     "anthropic", None, ["include", "truncation", "max_tool_calls", "stream_options"]),
-    ("responses", {"reasoning": {"effort": "low", "summary": "auto"}}, "openai", None,
+     "messages", None, ["include", "truncation", "max_tool_calls", "stream_options"]),
+    ("responses", {"reasoning": {"effort": "low", "summary": "auto"}}, "chat", None,
      ["reasoning.summary"]),
     ("responses", {"tools": [TOOL_RESP, {"type": "web_search"}, {"type": "mcp", "server_label": "x"},
-                             {"type": "custom", "name": "apply_patch"}]}, "anthropic", None,
+                             {"type": "custom", "name": "apply_patch"}]}, "messages", None,
      ["tools.web_search", "tools.mcp", "tools.custom"]),
-    ("anthropic", {"tools": [{"name": "f", "input_schema": {"type": "object"}},
+    ("messages", {"tools": [{"name": "f", "input_schema": {"type": "object"}},
                              {"type": "web_search_20250305", "name": "web_search"},
-                             {"type": "bash_20250124", "name": "bash"}]}, "openai", None,
+                             {"type": "bash_20250124", "name": "bash"}]}, "chat", None,
      ["tools.web_search_20250305", "tools.bash_20250124"]),
     ("responses", {"input": [{"role": "user", "content": "q"},
                              {"type": "web_search_call", "id": "ws_1", "status": "completed"},
                              {"type": "reasoning", "id": "rs_1", "summary": [],
                               "encrypted_content": "gAAAAB-openai-own"},
-                             {"role": "assistant", "content": "a"}]}, "anthropic", None,
+                             {"role": "assistant", "content": "a"}]}, "messages", None,
      ["input.web_search_call", "reasoning"]),
 ]  # fmt: skip
 
@@ -264,13 +264,13 @@ def test_dropped_field_is_named_and_not_sent(
         leaf = name.split(".")[-1]
         if leaf not in ("detail", "arguments", "image", "name", "description", "summary"):
             assert f'"{leaf}"' not in sent, f"{name} still sent"
-    check_request(target, body, ANTHROPIC_SAMPLING if target == "anthropic" else frozenset())
+    check_request(target, body, ANTHROPIC_SAMPLING if target == "messages" else frozenset())
 
 
 def test_dropped_reasoning_effort_sends_no_thinking() -> None:
     """Forced tool use with an effort: no thinking block is sent to Anthropic."""
     body, _, _ = translate({**CHAT, "tools": [TOOL], "tool_choice": "required",
-                            "reasoning_effort": "high"}, "openai", "anthropic")  # fmt: skip
+                            "reasoning_effort": "high"}, "chat", "messages")  # fmt: skip
     assert "thinking" not in body
     assert body["tool_choice"] == {"type": "any"}
 
@@ -286,7 +286,7 @@ def test_consecutive_turns_of_one_role_are_merged_for_anthropic() -> None:
                                              "image_url": {"url": "https://x/i.png"}}]},
         {"role": "assistant", "content": "c"}, {"role": "assistant", "content": "d"},
         {"role": "user", "content": "e"}]}  # fmt: skip
-    body, _, _ = translate(chat, "openai", "anthropic")
+    body, _, _ = translate(chat, "chat", "messages")
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     assert [b.get("text") for b in body["messages"][0]["content"]] == ["a", "b", None]
     assert body["messages"][1]["content"] == [
@@ -307,7 +307,7 @@ def test_all_tool_results_of_a_turn_go_in_one_user_message_first() -> None:
         {"role": "tool", "tool_call_id": "call_1", "content": "r1"},
         {"role": "user", "content": "and"},
         {"role": "tool", "tool_call_id": "call_2", "content": "r2"}]}  # fmt: skip
-    body, _, _ = translate(chat, "openai", "anthropic")
+    body, _, _ = translate(chat, "chat", "messages")
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     kinds = [(b["type"], b.get("tool_use_id")) for b in body["messages"][2]["content"]]
     assert kinds == [("tool_result", "call_0"), ("tool_result", "call_1"),
@@ -320,7 +320,7 @@ def test_a_later_system_message_is_hoisted_into_system() -> None:
         {"role": "system", "content": "S1"}, {"role": "user", "content": "q"},
         {"role": "assistant", "content": "a"}, {"role": "developer", "content": "S2"},
         {"role": "user", "content": "q2"}]}  # fmt: skip
-    body, _, _ = translate(chat, "openai", "anthropic")
+    body, _, _ = translate(chat, "chat", "messages")
     assert body["system"] == [{"type": "text", "text": "S1"}, {"type": "text", "text": "S2"}]
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
 
@@ -330,7 +330,7 @@ def test_empty_text_and_empty_turns_are_left_out_for_anthropic() -> None:
     chat = {**CHAT, "messages": [
         {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "q"}]},
         {"role": "assistant", "content": ""}, {"role": "user", "content": "q2"}]}  # fmt: skip
-    body, _, _ = translate(chat, "openai", "anthropic")
+    body, _, _ = translate(chat, "chat", "messages")
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "q2"}]}
     ]
@@ -343,7 +343,7 @@ def test_tool_ids_are_made_acceptable_to_anthropic_and_still_pair() -> None:
         {"role": "assistant", "tool_calls": [{"id": "call.1:x", "type": "function",
                                               "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "call.1:x", "content": "r"}]}  # fmt: skip
-    body, _, _ = translate(chat, "openai", "anthropic")
+    body, _, _ = translate(chat, "chat", "messages")
     use = body["messages"][1]["content"][0]
     result = body["messages"][2]["content"][0]
     assert use["id"] == result["tool_use_id"] == "call_1_x_6140247c"  # see test_tool_ids.py
@@ -364,21 +364,21 @@ def test_a_tool_history_without_tools_names_its_tools_to_anthropic() -> None:
                {"role": "tool", "tool_call_id": "c1", "content": "a"},
                {"role": "tool", "tool_call_id": "c2", "content": "b"},
                {"role": "user", "content": "Summarise."}]  # fmt: skip
-    body, _, _ = translate({**CHAT, "messages": history}, "openai", "anthropic")
+    body, _, _ = translate({**CHAT, "messages": history}, "chat", "messages")
     (tool,) = body["tools"]
     assert tool["name"] == "ls" and "Do not call it" in tool["description"]
     assert tool["input_schema"] == {"type": "object", "properties": {}}
     assert "tool_choice" not in body
-    check_request("anthropic", body)
-    body, _, _ = translate({**CHAT, "messages": history, "tools": [TOOL]}, "openai", "anthropic")
+    check_request("messages", body)
+    body, _, _ = translate({**CHAT, "messages": history, "tools": [TOOL]}, "chat", "messages")
     assert [t["name"] for t in body["tools"]] == ["f"]
-    assert "tools" not in translate(CHAT, "openai", "anthropic")[0]
+    assert "tools" not in translate(CHAT, "chat", "messages")[0]
     resp = {**RESP, "input": [
         {"role": "user", "content": "q"},
         {"type": "function_call", "call_id": "c1", "name": "l s", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "a"},
         {"role": "user", "content": "Summarise."}]}  # fmt: skip
-    body, _, _ = translate(resp, "responses", "anthropic")
+    body, _, _ = translate(resp, "responses", "messages")
     assert [t["name"] for t in body["tools"]] == ["unavailable_tool"]
 
 
@@ -390,13 +390,13 @@ def test_parallel_tool_calls_false_disables_parallel_tool_use() -> None:
         chat = {**CHAT, "tools": [TOOL], "parallel_tool_calls": False}
         if tool_choice is not None:
             chat["tool_choice"] = tool_choice
-        body, _, _ = translate(chat, "openai", "anthropic")
+        body, _, _ = translate(chat, "chat", "messages")
         assert body["tool_choice"] == {**expect, "disable_parallel_tool_use": True}
-        back, _, _ = translate(body, "anthropic", "openai")
+        back, _, _ = translate(body, "messages", "chat")
         assert back["parallel_tool_calls"] is False
     resp = {**RESP, "tools": [{"type": "function", "name": "f", "parameters": {}}],
             "parallel_tool_calls": False, "tool_choice": "none"}  # fmt: skip
-    assert translate(resp, "responses", "anthropic")[0]["tool_choice"] == {"type": "none"}
+    assert translate(resp, "responses", "messages")[0]["tool_choice"] == {"type": "none"}
 
 
 def test_thinking_is_left_out_for_a_tool_turn_without_signed_thinking() -> None:
@@ -410,13 +410,13 @@ def test_thinking_is_left_out_for_a_tool_turn_without_signed_thinking() -> None:
     ant = {**ANTH, "max_tokens": 20000, "messages": history,
            "tools": [{"name": "f", "input_schema": {"type": "object"}}]}  # fmt: skip
     chat, _, _ = translate({**ant, "thinking": {"type": "enabled", "budget_tokens": 8000}},
-                           "anthropic", "openai")  # fmt: skip
+                           "messages", "chat")  # fmt: skip
     assert chat["reasoning_effort"] == "medium"
-    back, _, drops = translate(chat, "openai", "anthropic")
+    back, _, drops = translate(chat, "chat", "messages")
     assert "thinking" not in back and drops.names == ["reasoning_effort"]
     signed = [{"type": "thinking", "thinking": "t", "signature": "s"}]
     history[1]["content"] = signed + history[1]["content"]
-    resp_like = translate({**ant, "messages": history}, "anthropic", "responses")[0]
+    resp_like = translate({**ant, "messages": history}, "messages", "responses")[0]
     assert any(i["type"] == "function_call" for i in resp_like["input"])
 
 
@@ -424,13 +424,13 @@ def test_adaptive_thinking_for_models_that_take_it() -> None:
     """With ``Caps.adaptive_thinking`` the effort is ``output_config.effort`` with adaptive
     thinking (no budget_tokens); summaries asked for are displayed."""
     resp = {**RESP, "reasoning": {"effort": "minimal", "summary": "auto"}}
-    body, _, _ = translate(resp, "responses", "anthropic", 64000, Caps(adaptive_thinking=True))
+    body, _, _ = translate(resp, "responses", "messages", 64000, Caps(adaptive_thinking=True))
     assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
     assert body["output_config"] == {"effort": "low"}
     assert body["max_tokens"] == 64000
-    check_request("anthropic", body)
+    check_request("messages", body)
     back, _, _ = translate({**ANTH, "thinking": {"type": "adaptive"},
-                            "output_config": {"effort": "max"}}, "anthropic", "openai")  # fmt: skip
+                            "output_config": {"effort": "max"}}, "messages", "chat")  # fmt: skip
     assert back["reasoning_effort"] == "xhigh"
 
 
@@ -438,10 +438,10 @@ def test_structured_output_maps_to_anthropic_output_config() -> None:
     """A json_schema response format is Anthropic's ``output_config.format`` and back."""
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     resp = {**RESP, "text": {"format": {"type": "json_schema", "name": "x", "schema": schema}}}
-    body, _, _ = translate(resp, "responses", "anthropic")
+    body, _, _ = translate(resp, "responses", "messages")
     assert body["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
-    check_request("anthropic", body)
-    back, _, _ = translate(body, "anthropic", "openai")
+    check_request("messages", body)
+    back, _, _ = translate(body, "messages", "chat")
     assert back["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "response", "schema": schema},
@@ -452,20 +452,20 @@ def test_sampling_is_sent_only_where_the_model_takes_it() -> None:
     """Without sampling controls (Claude Opus 4.7 and later) the body is exactly the
     SDK's type; with them temperature and top_p are sent."""
     chat = {**CHAT, "temperature": 0.3, "top_p": 0.8}
-    body, _, _ = translate(chat, "openai", "anthropic", None, Caps(sampling=False))
-    check_request("anthropic", body)  # no key beyond the SDK's
-    body, _, _ = translate(chat, "openai", "anthropic")
+    body, _, _ = translate(chat, "chat", "messages", None, Caps(sampling=False))
+    check_request("messages", body)  # no key beyond the SDK's
+    body, _, _ = translate(chat, "chat", "messages")
     assert (body["temperature"], body["top_p"]) == (0.3, 0.8)
 
 
 def test_max_tokens_field_for_chat() -> None:
     """Towards chat the cap is ``max_completion_tokens`` with a reasoning effort (reasoning
     models take only that), else ``max_tokens``."""
-    assert "max_tokens" in translate({**ANTH}, "anthropic", "openai")[0]
+    assert "max_tokens" in translate({**ANTH}, "messages", "chat")[0]
     thinking = {**ANTH, "max_tokens": 5000, "thinking": {"type": "enabled", "budget_tokens": 2048}}
-    body = translate(thinking, "anthropic", "openai")[0]
+    body = translate(thinking, "messages", "chat")[0]
     assert body["max_completion_tokens"] == 5000 and "max_tokens" not in body
-    assert translate({**RESP, "max_output_tokens": 9}, "responses", "openai")[0]["max_tokens"] == 9
+    assert translate({**RESP, "max_output_tokens": 9}, "responses", "chat")[0]["max_tokens"] == 9
 
 
 def test_anthropic_signature_rides_through_a_responses_client() -> None:
@@ -480,7 +480,7 @@ def test_anthropic_signature_rides_through_a_responses_client() -> None:
                               {"type": "function_call_output", "call_id": "c1", "output": "r"}],
             "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
             "reasoning": {"effort": "low"}}  # fmt: skip
-    body, _, drops = translate(resp, "responses", "anthropic", 32000)
+    body, _, drops = translate(resp, "responses", "messages", 32000)
     assert body["messages"][1]["content"][0] == {
         "type": "thinking",
         "thinking": "I think",
@@ -497,8 +497,8 @@ def test_an_anthropic_system_turn_among_the_messages_keeps_its_place() -> None:
         {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
         {"role": "user", "content": "q2"}]}  # fmt: skip
-    chat, _, _ = translate(ant, "anthropic", "openai")
+    chat, _, _ = translate(ant, "messages", "chat")
     assert [m["role"] for m in chat["messages"]] == ["user", "assistant", "system", "user"]
     assert chat["messages"][2]["content"] == "Be brief."
-    back, _, _ = translate(chat, "openai", "anthropic")
+    back, _, _ = translate(chat, "chat", "messages")
     assert back["system"] == "Be brief."

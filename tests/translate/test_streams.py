@@ -20,14 +20,14 @@ from gateway.translate.streams import StreamTranslator
 FIXTURES = Path(__file__).parent / "fixtures" / "streams"
 MODEL = "public-model"
 CREATED = 1_750_000_000
-FORMATS = ("openai", "anthropic", "responses")
+FORMATS = ("chat", "messages", "responses")
 
 # Each fixture: its format and what it says (text, reasoning, tool calls, neutral stop,
 # (input, output) tokens or None when the stream carries no usage).
 EXPECT: dict[str, dict[str, Any]] = {
     # anthropics/anthropic-sdk-python tests/lib/streaming/fixtures/basic_response.txt (verbatim)
     "anthropic_basic": {
-        "format": "anthropic",
+        "format": "messages",
         "text": "Hello there!",
         "reasoning": "",
         "calls": [],
@@ -37,7 +37,7 @@ EXPECT: dict[str, dict[str, Any]] = {
     },
     # anthropics/anthropic-sdk-python tests/lib/streaming/fixtures/tool_use_response.txt (verbatim)
     "anthropic_tool_use": {
-        "format": "anthropic",
+        "format": "messages",
         "text": "I'll check the current weather in Paris for you.",
         "reasoning": "",
         "calls": [("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", {"location": "Paris"})],
@@ -48,7 +48,7 @@ EXPECT: dict[str, dict[str, Any]] = {
     # https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking ("Streaming
     # thinking", example output; its "// Additional ... deltas" placeholder lines left out)
     "anthropic_thinking": {
-        "format": "anthropic",
+        "format": "messages",
         "text": "27 * 453 = 12,231",
         "reasoning": "Let me solve this step by step:\n\n1. First break down 27 * 453\n2. 453 = 400 + 50 + 3",
         "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds...",
@@ -59,7 +59,7 @@ EXPECT: dict[str, dict[str, Any]] = {
     },
     # https://platform.openai.com/docs/api-reference/chat/streaming (the chunk object example)
     "chat_reference": {
-        "format": "openai",
+        "format": "chat",
         "text": "Hello",
         "reasoning": "",
         "calls": [],
@@ -71,7 +71,7 @@ EXPECT: dict[str, dict[str, Any]] = {
     # openai/openai-python .inline-snapshot/external/038a5c69c34c9513021b52aa61661f4f5bea321c0aac9e164f2ed3e409aebc48.bin
     # (recorded from the API for tests/lib/chat/test_completions_streaming.py::test_parse_nothing; verbatim)
     "chat_text": {
-        "format": "openai",
+        "format": "chat",
         "text": "I'm unable to provide real-time updates, including current weather information. For the latest weather in San Francisco, I recommend checking a reliable weather website or app such as the Weather Channel, BBC Weather, or a local San Francisco news station.",
         "reasoning": "",
         "calls": [],
@@ -83,7 +83,7 @@ EXPECT: dict[str, dict[str, Any]] = {
     # openai/openai-python .inline-snapshot/external/453df473e96274dd8ab61ab4d13dfcc25dc2f57a5e05eb5cc46c70b51d8845c2.bin
     # (test_parse_multiple_pydantic_tools: two parallel calls, usage chunk, [DONE]; verbatim)
     "chat_parallel_tools": {
-        "format": "openai",
+        "format": "chat",
         "text": "",
         "reasoning": "",
         "calls": [
@@ -140,7 +140,7 @@ EXPECT: dict[str, dict[str, Any]] = {
         "created": 1765552659,
     },
 }
-PREFIX = {"openai": "chatcmpl-", "anthropic": "msg_", "responses": "resp_"}
+PREFIX = {"chat": "chatcmpl-", "messages": "msg_", "responses": "resp_"}
 
 
 def fixture(name: str) -> bytes:
@@ -195,9 +195,9 @@ def parse(out: Iterable[bytes]) -> list[tuple[str | None, Any]]:
 def summarize(fmt: str, out: Iterable[bytes]) -> dict[str, Any]:
     """What the client's stream says, in neutral terms."""
     evs = parse(out)
-    if fmt == "openai":
+    if fmt == "chat":
         return _chat(evs)
-    if fmt == "anthropic":
+    if fmt == "messages":
         return _anthropic(evs)
     return _responses(evs)
 
@@ -390,14 +390,14 @@ def check_responses(out: list[bytes]) -> None:
     assert final["output"] == done
 
 
-CHECK = {"openai": check_chat, "anthropic": check_anthropic, "responses": check_responses}
+CHECK = {"chat": check_chat, "messages": check_anthropic, "responses": check_responses}
 
 
 def expected(name: str, target: str) -> dict[str, Any]:
     e = EXPECT[name]
     want = {k: e[k] for k in ("text", "reasoning", "calls", "stop", "usage")}
-    if target == "anthropic":
-        want["signature"] = e.get("signature", "") if e["format"] == "anthropic" else ""
+    if target == "messages":
+        want["signature"] = e.get("signature", "") if e["format"] == "messages" else ""
     return want
 
 
@@ -415,7 +415,7 @@ def test_documented_streams_translate_field_by_field(name: str, target: str) -> 
     CHECK[target](out)
     got = summarize(target, out)
     want = expected(name, target)
-    if target == "openai" and want["usage"] is None:
+    if target == "chat" and want["usage"] is None:
         want["usage"] = (0, 0)  # the usage chunk the client asked for: zeros when unknown
     assert got == want
     assert t.final_seen and t.done and t.malformed == 0
@@ -429,10 +429,10 @@ def test_ids_model_and_created_follow_the_upstream(name: str, target: str) -> No
     e = EXPECT[name]
     out, _ = translate(fixture(name), e["format"], target)
     evs = [d for _, d in parse(out) if d != "[DONE]"]
-    if target == "openai":
+    if target == "chat":
         ids = {d["id"] for d in evs}
         created = {d["created"] for d in evs}
-    elif target == "anthropic":
+    elif target == "messages":
         ids = {evs[0]["message"]["id"]}
         created = {e.get("created", CREATED)}
     else:
@@ -447,7 +447,7 @@ def test_usage_and_final_seen_are_exposed(name: str) -> None:
     """``usage`` is the upstream's neutral usage and ``final_seen`` turns true on its final
     event."""
     e = EXPECT[name]
-    t = translator(e["format"], "anthropic" if e["format"] != "anthropic" else "openai")
+    t = translator(e["format"], "messages" if e["format"] != "messages" else "chat")
     evs = events(fixture(name))
     seen = []
     for ev in evs:
@@ -460,7 +460,7 @@ def test_usage_and_final_seen_are_exposed(name: str) -> None:
 
 def test_chat_reference_chunks_to_anthropic_exactly() -> None:
     """OpenAI's documented chunks give exactly these Anthropic events."""
-    out, _ = translate(fixture("chat_reference"), "openai", "anthropic")
+    out, _ = translate(fixture("chat_reference"), "chat", "messages")
     assert parse(out) == [
         ("message_start", {"type": "message_start", "message": {
             "id": "msg_123", "type": "message", "role": "assistant", "model": MODEL,
@@ -480,7 +480,7 @@ def test_chat_reference_chunks_to_anthropic_exactly() -> None:
 
 def test_anthropic_basic_to_chat_exactly() -> None:
     """Anthropic's basic stream gives exactly these chat chunks (its ping as a comment)."""
-    out, _ = translate(fixture("anthropic_basic"), "anthropic", "openai")
+    out, _ = translate(fixture("anthropic_basic"), "messages", "chat")
     assert b": ping\n\n" in out
     head = {
         "id": "chatcmpl-4QpJur2dWWDjF6C758FbBw5vm12BaVipnK",
@@ -513,7 +513,7 @@ def test_anthropic_basic_to_chat_exactly() -> None:
 
 def test_responses_tool_call_to_anthropic_exactly() -> None:
     """A Responses function call becomes one tool_use block with its arguments' deltas."""
-    out, _ = translate(fixture("responses_tool_call"), "responses", "anthropic")
+    out, _ = translate(fixture("responses_tool_call"), "responses", "messages")
     names = [n for n, _ in parse(out)]
     assert names == ["message_start", "content_block_start", *["content_block_delta"] * 6,
                      "content_block_stop", "message_delta", "message_stop"]  # fmt: skip
@@ -530,7 +530,7 @@ def test_responses_tool_call_to_anthropic_exactly() -> None:
 def test_anthropic_thinking_to_responses_is_a_reasoning_item() -> None:
     """Anthropic thinking becomes a Responses reasoning item with one summary part; its
     signature has no equivalent there and is dropped."""
-    out, _ = translate(fixture("anthropic_thinking"), "anthropic", "responses")
+    out, _ = translate(fixture("anthropic_thinking"), "messages", "responses")
     evs = parse(out)
     names = [n for n, _ in evs]
     assert names[:5] == ["response.created", "response.in_progress", "response.output_item.added",
@@ -545,8 +545,8 @@ def test_anthropic_thinking_to_responses_is_a_reasoning_item() -> None:
 
 def test_signature_survives_anthropic_to_anthropic() -> None:
     """Between Anthropic streams the thinking signature is kept."""
-    out, _ = translate(fixture("anthropic_thinking"), "anthropic", "anthropic")
-    assert summarize("anthropic", out)["signature"] == EXPECT["anthropic_thinking"]["signature"]
+    out, _ = translate(fixture("anthropic_thinking"), "messages", "messages")
+    assert summarize("messages", out)["signature"] == EXPECT["anthropic_thinking"]["signature"]
 
 
 # ---------------------------------------------------------------- the translator's rules
@@ -560,11 +560,11 @@ def test_comments_pass_through_unchanged() -> None:
             assert t.feed(b": keepalive\n\n") == [b": keepalive\n\n"]
 
 
-SAMPLE = {"openai": "chat_text", "anthropic": "anthropic_basic", "responses": "responses_text"}
+SAMPLE = {"chat": "chat_text", "messages": "anthropic_basic", "responses": "responses_text"}
 # an event of each source's own kind whose fields have the wrong type
 WRONG_SHAPE = {
-    "openai": b'data: {"id":"chatcmpl-x","choices":"nope"}\n\n',
-    "anthropic": b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":"x"}\n\n',
+    "chat": b'data: {"id":"chatcmpl-x","choices":"nope"}\n\n',
+    "messages": b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":"x"}\n\n',
     "responses": b'event: response.output_item.added\ndata: {"type":"response.output_item.added","output_index":0,"item":"x"}\n\n',
 }
 
@@ -594,7 +594,7 @@ def test_undecodable_events_are_dropped_and_counted(source: str, target: str, ba
 @pytest.mark.parametrize("target", FORMATS)
 def test_malformed_counter(target: str) -> None:
     """Bad JSON and non-object data count as malformed; event-only lines do not."""
-    t = translator("anthropic", target)
+    t = translator("messages", target)
     assert t.feed(b"data: {oops\n\n") == []
     assert t.feed(b"data: 42\n\n") == []
     assert t.feed(b"event: ping\n\n") == []
@@ -604,7 +604,7 @@ def test_malformed_counter(target: str) -> None:
 
 def test_chat_usage_chunk_only_when_the_client_asked() -> None:
     """A chat client that did not ask for usage gets no usage chunk."""
-    out, _ = translate(fixture("anthropic_tool_use"), "anthropic", "openai", include_usage=False)
+    out, _ = translate(fixture("anthropic_tool_use"), "messages", "chat", include_usage=False)
     check_chat(out, include_usage=False)
     assert b'"usage"' not in b"".join(out)
 
@@ -613,7 +613,7 @@ def test_chat_source_closes_on_the_usage_chunk() -> None:
     """The finish chunk completes a chat stream; the client's stream closes when its usage
     follows, so that it carries the usage."""
     evs = events(fixture("chat_text"))
-    t = translator("openai", "anthropic")
+    t = translator("chat", "messages")
     for ev in evs[:-3]:
         t.feed(ev)
     assert not t.final_seen
@@ -631,7 +631,7 @@ def test_finish_closes_a_complete_stream_without_done_or_usage(target: str) -> N
     """A chat upstream that ends after its finish chunk, without usage or [DONE], still gives
     the client a properly closed stream at finish()."""
     evs = [e for e in events(fixture("chat_reference"))]
-    t = translator("openai", target)
+    t = translator("chat", target)
     out = [b for ev in evs for b in t.feed(ev)]
     assert t.final_seen and not t.done
     rest = t.finish()
@@ -645,7 +645,7 @@ def test_finish_closes_a_complete_stream_without_done_or_usage(target: str) -> N
 def test_finish_owes_nothing_for_a_cut_stream(source: str, target: str) -> None:
     """A stream cut before its final event is not presented as complete: finish() returns
     nothing and the caller sends its error event."""
-    raw = fixture({"openai": "chat_text", "anthropic": "anthropic_tool_use",
+    raw = fixture({"chat": "chat_text", "messages": "anthropic_tool_use",
                    "responses": "responses_reasoning_tool"}[source])  # fmt: skip
     evs = events(raw)
     t = translator(source, target)
@@ -657,8 +657,8 @@ def test_finish_owes_nothing_for_a_cut_stream(source: str, target: str) -> None:
 
 
 UPSTREAM_ERRORS = {
-    "openai": b'data: {"error": {"message": "Rate limit reached for requests", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}\n\n',
-    "anthropic": b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n',
+    "chat": b'data: {"error": {"message": "Rate limit reached for requests", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}\n\n',
+    "messages": b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n',
     "responses": b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had an error while processing your request.","param":null,"sequence_number":5}\n\n',
 }
 
@@ -668,7 +668,7 @@ UPSTREAM_ERRORS = {
 def test_in_band_errors_become_the_clients_error_event(source: str, target: str) -> None:
     """An upstream error event mid-stream ends the client's stream with its own format's
     error event; later upstream events are dropped."""
-    raw = fixture({"openai": "chat_text", "anthropic": "anthropic_basic",
+    raw = fixture({"chat": "chat_text", "messages": "anthropic_basic",
                    "responses": "responses_text"}[source])  # fmt: skip
     evs = events(raw)
     t = translator(source, target)
@@ -677,14 +677,14 @@ def test_in_band_errors_become_the_clients_error_event(source: str, target: str)
     assert t.done and not t.final_seen
     assert [b for ev in evs[5:] for b in t.feed(ev)] == [] and t.finish() == []
     parsed = parse(err)
-    message = {"openai": "Rate limit reached for requests", "anthropic": "Overloaded",
+    message = {"chat": "Rate limit reached for requests", "messages": "Overloaded",
                "responses": "The server had an error while processing your request."}[source]  # fmt: skip
-    if target == "openai":
+    if target == "chat":
         assert parsed == [(None, {"error": {**parsed[0][1]["error"], "message": message}})]
         assert err[0].startswith(b"data: {")
-    elif target == "anthropic":
+    elif target == "messages":
         assert parsed[0][0] == "error" and parsed[0][1]["error"]["message"] == message
-        kind = {"openai": "rate_limit_error", "anthropic": "overloaded_error",
+        kind = {"chat": "rate_limit_error", "messages": "overloaded_error",
                 "responses": "api_error"}[source]  # fmt: skip
         assert parsed[0][1]["error"]["type"] == kind
     else:
@@ -698,11 +698,11 @@ def test_in_band_errors_become_the_clients_error_event(source: str, target: str)
 def test_error_types_map_between_the_formats() -> None:
     """In-band error types keep their meaning: Anthropic overloaded -> an OpenAI overload
     code; an OpenAI rate limit -> Anthropic rate_limit_error."""
-    t = translator("anthropic", "openai")
-    err = parse(t.feed(UPSTREAM_ERRORS["anthropic"]))[0][1]["error"]
+    t = translator("messages", "chat")
+    err = parse(t.feed(UPSTREAM_ERRORS["messages"]))[0][1]["error"]
     assert (err["type"], err["code"]) == ("server_error", "server_is_overloaded")
-    t = translator("openai", "responses")
-    err = parse(t.feed(UPSTREAM_ERRORS["openai"]))[0][1]["error"]
+    t = translator("chat", "responses")
+    err = parse(t.feed(UPSTREAM_ERRORS["chat"]))[0][1]["error"]
     assert (err["type"], err["code"]) == ("requests", "rate_limit_exceeded")
 
 
@@ -711,7 +711,7 @@ def test_responses_failed_alone_is_an_error() -> None:
     failed = (b'event: response.failed\ndata: {"type":"response.failed","sequence_number":3,'
               b'"response":{"id":"resp_1","status":"failed","error":{"code":"server_error",'
               b'"message":"boom"}}}\n\n')  # fmt: skip
-    t = translator("responses", "anthropic")
+    t = translator("responses", "messages")
     ev = parse(t.feed(failed))
     assert ev == [("error", {"type": "error", "error": {"type": "api_error", "message": "boom"}})]
 
@@ -721,8 +721,8 @@ def test_an_answer_with_tool_calls_stops_for_them() -> None:
     raw = fixture("chat_parallel_tools").replace(
         b'"finish_reason":"tool_calls"', b'"finish_reason":"stop"'
     )
-    out, _ = translate(raw, "openai", "anthropic")
-    assert summarize("anthropic", out)["stop"] == "tool_use"
+    out, _ = translate(raw, "chat", "messages")
+    assert summarize("messages", out)["stop"] == "tool_use"
 
 
 @pytest.mark.parametrize(
@@ -738,15 +738,15 @@ def test_stop_reasons_map(finish: str, anthropic: str, responses: tuple[str, Any
     raw = fixture("chat_text").replace(
         b'"finish_reason":"stop"', f'"finish_reason":"{finish}"'.encode()
     )
-    out, _ = translate(raw, "openai", "anthropic")
+    out, _ = translate(raw, "chat", "messages")
     assert parse(out)[-2][1]["delta"]["stop_reason"] == anthropic
-    out, _ = translate(raw, "openai", "responses")
+    out, _ = translate(raw, "chat", "responses")
     final = parse(out)[-1]
     assert final[0] == (
         "response.completed" if responses[0] == "completed" else "response.incomplete"
     )
     assert (final[1]["response"]["status"], final[1]["response"]["incomplete_details"]) == responses
-    back, _ = translate(b"".join(out), "responses", "openai")
+    back, _ = translate(b"".join(out), "responses", "chat")
     assert parse(back)[-3][1]["choices"][0]["finish_reason"] == finish
 
 
@@ -757,7 +757,7 @@ def test_anthropic_cache_usage_maps_to_chat_totals() -> None:
         b'"usage":{"input_tokens":11,"output_tokens":1}',
         b'"usage":{"input_tokens":11,"cache_read_input_tokens":100,"cache_creation_input_tokens":20,"output_tokens":1}',
     )
-    out, t = translate(raw, "anthropic", "openai")
+    out, t = translate(raw, "messages", "chat")
     u = parse(out)[-2][1]["usage"]
     assert (u["prompt_tokens"], u["completion_tokens"], u["total_tokens"]) == (131, 6, 137)
     assert u["prompt_tokens_details"]["cached_tokens"] == 100
@@ -786,11 +786,11 @@ def test_chat_reasoning_content_to_anthropic_thinking() -> None:
         },
     ]
     raw = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
-    out, _ = translate(raw, "openai", "anthropic")
+    out, _ = translate(raw, "chat", "messages")
     check_anthropic(out)
     blocks = [d["content_block"]["type"] for n, d in parse(out) if n == "content_block_start"]
     assert blocks == ["thinking", "text"]
-    assert summarize("anthropic", out) | {"signature": ""} == {
+    assert summarize("messages", out) | {"signature": ""} == {
         "text": "Answer", "reasoning": "Thinking.", "signature": "", "calls": [],
         "stop": "end_turn", "usage": (3, 4)}  # fmt: skip
 
@@ -810,11 +810,11 @@ def test_chat_refusal_to_responses_refusal_part() -> None:
         },
     ]
     raw = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
-    out, _ = translate(raw, "openai", "responses")
+    out, _ = translate(raw, "chat", "responses")
     check_responses(out)
     msg = parse(out)[-1][1]["response"]["output"][0]
     assert msg["content"] == [{"type": "refusal", "refusal": "I can't help."}]
-    back, _ = translate(b"".join(out), "responses", "openai")
+    back, _ = translate(b"".join(out), "responses", "chat")
     assert (
         "".join(d["choices"][0]["delta"].get("refusal") or "" for _, d in parse(back)[:-2])
         == "I can't help."
@@ -836,7 +836,7 @@ def test_interleaved_parallel_call_deltas_keep_their_call() -> None:
         c({}, "tool_calls"),
     ])  # fmt: skip
     for target in FORMATS:
-        out, _ = translate(raw, "openai", target)
+        out, _ = translate(raw, "chat", target)
         assert summarize(target, out)["calls"] == [
             ("call_a", "f", {"x": 1}),
             ("call_b", "g", {"y": 2}),
@@ -878,7 +878,7 @@ def test_anthropic_blocks_without_equivalent_are_dropped() -> None:
     evs = events(fixture("anthropic_basic"))
     raw = evs[0] + extra + b"".join(evs[1:]).replace(b'"index":0', b'"index":2')
     for target in FORMATS:
-        out, _ = translate(raw, "anthropic", target)
+        out, _ = translate(raw, "messages", target)
         got = summarize(target, out)
         assert (got["text"], got["calls"]) == ("Hello there!", [])
 
@@ -886,7 +886,7 @@ def test_anthropic_blocks_without_equivalent_are_dropped() -> None:
 def test_unknown_format_is_refused() -> None:
     """Only the three formats exist."""
     with pytest.raises(ValueError, match="unknown stream format"):
-        StreamTranslator("openai", "gemini", model=MODEL)
+        StreamTranslator("chat", "gemini", model=MODEL)
 
 
 def test_tool_calls_without_an_index_are_told_apart_by_id() -> None:
@@ -914,7 +914,7 @@ def test_tool_calls_without_an_index_are_told_apart_by_id() -> None:
         ]
     )
     for target in FORMATS:
-        out, _ = translate(raw, "openai", target)
+        out, _ = translate(raw, "chat", target)
         assert summarize(target, out)["calls"] == [("call_1", "f", {"a": 1}), ("call_2", "g", {})]
 
 
@@ -923,8 +923,8 @@ def test_an_event_with_several_data_lines_is_one_event() -> None:
     evs = events(fixture("anthropic_basic"))
     split = evs[3].replace(b'"index":0,', b'"index":0,\ndata: ')
     assert split.count(b"\ndata: ") == 2
-    whole, _ = translate(b"".join(evs), "anthropic", "openai")
-    parts, t = translate(b"".join([*evs[:3], split, *evs[4:]]), "anthropic", "openai")
+    whole, _ = translate(b"".join(evs), "messages", "chat")
+    parts, t = translate(b"".join([*evs[:3], split, *evs[4:]]), "messages", "chat")
     assert parts == whole and t.malformed == 0
 
 
@@ -938,6 +938,6 @@ def test_chat_content_as_parts() -> None:
             {"type": "text", "text": "Yes."}]}, "finish_reason": "stop"}]},
     ]  # fmt: skip
     raw = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
-    out, _ = translate(raw, "openai", "anthropic")
-    got = summarize("anthropic", out)
+    out, _ = translate(raw, "chat", "messages")
+    got = summarize("messages", out)
     assert (got["reasoning"], got["text"]) == ("Hmm.", "Yes.")

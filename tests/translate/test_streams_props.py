@@ -115,7 +115,7 @@ def answers(draw: st.DrawFn) -> dict[str, Any]:
 def render(answer: dict[str, Any], fmt: str) -> bytes:
     """The answer as an upstream of ``fmt`` would stream it (through that format's writer)."""
     w = WRITERS[fmt](MODEL, True, CREATED)
-    w.start({"openai": "chatcmpl-", "anthropic": "msg_", "responses": "resp_"}[fmt] + answer["id"])
+    w.start({"chat": "chatcmpl-", "messages": "msg_", "responses": "resp_"}[fmt] + answer["id"])
     for part in answer["parts"]:
         if part[0] == "text":
             for t in part[1]:

@@ -16,8 +16,8 @@ from aiohttp import web
 from tests.translate.test_streams import EXPECT, FORMATS, fixture, translate
 
 PATHS = {
-    "openai": "/v1/chat/completions",
-    "anthropic": "/v1/messages",
+    "chat": "/v1/chat/completions",
+    "messages": "/v1/messages",
     "responses": "/v1/responses",
 }
 
@@ -54,7 +54,7 @@ async def served(aiohttp_server: Callable[..., Any]) -> AsyncIterator[tuple[Serv
 
 async def final_of(target: str, base: str) -> dict[str, Any]:
     """Stream with the official SDK of ``target``; what its accumulated final message says."""
-    if target == "anthropic":
+    if target == "messages":
         async with (
             anthropic.AsyncAnthropic(base_url=base, api_key="k", max_retries=0) as client,
             client.messages.stream(
@@ -81,7 +81,7 @@ async def final_of(target: str, base: str) -> dict[str, Any]:
             "id": msg.id,
         }
     async with openai.AsyncOpenAI(base_url=base + "/v1", api_key="k", max_retries=0) as client:
-        if target == "openai":
+        if target == "chat":
             async with client.chat.completions.stream(
                 model="m",
                 messages=[{"role": "user", "content": "hi"}],
@@ -126,8 +126,8 @@ async def final_of(target: str, base: str) -> dict[str, Any]:
 
 
 SDK_STOP = {
-    "openai": {"end_turn": "stop", "tool_use": "tool_calls"},
-    "anthropic": {"end_turn": "end_turn", "tool_use": "tool_use"},
+    "chat": {"end_turn": "stop", "tool_use": "tool_calls"},
+    "messages": {"end_turn": "end_turn", "tool_use": "tool_use"},
     "responses": {"end_turn": "completed", "tool_use": "completed"},
 }
 
@@ -152,18 +152,18 @@ async def test_official_sdk_accumulates_the_translated_stream(
         "usage": e["usage"] or (0, 0),
         "model": "public-model",
     }
-    if target == "anthropic":
-        want["signature"] = e.get("signature", "") if e["format"] == "anthropic" else ""
+    if target == "messages":
+        want["signature"] = e.get("signature", "") if e["format"] == "messages" else ""
     if target == "responses" and e["usage"] is None:
         want["usage"] = None  # Responses says null when the upstream gave no usage
     assert {k: got[k] for k in want} == want
-    prefix = {"openai": "chatcmpl-", "anthropic": "msg_", "responses": "resp_"}[target]
+    prefix = {"chat": "chatcmpl-", "messages": "msg_", "responses": "resp_"}[target]
     assert got["id"] == prefix + e["id"]
 
 
 UPSTREAM_ERROR = {
-    "openai": b'data: {"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}\n\n',
-    "anthropic": b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n',
+    "chat": b'data: {"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}\n\n',
+    "messages": b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n',
     "responses": b'event: error\ndata: {"type":"error","code":"server_error","message":"Something went wrong","param":null,"sequence_number":4}\n\n',
 }
 
@@ -176,13 +176,13 @@ async def test_official_sdk_raises_on_a_translated_error_event(
     """A mid-stream upstream error, translated, makes the client's SDK raise with the
     upstream's message: the stream is never presented as complete."""
     s, base = served
-    sample = {"openai": "chat_text", "anthropic": "anthropic_basic", "responses": "responses_text"}
+    sample = {"chat": "chat_text", "messages": "anthropic_basic", "responses": "responses_text"}
     raw = b"".join(fixture(sample[source]).split(b"\n\n")[i] + b"\n\n" for i in range(4))
     out, _ = translate(raw + UPSTREAM_ERROR[source], source, target)
     s.body = b"".join(out)
-    message = {"openai": "Rate limit reached", "anthropic": "Overloaded",
+    message = {"chat": "Rate limit reached", "messages": "Overloaded",
                "responses": "Something went wrong"}[source]  # fmt: skip
-    errors = (anthropic.APIError,) if target == "anthropic" else (openai.APIError,)
+    errors = (anthropic.APIError,) if target == "messages" else (openai.APIError,)
     with pytest.raises(errors) as info:
         await final_of(target, base)
     assert message in str(info.value)

@@ -49,7 +49,7 @@ def responses(ids: tuple[str, str]) -> dict[str, Any]:
     return {"model": "m", "tools": TOOLS_RESP, "input": items}
 
 
-BODIES = {"openai": chat, "responses": responses}
+BODIES = {"chat": chat, "responses": responses}
 
 
 def pairs(body: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
@@ -75,7 +75,7 @@ def pairs(body: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
 def test_ids_that_collide_once_cleaned_stay_apart(client: str, ids: tuple[str, str]) -> None:
     """Two ids that differ only in characters Anthropic refuses: two ids on the wire, each
     acceptable, each result paired with its own call."""
-    body, _, _ = translate(BODIES[client](ids), client, "anthropic")
+    body, _, _ = translate(BODIES[client](ids), client, "messages")
     uses, results = pairs(body)
     assert uses["a"] != uses["b"], f"{ids} were both sent as {uses['a']!r}"
     assert all(ANTHROPIC_ID.match(i) for i in uses.values()), uses
@@ -85,7 +85,7 @@ def test_ids_that_collide_once_cleaned_stay_apart(client: str, ids: tuple[str, s
 @pytest.mark.parametrize("client", BODIES)
 def test_acceptable_ids_are_sent_as_they_are(client: str) -> None:
     for ids in [("call_abc123", "call_def456"), ("toolu_01A09q90qw90lq917835lq9", "fc-1_X")]:
-        body, _, _ = translate(BODIES[client](ids), client, "anthropic")
+        body, _, _ = translate(BODIES[client](ids), client, "messages")
         uses, results = pairs(body)
         assert uses == {"a": ids[0], "b": ids[1]}
         assert results == {"for a": ids[0], "for b": ids[1]}
@@ -95,8 +95,8 @@ def test_a_rewritten_id_is_the_same_on_every_attempt() -> None:
     """The rewrite depends on the id alone: a retry, a fallback to another Anthropic model
     or a compacted history (the first exchange gone) sends the same ids."""
     body = chat(("call.1", "call_1"))
-    first, _, _ = translate(body, "openai", "anthropic")
-    again, _, _ = translate(body, "openai", "anthropic")
+    first, _, _ = translate(body, "chat", "messages")
+    again, _, _ = translate(body, "chat", "messages")
     assert pairs(first) == pairs(again)
     longer = {**body, "messages": [{"role": "user", "content": "earlier"},
                                    {"role": "assistant", "tool_calls": [
@@ -104,7 +104,7 @@ def test_a_rewritten_id_is_the_same_on_every_attempt() -> None:
                                         "function": {"name": "a", "arguments": "{}"}}]},
                                    {"role": "tool", "tool_call_id": "call.0", "content": "x"},
                                    *body["messages"]]}  # fmt: skip
-    uses, _ = pairs(translate(longer, "openai", "anthropic")[0])
+    uses, _ = pairs(translate(longer, "chat", "messages")[0])
     assert uses["b"] == pairs(first)[0]["b"]  # (the first "a" call is call.0's)
     assert tool_id("call.1") == pairs(first)[0]["a"] == "call_1_664517c6"
 
@@ -113,7 +113,7 @@ def test_an_id_that_is_another_ids_rewritten_form_is_refused() -> None:
     """``call_1_664517c6`` is what ``call.1`` becomes: both in one request would be one id
     on the wire, so the request is refused (400 naming the field), never paired wrongly."""
     with pytest.raises(Refused) as e:
-        translate(chat(("call.1", tool_id("call.1"))), "openai", "anthropic")
+        translate(chat(("call.1", tool_id("call.1"))), "chat", "messages")
     assert e.value.status == 400 and e.value.field == "tool_call_id"
 
 

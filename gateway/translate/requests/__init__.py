@@ -27,9 +27,9 @@ from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped, Refused
 from gateway.translate.requests import anthropic, chat, converse, responses
 
 READERS: dict[str, Callable[[dict[str, Any], Dropped], Conv]] = {
-    "openai": chat.read,
+    "chat": chat.read,
     "responses": responses.read,
-    "anthropic": anthropic.read,
+    "messages": anthropic.read,
 }
 
 
@@ -40,7 +40,7 @@ def write(
     max_output_tokens: int | None,
     caps: Caps = DEFAULT_CAPS,
 ) -> dict[str, Any]:
-    """The body for ``provider`` ("openai", "responses", "anthropic" or "converse");
+    """The body for ``provider`` ("chat", "responses", "messages" or "converse");
     ``max_output_tokens`` is the model's own output cap (None when unknown)."""
     if not conv.tools:  # none offered, or every one dropped (built-in tools)
         conv.tools = None
@@ -51,7 +51,7 @@ def write(
     if max_output_tokens is not None and conv.max_tokens is not None:
         # a cap above what the model can write means the same as the model's own cap
         conv.max_tokens = min(conv.max_tokens, max_output_tokens)
-    if provider == "anthropic":
+    if provider == "messages":
         return anthropic.write(conv, drops, max_output_tokens, caps)
     if provider == "responses":
         return responses.write(conv, drops, caps)

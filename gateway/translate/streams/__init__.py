@@ -92,8 +92,8 @@ from gateway.translate.streams.write import AnthropicWriter, ChatWriter, Writer
 from gateway.translate.streams.write_responses import ResponsesWriter
 
 WRITERS: dict[str, type[Writer]] = {
-    "openai": ChatWriter,
-    "anthropic": AnthropicWriter,
+    "chat": ChatWriter,
+    "messages": AnthropicWriter,
     "responses": ResponsesWriter,
 }
 #: The formats a stream is read from: the clients' and Bedrock Converse.

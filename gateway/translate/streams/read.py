@@ -59,7 +59,7 @@ class ChatReader(Reader):
         w = self.w
         choices = obj.get("choices")
         if "error" in obj and not choices:
-            err = read_error(obj, "openai")
+            err = read_error(obj, "chat")
             if err is not None:
                 w.error(err)
                 return
@@ -381,7 +381,7 @@ class ResponsesReader(Reader):
 
 
 READERS: dict[str, type[Reader]] = {
-    "openai": ChatReader,
-    "anthropic": AnthropicReader,
+    "chat": ChatReader,
+    "messages": AnthropicReader,
     "responses": ResponsesReader,
 }
