@@ -217,7 +217,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _check(directory: Path, strict: bool = False) -> int:
-    from gateway.routing.load import PolicyError, check_policy_dir
+    from gateway.errors import PolicyError
+    from gateway.routing.load import check_policy_dir
 
     try:
         policy_set, warnings = check_policy_dir(directory)

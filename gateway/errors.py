@@ -1,9 +1,9 @@
-"""Failure categories and the gateway's own errors.
+"""Failure categories and every exception of the gateway: the one exceptions module.
 
-Every upstream failure is classified into exactly one :class:`Category`; the
-category knows whether it may be retried and whether it counts toward a
-fallback. Errors the gateway answers itself are :class:`GatewayError` values
-rendered in the format of the endpoint that was called::
+Every upstream failure is classified into exactly one :class:`Category`; the category
+knows whether it may be retried and whether it counts toward a fallback. Errors the
+gateway answers itself are :class:`GatewayError` values rendered in the format of the
+endpoint that was called::
 
     GatewayError                      status  OpenAI type / Anthropic type
     ├── bad request (JSON, schema)    400     invalid_request_error
@@ -14,17 +14,51 @@ rendered in the format of the endpoint that was called::
     ├── team limit                    429     rate_limit_error
     └── upstream exhausted            by category (:func:`exhausted`)
 
-The JSON bodies of those errors are built here. A stream that has already started
-ends with an error event instead (the format's ``stream_error``, gateway/formats), and a
+The JSON bodies of those errors are built here. A stream that has already started ends
+with an error event instead (the format's ``stream_error``, gateway/formats), and a
 provider's error shown to a client of the other format is translated by
 gateway/translate/errors.py.
+
+The exceptions, what each means, who raises it and who catches it::
+
+    Exception
+    ├── GatewayError           a request the gateway answers itself (status, type, code,
+    │   │                      param), in the client's format. Raised by web/ (body, key,
+    │   │                      route, size checks), recovery/admission (limits, budgets,
+    │   │                      deadline) and recovery/engine (gave up); caught by web/routes
+    │   │                      (the answer), live/attempter and simulate.
+    │   └── Refused            a request field with no equivalent in the provider's format
+    │                          whose loss would change the request: a 400 naming the field.
+    │                          Raised by translate/requests; caught by live/attempter (the
+    │                          attempt's answer to the client).
+    ├── PolicyError            a policy set rejected, with every :class:`Problem`. Raised by
+    │                          routing/build and routing/load (and web/policy_env for the
+    │                          environment's egress); caught by the ``check`` command, serve's
+    │                          start and reload (the old set keeps serving), and simulate.
+    ├── UpstreamFailure        a provider not reached or not read (category, stage).
+    │                          Raised by upstream/client (aiohttp's and the OS's errors, one
+    │                          mapping) and live/ (a stream's head or body); caught by
+    │                          live/attempter and live/stream_head, which make it a failure
+    │                          for the engine.
+    └── ValueError
+        ├── EgressError        the environment or a certificate file does not let the
+        │                      gateway reach a provider. Raised by upstream/egress_proxy and
+        │                      egress_tls; caught by upstream/egress and web/policy_env (a
+        │                      policy problem).
+        ├── WrongType          a field of a provider's JSON answer of a type its format does
+        │                      not have. Raised by translate/fields; caught by
+        │                      translate/convert (a malformed answer: retried like a server
+        │                      error).
+        └── BadStateValue      a value read from Redis that the gateway did not write.
+                               Raised by state/redis_values and state/deployment_sync;
+                               caught by state/ (the value is ignored and logged).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 
@@ -183,3 +217,77 @@ def describe(value: object) -> str:
     if isinstance(value, list):
         return "an array"
     return "an object"
+
+
+# ---- the exceptions of the gateway (the tree is in this module's docstring) -----------
+
+
+class Refused(GatewayError):
+    """A request field with no equivalent in the provider's format whose loss would change
+    the meaning of the request: a 400 in the client's format naming the field."""
+
+    def __init__(self, fieldname: str, reason: str) -> None:
+        super().__init__(
+            400,
+            f"{fieldname}: {reason}",
+            code="unsupported_by_model_format",
+            param=fieldname,
+        )
+        self.field = fieldname
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a policy set, located at a file and line (1-based; 0 = whole file)."""
+
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.file}:{self.line}: {self.message}"
+            if self.line
+            else f"{self.file}: {self.message}"
+        )
+
+
+class PolicyError(Exception):
+    """A policy set was rejected; ``problems`` lists every reason, ``str()`` one per line."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+
+Stage = Literal["connect", "first_byte", "body", "stream"]
+"""Where an upstream call failed: connecting, waiting for the first byte, reading the body,
+reading a stream."""
+
+
+class UpstreamFailure(Exception):
+    def __init__(self, category: Category, message: str, stage: Stage) -> None:
+        super().__init__(message)
+        self.category = category
+        self.message = message
+        self.stage = stage
+
+
+class EgressError(ValueError):
+    """The environment or a certificate file does not allow reaching a provider.
+
+    The message never holds a proxy's credentials.
+    """
+
+
+class WrongType(ValueError):
+    """A field of a JSON answer whose type its format does not have; the argument names
+    the field and the type, never its value (it may be anything)."""
+
+
+class BadStateValue(ValueError):
+    """A value read back from Redis that the gateway did not write; the message says what
+    is wrong with it, never what it holds."""

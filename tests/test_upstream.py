@@ -15,8 +15,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.errors import Category
-from gateway.upstream.client import AnswerLimits, Upstream, UpstreamFailure
+from gateway.errors import Category, UpstreamFailure
+from gateway.upstream.client import AnswerLimits, Upstream
 from tests.waiting import eventually
 
 Script = Callable[[int, asyncio.StreamWriter], Awaitable[None]]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from gateway.errors import Category, GatewayError
+from gateway.errors import Category, GatewayError, Refused, UpstreamFailure
 from gateway.formats import MESSAGES, Format, sse
 from gateway.formats.usage import Usage, limit
 from gateway.live.stream_head import (
@@ -33,7 +33,7 @@ from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
 from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
-from gateway.providers.target import cloud_target
+from gateway.providers.cloud_target import cloud_target
 from gateway.recovery.admission import past_deadline, untranslatable
 from gateway.recovery.billing import bill_failed, estimate
 from gateway.recovery.engine import Outcome, Request, json_object
@@ -45,7 +45,7 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.failure import Failure
 from gateway.routing.policyset import Deployed, PolicySet
-from gateway.upstream.client import Body, Response, Upstream, UpstreamFailure
+from gateway.upstream.client import Body, Response, Upstream
 from gateway.upstream.deadlines import Limit
 from gateway.upstream.egress_scrub import scrub, scrub_bytes, secrets_of
 
@@ -144,7 +144,7 @@ class HttpAttempter:
                     max_output_tokens=spec.max_output_tokens,
                     reasoning=spec.reasoning,
                 )
-            except translate.Refused as e:
+            except Refused as e:
                 return self._refused(e)
             self.log.drop(dropped)
             if self.stream and not self.policies.providers[provider].stream_usage:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.errors import Category, exhausted
+from gateway.errors import Category, UpstreamFailure, exhausted
 from gateway.formats import sse
 from gateway.formats.splice import Diverged, Splice, Transcript, partial_response
 from gateway.formats.usage import Usage, limit
@@ -44,7 +44,7 @@ from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure
 from gateway.resilience.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
-from gateway.upstream.client import MAPPED, UpstreamFailure, failure
+from gateway.upstream.client import MAPPED, failure
 from gateway.upstream.deadlines import Limit
 
 if TYPE_CHECKING:

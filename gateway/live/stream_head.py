@@ -21,13 +21,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.errors import Category
+from gateway.errors import Category, UpstreamFailure
 from gateway.formats import sse
 from gateway.providers import Endpoint
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT
 from gateway.resilience.failure import Failure
-from gateway.upstream.client import MAPPED, Response, UpstreamFailure, failure
+from gateway.upstream.client import MAPPED, Response, failure
 from gateway.upstream.deadlines import Limit
 
 if TYPE_CHECKING:

@@ -16,7 +16,9 @@ from typing import Any
 
 import yaml
 
-__all__ = ["Loc", "PolicyError", "Problem", "Source", "format_loc", "parse", "parse_yaml"]
+from gateway.errors import Problem
+
+__all__ = ["Loc", "Source", "format_loc", "parse", "parse_yaml"]
 
 Loc = tuple[str | int, ...]
 
@@ -40,33 +42,6 @@ _Loader.add_implicit_resolver(
     re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
     list("tTfF"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a policy set, located at a file and line (1-based; 0 = whole file)."""
-
-    file: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return (
-            f"{self.file}:{self.line}: {self.message}"
-            if self.line
-            else f"{self.file}: {self.message}"
-        )
-
-
-class PolicyError(Exception):
-    """A policy set was rejected; ``problems`` lists every reason, ``str()`` one per line."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
-
-    def __str__(self) -> str:
-        return "\n".join(str(p) for p in self.problems)
 
 
 def parse_yaml(text: str) -> Any:

@@ -16,8 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from gateway.errors import Problem
 from gateway.policy.schema import Model, Policy, PolicyFile, Provider, Team
-from gateway.policy.source import Loc, Problem, Source
+from gateway.policy.source import Loc, Source
 from gateway.upstream.egress import FILE_FIELDS, check_files
 
 #: Top-level sections of a file, in the order they are checked; their value types

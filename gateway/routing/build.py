@@ -18,9 +18,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gateway.errors import PolicyError, Problem
 from gateway.policy.merge import deep_merge
 from gateway.policy.schema import Model, Policy, Provider, Route, Team
-from gateway.policy.source import Loc, PolicyError, Problem, Source, format_loc, parse
+from gateway.policy.source import Loc, Source, format_loc, parse
 from gateway.policy.validate import KIND, SECTIONS, Entry, schema_problems, validate_file
 from gateway.providers import kinds as clouds
 from gateway.routing.policyset import PolicySet, ResolvedRoute, chooses_api, resolve_deployments

@@ -41,14 +41,14 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from gateway.errors import PolicyError, Problem
 from gateway.policy.schema import policy_json_schema
-from gateway.policy.source import PolicyError, Problem, parse_yaml
+from gateway.policy.source import parse_yaml
 from gateway.policy.validate import SECTIONS as SECTIONS
 from gateway.routing.build import build_policy_set
 from gateway.routing.policyset import PolicySet
 
 __all__ = [
-    "PolicyError",
     "Problem",
     "bundled_policy_dir",
     "check_policy_dir",

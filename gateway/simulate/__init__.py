@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 import structlog
 
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, PolicyError
 from gateway.formats import CHAT, Format
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
@@ -50,7 +50,7 @@ from gateway.providers import ENDPOINT_OF
 from gateway.recovery.admission import prepare, request_for, resolve
 from gateway.recovery.continuing import continue_answer, follow_stream
 from gateway.recovery.engine import Env, recover
-from gateway.routing.load import PolicyError, load_policy_dir
+from gateway.routing.load import load_policy_dir
 from gateway.routing.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.simulate.attempter import (
     Row,

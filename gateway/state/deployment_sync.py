@@ -44,9 +44,10 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
+from gateway.errors import BadStateValue
 from gateway.resilience.deployments import DeploymentState
 from gateway.state.deployments import DeploymentBoard
-from gateway.state.redis_values import Bad, Ignored, deployment_state
+from gateway.state.redis_values import Ignored, deployment_state
 
 __all__ = ["DeploymentSync"]
 
@@ -64,11 +65,11 @@ def _shown(value: bytes | str) -> str:
 
 
 def _text(value: bytes | str) -> str:
-    """A key or field name; :class:`Bad` when it is not UTF-8 (no model has that name)."""
+    """A key or field name; :class:`BadStateValue` when it is not UTF-8 (no model has that name)."""
     try:
         return value.decode() if isinstance(value, bytes) else value
     except UnicodeDecodeError:
-        raise Bad("a name that is not UTF-8") from None
+        raise BadStateValue("a name that is not UTF-8") from None
 
 
 class DeploymentSync:
@@ -133,15 +134,15 @@ class DeploymentSync:
             try:
                 model = _text(key).removeprefix(PREFIX + ":")
                 fields = await self._listener.hgetall(key)
-            except (Bad, ResponseError) as e:  # ResponseError: not a hash
-                self._ignored(rkey, str(e) if isinstance(e, Bad) else "not a hash")
+            except (BadStateValue, ResponseError) as e:  # ResponseError: not a hash
+                self._ignored(rkey, str(e) if isinstance(e, BadStateValue) else "not a hash")
                 continue
             now = self._wall()
             for field, raw in fields.items():
                 try:
                     name = _text(field)
                     state = deployment_state(raw, now)
-                except Bad as e:
+                except BadStateValue as e:
                     self._ignored(rkey, str(e), _shown(field))
                     continue
                 self.board.put(model, name, state, local=False)
@@ -167,17 +168,17 @@ class DeploymentSync:
         try:
             message = orjson.loads(data)
             if type(message) is not dict:
-                raise Bad("not a JSON object")
+                raise BadStateValue("not a JSON object")
             if message.get("r") == self.replica:
                 return
             model, name, fields = message.get("m"), message.get("n"), message.get("s")
             if type(model) is not str or type(name) is not str or type(fields) is not dict:
-                raise Bad("no model, deployment name and state")
+                raise BadStateValue("no model, deployment name and state")
             state = deployment_state(fields, self._wall())
         except orjson.JSONDecodeError:
             self._ignored(CHANNEL, "a message that is not JSON")
             return
-        except Bad as e:
+        except BadStateValue as e:
             self._ignored(CHANNEL, f"a message: {e}")
             return
         self.board.put(model, name, state, local=False)

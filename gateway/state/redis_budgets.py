@@ -43,9 +43,10 @@ from typing import Any
 
 import structlog
 
+from gateway.errors import BadStateValue
 from gateway.money.budgets import Book, Crossing, Period
 from gateway.observe import budget_events
-from gateway.state.redis_values import NOT_A_STRING, Bad, spend_total
+from gateway.state.redis_values import NOT_A_STRING, spend_total
 
 log = structlog.get_logger("gateway.state")
 
@@ -149,7 +150,7 @@ class BudgetSync:
         if not why:
             try:
                 total = spend_total(raw)
-            except Bad as e:
+            except BadStateValue as e:
                 why = str(e)
             else:
                 self._invalid.discard(key)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 import orjson
 import structlog
 
+from gateway.errors import BadStateValue
 from gateway.money.budgets import Crossing
 from gateway.observe import budget_events
 from gateway.resilience import fallback
@@ -24,7 +25,7 @@ from gateway.resilience.retry_allowance import ALLOWANCE_WINDOW_S
 from gateway.resilience.team_limits import LEASE_IDLE_S, LIMIT_WINDOW_S, Lease, limit_window
 from gateway.state.memory import MemoryState
 from gateway.state.redis_budgets import BudgetSync
-from gateway.state.redis_values import MAX_COUNT, Bad, Ignored, fallback_state
+from gateway.state.redis_values import MAX_COUNT, Ignored, fallback_state
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -101,7 +102,7 @@ class SyncedState:
         next change replaces it)."""
         try:
             return fallback_state(raw, self._wall())
-        except Bad as e:
+        except BadStateValue as e:
             self.ignored(f"{PREFIX}fb:{key}", str(e))
             return fallback.INITIAL
 

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import structlog
 
-from gateway.errors import Category
+from gateway.errors import BadStateValue, Category
 from gateway.resilience import fallback
 from gateway.resilience.deployments import COOLDOWN, EJECTED, OUT, DeploymentState
 from gateway.resilience.fallback import FallbackState
@@ -33,7 +33,6 @@ __all__ = [
     "HORIZON_S",
     "MAX_COUNT",
     "NOT_A_STRING",
-    "Bad",
     "Ignored",
     "counter",
     "deployment_state",
@@ -53,11 +52,6 @@ NOT_A_STRING = b"WRONGTYPE"
 _STATES = frozenset({"", COOLDOWN, OUT, EJECTED})
 _CATEGORIES = frozenset({"", *(c.value for c in Category)})
 _LOGGED_MAX = 4096
-
-
-class Bad(ValueError):
-    """A value read back from Redis that the gateway did not write; the message says what
-    is wrong with it, never what it holds."""
 
 
 class Ignored:
@@ -80,7 +74,7 @@ class Ignored:
         """:func:`counter`, or 0 (logged) when the value is not one."""
         try:
             return counter(raw)
-        except Bad as e:
+        except BadStateValue as e:
             self(key, str(e))
             return 0
 
@@ -89,38 +83,38 @@ def _time(data: dict[str, Any], name: str, now: float) -> float:
     value = data.get(name, 0.0)
     # NaN and infinities fail the comparison too
     if type(value) not in (int, float) or not 0 <= value <= now + HORIZON_S:
-        raise Bad(f"{name}: not a time between the epoch and a week from now")
+        raise BadStateValue(f"{name}: not a time between the epoch and a week from now")
     return float(value)
 
 
 def _count(data: dict[str, Any], name: str) -> int:
     value = data.get(name, 0)
     if type(value) is not int or not 0 <= value <= MAX_COUNT:
-        raise Bad(f"{name}: not a non-negative integer")
+        raise BadStateValue(f"{name}: not a non-negative integer")
     return value
 
 
 def _name(data: dict[str, Any], name: str, allowed: frozenset[str]) -> str:
     value = data.get(name, "")
     if type(value) is not str or value not in allowed:
-        raise Bad(f"{name}: not one the gateway knows")
+        raise BadStateValue(f"{name}: not one the gateway knows")
     return value
 
 
 def _object(raw: Any) -> dict[str, Any]:
     data = orjson.loads(raw) if isinstance(raw, bytes | str) else raw
     if type(data) is not dict:
-        raise Bad("not a JSON object")
+        raise BadStateValue("not a JSON object")
     return data
 
 
 def deployment_state(raw: Any, now: float) -> DeploymentState:
-    """A deployment state from its JSON (bytes) or the decoded object; :class:`Bad` when
+    """A deployment state from its JSON (bytes) or the decoded object; :class:`BadStateValue` when
     it is not one the gateway wrote (``now``: wall-clock epoch seconds)."""
     try:
         data = _object(raw)
     except orjson.JSONDecodeError:
-        raise Bad("not JSON") from None
+        raise BadStateValue("not JSON") from None
     return DeploymentState(
         until=_time(data, "until", now),
         state=_name(data, "state", _STATES),
@@ -133,16 +127,16 @@ def deployment_state(raw: Any, now: float) -> DeploymentState:
 
 def fallback_state(raw: bytes | str | None, now: float) -> FallbackState:
     """A route's fallback state from its JSON (None: the key is empty, the initial
-    state); :class:`Bad` when it is not one the gateway wrote. ``active`` is not bounded
+    state); :class:`BadStateValue` when it is not one the gateway wrote. ``active`` is not bounded
     here: an index the chain no longer has is the primary (a reload shortened it)."""
     if raw is None:
         return fallback.INITIAL
     try:
         data = _object(raw)
     except orjson.JSONDecodeError:
-        raise Bad("not JSON") from None
+        raise BadStateValue("not JSON") from None
     if not {"active", "streak", "since", "probe_until"} <= data.keys():
-        raise Bad("a field is missing")
+        raise BadStateValue("a field is missing")
     return FallbackState(
         active=_count(data, "active"),
         streak=_count(data, "streak"),
@@ -152,7 +146,7 @@ def fallback_state(raw: bytes | str | None, now: float) -> FallbackState:
 
 
 def counter(raw: Any) -> int:
-    """A window counter (``GET`` / ``MGET``: bytes or None); :class:`Bad` unless a plain
+    """A window counter (``GET`` / ``MGET``: bytes or None); :class:`BadStateValue` unless a plain
     integer. Negative is well-formed: a block given back may briefly take a count below
     zero."""
     if raw is None:
@@ -163,20 +157,20 @@ def counter(raw: Any) -> int:
         try:
             value = int(raw)
         except ValueError:
-            raise Bad("not an integer") from None
+            raise BadStateValue("not an integer") from None
     else:
-        raise Bad("not an integer")
+        raise BadStateValue("not an integer")
     if abs(value) > MAX_COUNT:
-        raise Bad("not a count the gateway wrote")
+        raise BadStateValue("not a count the gateway wrote")
     return value
 
 
 def spend_total(raw: Any) -> int:
     """A team's spending total of a period, micro-dollars (bytes, None: no key yet, 0, or
-    :data:`NOT_A_STRING`); :class:`Bad` unless an integer from 0 to :data:`MAX_COUNT`."""
+    :data:`NOT_A_STRING`); :class:`BadStateValue` unless an integer from 0 to :data:`MAX_COUNT`."""
     if raw == NOT_A_STRING:
-        raise Bad("not a string (another Redis type)")
+        raise BadStateValue("not a string (another Redis type)")
     value = counter(raw)
     if value < 0:
-        raise Bad("negative")
+        raise BadStateValue("negative")
     return value

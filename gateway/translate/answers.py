@@ -16,7 +16,7 @@ blocks, annotations / citations. An answer without usage gets zero usage in Anth
 form (its ``Message`` requires one) and none elsewhere.
 
 A field of the wrong type (:mod:`gateway.translate.fields`): absent or ``null`` is
-absent; any other wrong type raises :class:`~gateway.translate.fields.WrongType`, and the
+absent; any other wrong type raises :class:`~gateway.errors.WrongType`, and the
 answer is a broken provider's (retried), never written with a value of the wrong type.
 """
 

@@ -29,11 +29,11 @@ from gateway.formats.usage import Usage
 from gateway.translate import answers, request_check, requests
 from gateway.translate.converse_answers import read_converse, write_converse
 from gateway.translate.errors import translate_error
-from gateway.translate.ir import Answer, Caps, Dropped, Names, Refused
+from gateway.translate.ir import Answer, Caps, Dropped, Names
 from gateway.translate.streams import StreamTranslator
 
 __all__ = [
-    "Names", "Refused", "Splitter", "answer", "check", "error", "request", "tool_names",
+    "Names", "Splitter", "answer", "check", "error", "request", "tool_names",
 ]  # fmt: skip
 
 _READ: dict[str, Callable[[dict[str, Any]], Answer]] = {

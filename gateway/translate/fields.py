@@ -22,8 +22,9 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from gateway.errors import WrongType
+
 __all__ = [
-    "WrongType",
     "args_text",
     "arguments_at",
     "id_at",
@@ -58,11 +59,6 @@ def name_of(value: Any, default: str = "") -> str:
 
 
 # ---------------------------------------------------------------- JSON answers
-
-
-class WrongType(ValueError):
-    """A field of a JSON answer whose type its format does not have; the argument names
-    the field and the type, never its value (it may be anything)."""
 
 
 def _wrong(value: Any, where: str, want: str) -> WrongType:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.errors import GatewayError
 from gateway.formats.usage import Usage
 
 #: Anthropic requires ``max_tokens``; used when neither the request nor the model's
@@ -41,20 +40,6 @@ class Caps:
 
 
 DEFAULT_CAPS = Caps()
-
-
-class Refused(GatewayError):
-    """A request field with no equivalent in the provider's format whose loss would change
-    the meaning of the request: a 400 in the client's format naming the field."""
-
-    def __init__(self, fieldname: str, reason: str) -> None:
-        super().__init__(
-            400,
-            f"{fieldname}: {reason}",
-            code="unsupported_by_model_format",
-            param=fieldname,
-        )
-        self.field = fieldname
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ import ssl
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 import orjson
@@ -34,14 +34,13 @@ from aiohttp import payload
 from aiohttp.abc import AbstractStreamWriter
 from yarl import URL
 
-from gateway.errors import Category
+from gateway.errors import Category, Stage, UpstreamFailure
 from gateway.formats.body_parts import SLICE, Parts
 from gateway.upstream.deadlines import Limit
 
-Stage = Literal["connect", "first_byte", "body", "stream"]
 Response = aiohttp.ClientResponse
 
-__all__ = ["AnswerLimits", "Body", "Response", "Upstream", "UpstreamFailure"]
+__all__ = ["AnswerLimits", "Body", "Response", "Upstream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +51,6 @@ class AnswerLimits:
     max_headers: int = 128
     max_body_bytes: int = 64 * 1024 * 1024  # a JSON answer, after decompression
     max_event_bytes: int = 8 * 1024 * 1024  # one SSE event of a stream
-
-
-class UpstreamFailure(Exception):
-    def __init__(self, category: Category, message: str, stage: Stage) -> None:
-        super().__init__(message)
-        self.category = category
-        self.message = message
-        self.stage = stage
 
 
 def failure(exc: BaseException, stage: Stage) -> UpstreamFailure:

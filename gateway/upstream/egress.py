@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from gateway.errors import EgressError
 from gateway.policy.egress import EGRESS_FIELDS, FILE_FIELDS, check_proxy_url
-from gateway.upstream.egress_error import EgressError
 from gateway.upstream.egress_proxy import host_port, proxy_for, redact_url
 from gateway.upstream.egress_tls import existing_dirs, pem_reason, refuse_password, ssl_for
 
@@ -62,7 +62,6 @@ __all__ = [
     "EGRESS_FIELDS",
     "FILE_FIELDS",
     "Egress",
-    "EgressError",
     "check_files",
     "check_proxy_url",
     "egress_for",

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from gateway.errors import EgressError
 from gateway.policy.egress import check_proxy_url
-from gateway.upstream.egress_error import EgressError
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider

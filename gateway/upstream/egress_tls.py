@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.upstream.egress_error import EgressError
+from gateway.errors import EgressError
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from gateway.errors import PolicyError, Problem
 from gateway.money.budgets import describe, team_budgets
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
@@ -28,7 +29,7 @@ from gateway.observe.metrics import Metrics
 from gateway.policy.schema import Budget
 from gateway.providers import Endpoint, Wiring, wiring_of
 from gateway.recovery.engine import Env
-from gateway.routing.load import PolicyError, Problem, load_policy_dir
+from gateway.routing.load import load_policy_dir
 from gateway.routing.policyset import PolicySet
 from gateway.settings import GatewaySettings
 from gateway.state import open_state, share_deployments

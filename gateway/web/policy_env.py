@@ -12,7 +12,8 @@ from pathlib import Path
 
 import structlog
 
-from gateway.routing.load import PolicyError, Problem, bundled_policy_dir
+from gateway.errors import EgressError, PolicyError, Problem
+from gateway.routing.load import bundled_policy_dir
 from gateway.routing.policyset import PolicySet
 from gateway.settings import GatewaySettings
 from gateway.upstream import egress
@@ -28,7 +29,7 @@ def egress_of(policies: PolicySet) -> dict[str, egress.Egress]:
     for name, p in policies.providers.items():
         try:
             out[name] = egress.egress_for(p, p.base_url, os.environ)
-        except egress.EgressError as e:
+        except EgressError as e:
             raise PolicyError([Problem("environment", 0, f"provider {name!r}: {e}")]) from None
     return out
 

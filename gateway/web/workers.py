@@ -51,9 +51,10 @@ from typing import Any
 
 import structlog
 
+from gateway.errors import PolicyError
 from gateway.money.budgets import team_budgets
 from gateway.observe import budget_events, logs
-from gateway.routing.load import PolicyError, load_policy_dir
+from gateway.routing.load import load_policy_dir
 from gateway.settings import GatewaySettings
 
 log = structlog.get_logger("gateway")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.policy.source import PolicyError
+from gateway.errors import PolicyError
 from gateway.routing.load import load_policy_texts
 
 BASE = """

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.routing.load import PolicyError, load_policy_dir
+from gateway.errors import PolicyError
+from gateway.routing.load import load_policy_dir
 from gateway.testing.fake_google_token import FakeGoogleToken
 from tests.clouds.cloud_env import isolate
 

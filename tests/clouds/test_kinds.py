@@ -142,7 +142,7 @@ def test_the_format_of_a_cloud_deployment(
 ) -> None:
     """Each cloud deployment speaks the format its model is called by (Anthropic models in
     Messages, the others in Converse or chat), or the one its upstream_api chooses."""
-    assert formats_of(api, model, chosen, ("chat",))[0].label == expected
+    assert formats_of(api, model, chosen, ("chat",))[0].name == expected
 
 
 def test_which_endpoints_a_cloud_serves_untranslated() -> None:

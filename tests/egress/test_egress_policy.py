@@ -10,8 +10,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from gateway.cli import main as cli_main
+from gateway.errors import PolicyError
 from gateway.policy.schema import Provider, policy_json_schema
-from gateway.routing.load import PolicyError, load_policy_dir, load_policy_texts
+from gateway.routing.load import load_policy_dir, load_policy_texts
 from gateway.routing.policyset import PolicySet
 from tests.egress.support import Certs
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from gateway.errors import EgressError
 from gateway.policy.schema import Provider
-from gateway.upstream.egress import Egress, EgressError, egress_for, redact_url, warnings
+from gateway.upstream.egress import Egress, egress_for, redact_url, warnings
 from gateway.upstream.egress_scrub import scrub, secrets_of
 from tests.egress.support import Certs, egress, provider
 

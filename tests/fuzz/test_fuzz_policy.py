@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.cli import main as cli_main
-from gateway.routing.load import PolicyError, load_policy_texts
+from gateway.errors import PolicyError
+from gateway.routing.load import load_policy_texts
 from gateway.routing.policyset import PolicySet
 from tests.fuzz.conftest import FUZZ
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.routing.load import PolicyError, load_policy_dir
+from gateway.errors import PolicyError
+from gateway.routing.load import load_policy_dir
 from gateway.routing.policyset import PolicySet
 
 

@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from gateway.errors import PolicyError, Problem
 from gateway.policy.schema import Policy, PolicyFile
-from gateway.routing.load import (
-    SECTIONS,
-    PolicyError,
-    Problem,
-    load_policy_dir,
-    load_policy_texts,
-    parse_yaml,
-)
+from gateway.routing.load import SECTIONS, load_policy_dir, load_policy_texts, parse_yaml
 from gateway.routing.policyset import PolicySet
 
 Load = Callable[..., PolicySet]

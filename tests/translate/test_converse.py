@@ -15,7 +15,7 @@ from botocore.session import get_session
 from botocore.validate import ParamValidator
 
 from gateway import formats, simulate
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, Refused
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
 from gateway.formats.usage import Usage
 from gateway.policy.schema import Compaction, Policy
@@ -23,7 +23,6 @@ from gateway.resilience import compaction, conversation
 from gateway.routing.policyset import Deployed
 from gateway.testing.converse_shapes import problem
 from gateway.translate import convert
-from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
 from tests.translate.test_answers_golden import NAMES as ANSWER_NAMES
 from tests.translate.test_answers_golden import facts as answer_facts

@@ -18,9 +18,9 @@ import orjson
 import pytest
 from openai.types.responses import Response
 
+from gateway.errors import Refused
 from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
 from gateway.translate import convert
-from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
 from tests.translate.test_streams import parse
 from tests.translate.test_streams import translate as translate_stream

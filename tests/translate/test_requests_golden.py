@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.translate.ir import Refused
+from gateway.errors import Refused
 from gateway.translate.requests import translate
 from tests.translate.test_requests_helpers import (
     ANTHROPIC_SAMPLING,

@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.translate.ir import Caps, Refused
+from gateway.errors import Refused
+from gateway.translate.ir import Caps
 from gateway.translate.requests import translate
 from tests.translate.test_requests_helpers import ANTHROPIC_SAMPLING, check_request
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from gateway.errors import Refused
 from gateway.formats import CHAT, MESSAGES
 from gateway.translate import convert
-from gateway.translate.ir import Refused
 from gateway.translate.requests import translate
 from gateway.translate.requests.anthropic_write import tool_id
 

@@ -8,7 +8,7 @@ Completions), ``responses`` (OpenAI Responses), ``anthropic`` (Messages), and ``
 Every field follows one rule: **mapped** (carried, renamed where the formats differ),
 **dropped** (not sent; its name goes into :class:`~gateway.translate.ir.Dropped`, which
 becomes the ``x-gateway-dropped`` header and the access log field) or **refused** (a 400
-in the client's format naming the field: :class:`~gateway.translate.ir.Refused`), refused
+in the client's format naming the field: :class:`~gateway.errors.Refused`), refused
 only where sending the request without it would silently change what the answer means.
 A field no rule names is dropped and named.
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped, Refused
+from gateway.errors import Refused
+from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped
 from gateway.translate.requests import anthropic, chat, converse, responses
 
 READERS: dict[str, Callable[[dict[str, Any], Dropped], Conv]] = {
@@ -69,7 +70,7 @@ def translate(
 ) -> tuple[dict[str, Any], Conv, Dropped]:
     """One request from the ``client`` format to the ``provider`` format: the new body, the
     neutral form (its ``include_usage`` etc. are for the answer's translation) and the
-    names dropped. Raises :class:`~gateway.translate.ir.Refused`."""
+    names dropped. Raises :class:`~gateway.errors.Refused`."""
     drops = Dropped()
     conv = READERS[client](body, drops)
     return write(conv, provider, drops, max_output_tokens, caps), conv, drops

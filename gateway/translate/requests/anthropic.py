@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import Refused
 from gateway.translate.ir import (
     Conv,
     Document,
@@ -22,7 +23,6 @@ from gateway.translate.ir import (
     Msg,
     Part,
     Reasoning,
-    Refused,
     Text,
     Tool,
     ToolCall,

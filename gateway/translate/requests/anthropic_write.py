@@ -14,6 +14,7 @@ import hashlib
 import re
 from typing import Any
 
+from gateway.errors import Refused
 from gateway.translate.ir import (
     DEFAULT_ANTHROPIC_MAX_TOKENS,
     DEFAULT_CAPS,
@@ -25,7 +26,6 @@ from gateway.translate.ir import (
     Part,
     Reasoning,
     Refusal,
-    Refused,
     Text,
     ToolCall,
     ToolResult,

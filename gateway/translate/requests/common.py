@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-from gateway.translate.ir import Conv, Dropped, Msg, Refused, Text, ToolCall
+from gateway.errors import Refused
+from gateway.translate.ir import Conv, Dropped, Msg, Text, ToolCall
 
 #: Anthropic thinking budget for an OpenAI reasoning effort (budget_tokens >= 1024).
 BUDGET_OF_EFFORT = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}

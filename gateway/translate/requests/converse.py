@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import Refused
 from gateway.translate.ir import (
     DEFAULT_CAPS,
     Caps,
@@ -32,7 +33,6 @@ from gateway.translate.ir import (
     Part,
     Reasoning,
     Refusal,
-    Refused,
     Text,
     ToolCall,
     ToolResult,

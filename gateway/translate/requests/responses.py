@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import Refused
 from gateway.translate.ir import (
     DEFAULT_CAPS,
     Caps,
@@ -19,7 +20,6 @@ from gateway.translate.ir import (
     Part,
     Reasoning,
     Refusal,
-    Refused,
     Text,
     Tool,
     ToolCall,
