@@ -29,7 +29,7 @@ ORIG = {
 }
 NEW = {Endpoint.chat: "chatcmpl-new", Endpoint.messages: "msg_new", Endpoint.responses: "resp_new"}
 CREATED = 1700000000
-TOOL = shapes.ToolCall(name="get_weather", arguments='{"city": "Paris"}', call_id="call_1")
+TOOL = shapes.FakeToolCall(name="get_weather", arguments='{"city": "Paris"}', call_id="call_1")
 
 
 def answer(
@@ -39,9 +39,9 @@ def answer(
     new: bool = False,
     finish: str = "stop",
     chunks: int = 8,
-    tool: shapes.ToolCall | None = None,
-) -> shapes.Answer:
-    return shapes.Answer(
+    tool: shapes.FakeToolCall | None = None,
+) -> shapes.FakeAnswer:
+    return shapes.FakeAnswer(
         id=(NEW if new else ORIG)[endpoint],
         model="model-b" if new else "model-a",
         text=text,
@@ -54,7 +54,7 @@ def answer(
     )
 
 
-def upstream(endpoint: Endpoint, a: shapes.Answer) -> list[tuple[Event, bool]]:
+def upstream(endpoint: Endpoint, a: shapes.FakeAnswer) -> list[tuple[Event, bool]]:
     """The answer's SSE events as the relay classifies them, each with its content-delta mark."""
     if endpoint is Endpoint.chat:
         evs = shapes.chat_events(a, include_usage=True)

@@ -28,18 +28,18 @@ from gateway.testing import shapes
 from gateway.translate import usage as tusage
 from tests.json_paths import paths
 
-ANSWER = shapes.Answer(
+ANSWER = shapes.FakeAnswer(
     id="x1", model="m", text="Hello there, a cut answer", finish="length",
     prompt_tokens=5, completion_tokens=7, created=1, chunks=4,
 )  # fmt: skip
-TOOL = shapes.Answer(
+TOOL = shapes.FakeAnswer(
     id="x2", model="m", text="", finish="tool_calls", prompt_tokens=5, completion_tokens=7,
-    created=1, chunks=3, tool_call=shapes.ToolCall("f", '{"a": 1}', "call_1"),
+    created=1, chunks=3, tool_call=shapes.FakeToolCall("f", '{"a": 1}', "call_1"),
 )  # fmt: skip
 API = {ep: ep.fmt for ep in (Endpoint.chat, Endpoint.messages, Endpoint.responses)}
 
 
-def _events(ep: Endpoint, a: shapes.Answer) -> list[shapes.Event]:
+def _events(ep: Endpoint, a: shapes.FakeAnswer) -> list[shapes.FakeEvent]:
     if ep is Endpoint.chat:
         return shapes.chat_events(a, include_usage=True)
     if ep is Endpoint.messages:
@@ -47,7 +47,7 @@ def _events(ep: Endpoint, a: shapes.Answer) -> list[shapes.Event]:
     return shapes.responses_events(a, {})
 
 
-def _answer(ep: Endpoint, a: shapes.Answer) -> dict[str, Any]:
+def _answer(ep: Endpoint, a: shapes.FakeAnswer) -> dict[str, Any]:
     if ep is Endpoint.chat:
         return shapes.chat_json(a)
     if ep is Endpoint.messages:
@@ -92,7 +92,7 @@ def broken_stream(draw: st.DrawFn) -> tuple[Endpoint, list[bytes]]:
     out = []
     for i, e in enumerate(events):
         if i in hit and not e.done:
-            e = shapes.Event(shapes.dump(draw(broken(json.loads(e.data)))), e.event)
+            e = shapes.FakeEvent(shapes.dump(draw(broken(json.loads(e.data)))), e.event)
         out.append(e.encode())
     return ep, out
 

@@ -29,7 +29,7 @@ __all__ = [
     "MAX_TOTAL",
     "MICRO",
     "Book",
-    "Crossing",
+    "BudgetCrossing",
     "Period",
     "Spend",
     "describe",
@@ -121,7 +121,7 @@ class Spend:
 
 
 @dataclass(frozen=True, slots=True)
-class Crossing:
+class BudgetCrossing:
     """A team's spending crossed ``warn_at`` (``budget_warning``) or the limit
     (``budget_exceeded``) in ``period``."""
 
@@ -137,7 +137,7 @@ class Book:
 
     ``crossed`` is called with each crossing, once per team and period."""
 
-    def __init__(self, crossed: Callable[[Crossing], None] = lambda _c: None) -> None:
+    def __init__(self, crossed: Callable[[BudgetCrossing], None] = lambda _c: None) -> None:
         self.teams: dict[str, Spend] = {}
         self.budgets: dict[str, Budget] = {}  # the budget each team was last seen with
         self.past: dict[str, tuple[Period, float]] = {}
@@ -181,10 +181,10 @@ class Book:
         usd = e.usd
         if not e.warned and budget.warn_at is not None and usd >= budget.warn_at * budget.usd:
             e.warned = True
-            self.crossed(Crossing("budget_warning", team, e.period, usd, budget.usd))
+            self.crossed(BudgetCrossing("budget_warning", team, e.period, usd, budget.usd))
         if not e.exceeded and usd >= budget.usd:
             e.exceeded = e.warned = True
-            self.crossed(Crossing("budget_exceeded", team, e.period, usd, budget.usd))
+            self.crossed(BudgetCrossing("budget_exceeded", team, e.period, usd, budget.usd))
 
     # ---- for a shared store: what to flush, what was read back ----
 

@@ -39,8 +39,7 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from gateway.formats.usage import Usage
-    from gateway.policy.schema import Price as PolicyPrice
-    from gateway.policy.schema import Provider
+    from gateway.policy.schema import PolicyPrice, Provider
 
 PER_MILLION = 1_000_000
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import structlog
 
-from gateway.money.budgets import Crossing, iso
+from gateway.money.budgets import BudgetCrossing, iso
 
 log = structlog.get_logger("gateway")
 
 
-def crossed(c: Crossing) -> None:
+def crossed(c: BudgetCrossing) -> None:
     """A team's spending crossed its ``warn_at`` share or its limit."""
     fields = {
         "team": c.team,

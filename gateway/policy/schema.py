@@ -271,12 +271,12 @@ class Deployment(Frozen):
             " default chosen from upstream_model), azure (chat or responses)"
         ),
     )
-    price: Price | None = Field(
+    price: PolicyPrice | None = Field(
         default=None, description="USD per million tokens on this deployment (over the model's)"
     )
 
 
-class Price(Frozen):
+class PolicyPrice(Frozen):
     """What a model costs, in USD per million tokens (``cache_read`` and ``cache_write``
     default to ``input``): it replaces the ``genai-prices`` table's price."""
 
@@ -302,7 +302,7 @@ class Model(Frozen):
     prefill: bool = False
     upstream_api: UpstreamApi | tuple[UpstreamApi, ...] = "chat"
     reasoning: bool | None = None
-    price: Price | None = Field(
+    price: PolicyPrice | None = Field(
         default=None, description="USD per million tokens (default: the genai-prices table)"
     )
 
@@ -384,7 +384,7 @@ class TurnRetry(Frozen):
     max: int = Field(default=1, ge=0)
 
 
-class Deployments(Frozen):
+class DeploymentRules(Frozen):
     """How a model's deployments are taken out and brought back (docs/recovery.md,
     Deployments)."""
 
@@ -441,7 +441,7 @@ class Policy(Frozen):
     retry: RetryPolicy = RetryPolicy()
     turn_retry: TurnRetry = TurnRetry()
     fallback: Fallback = Fallback()
-    deployments: Deployments = Deployments()
+    deployments: DeploymentRules = DeploymentRules()
     compaction: Compaction = Compaction()
     output_recovery: OutputRecovery = OutputRecovery()
     stream: StreamPolicy = StreamPolicy()

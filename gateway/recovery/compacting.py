@@ -102,7 +102,7 @@ async def summarize(
     while True:
         pick = ONLY if deps is None else deps.choose(tried)
         step = summary_call.next_try(tries, last, failed, pick, deadline - env.monotonic())
-        if isinstance(step, summary_call.Stop):
+        if isinstance(step, summary_call.NoSummary):
             error = step.error
             break
         summary_fmt, window = attempter.model_info(model, step.pick.index)

@@ -12,7 +12,7 @@ for a deployment that is out.
 Outcomes::
 
     Ask(pick, within)    call the deployment ``pick``; the answer is due within ``within`` s
-    Stop(error)          the step fails: ``error`` is the event's ``error`` field
+    NoSummary(error)     the step fails: ``error`` is the event's ``error`` field
 """
 
 from __future__ import annotations
@@ -34,24 +34,24 @@ class Ask:
 
 
 @dataclass(frozen=True, slots=True)
-class Stop:
+class NoSummary:
     error: str  # a failure category, TIMEOUT or NO_DEPLOYMENT
 
 
 def next_try(
     tries: int, last: Failure | None, failed: int, pick: Pick | Wait, left: float
-) -> Ask | Stop:
+) -> Ask | NoSummary:
     """The next try of the summary call: ``tries`` made so far, ``last`` the failure of
     the last one (None before the first) on deployment ``failed``, ``pick`` the deployment
     choice for this try, ``left`` the seconds before the call's deadline."""
     if last is not None:
         if tries >= TRIES:
-            return Stop(last.category.value)
+            return NoSummary(last.category.value)
         elsewhere = isinstance(pick, Pick) and pick.index != failed
         if last.category.never_retried and not (elsewhere and last.category in SIBLING_MAY_ANSWER):
-            return Stop(last.category.value)
+            return NoSummary(last.category.value)
     if left <= 0:
-        return Stop(TIMEOUT)
+        return NoSummary(TIMEOUT)
     if isinstance(pick, Wait):
-        return Stop(NO_DEPLOYMENT if last is None else last.category.value)
+        return NoSummary(NO_DEPLOYMENT if last is None else last.category.value)
     return Ask(pick, left)

@@ -22,7 +22,7 @@ def error_event(ep: Endpoint, policy: Policy, now: float) -> tuple[bytes, Failur
 def closing_events(ep: Endpoint, finish: str) -> list[sse.Event]:
     """The events that end a stream of ``ep`` (as the scripted fake provider sends them),
     classified as the relay classifies them."""
-    a = shapes.Answer("sim", "sim", "x", finish, 1, 1, 0, chunks=1)
+    a = shapes.FakeAnswer("sim", "sim", "x", finish, 1, 1, 0, chunks=1)
     if ep is Endpoint.messages:
         shaped = shapes.messages_events(a)
     elif ep is Endpoint.responses:

@@ -44,7 +44,7 @@ from typing import Any
 import structlog
 
 from gateway.errors import BadStateValue
-from gateway.money.budgets import Book, Crossing, Period
+from gateway.money.budgets import Book, BudgetCrossing, Period
 from gateway.observe import budget_events
 from gateway.state.redis_values import NOT_A_STRING, spend_total
 
@@ -75,17 +75,17 @@ class BudgetSync:
         self._invalid: set[str] = set()  # keys logged invalid, until read valid again
         self._flushing: list[tuple[str, Period, int]] = []
         self._reads: list[tuple[str, Period]] = []
-        self._claims: list[Crossing] = []  # crossings to claim with the next pass
-        self._claiming: list[Crossing] = []  # and claimed by this one
+        self._claims: list[BudgetCrossing] = []  # crossings to claim with the next pass
+        self._claiming: list[BudgetCrossing] = []  # and claimed by this one
 
-    def claim(self, c: Crossing) -> None:
+    def claim(self, c: BudgetCrossing) -> None:
         """A crossing this replica's book saw: logged if this replica's claim is first."""
         self._claims.append(c)
 
     def key(self, team: str, period: Period) -> str:
         return f"{self._prefix}spend:{team}:{period.key}"
 
-    def event_key(self, c: Crossing) -> str:
+    def event_key(self, c: BudgetCrossing) -> str:
         return f"{self._prefix}spend-event:{c.team}:{c.period.key}:{c.kind}"
 
     @property

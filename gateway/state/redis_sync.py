@@ -17,7 +17,7 @@ import orjson
 import structlog
 
 from gateway.errors import BadStateValue
-from gateway.money.budgets import Crossing
+from gateway.money.budgets import BudgetCrossing
 from gateway.observe import budget_events
 from gateway.resilience import fallback
 from gateway.resilience.fallback import FallbackState
@@ -129,7 +129,7 @@ class SyncedState:
             log.info("state_backend_recovered", backend="redis")
         return result
 
-    def _crossed(self, c: Crossing) -> None:
+    def _crossed(self, c: BudgetCrossing) -> None:
         """A budget crossing of this replica's book: claimed with the next sync, so that
         one replica logs it; logged at once while Redis is out."""
         if self.degraded:

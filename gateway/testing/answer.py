@@ -1,5 +1,5 @@
-"""What the fake model answers (:class:`Answer`, :class:`ToolCall`) and the SSE
-:class:`Event` every stream shape is written as: the input and output types that the
+"""What the fake model answers (:class:`FakeAnswer`, :class:`FakeToolCall`) and the SSE
+:class:`FakeEvent` every stream shape is written as: the input and output types that the
 per-API shape modules share.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class FakeToolCall:
     """A tool call the fake model makes: arguments are a JSON string."""
 
     name: str
@@ -21,7 +21,7 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
-class Answer:
+class FakeAnswer:
     """What the fake model answers to one request.
 
     ``finish`` uses OpenAI chat names (``stop``, ``length``, ``tool_calls``,
@@ -36,7 +36,7 @@ class Answer:
     completion_tokens: int
     created: int
     chunks: int = 8
-    tool_call: ToolCall | None = None
+    tool_call: FakeToolCall | None = None
 
     @property
     def pieces(self) -> list[str]:
@@ -46,7 +46,7 @@ class Answer:
 
 
 @dataclass(frozen=True)
-class Event:
+class FakeEvent:
     """One SSE event. ``delta`` marks content deltas (what stream faults count)."""
 
     data: str

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.testing.answer import Answer, Event, dump
+from gateway.testing.answer import FakeAnswer, FakeEvent, dump
 
 #: Anthropic's refusal of tool blocks in a request that defines no tools.
 TOOLS_REQUIRED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
@@ -35,7 +35,7 @@ ANTHROPIC_STOP = {
 }
 
 
-def _anthropic_usage(a: Answer, output_tokens: int) -> dict[str, Any]:
+def _anthropic_usage(a: FakeAnswer, output_tokens: int) -> dict[str, Any]:
     return {
         "input_tokens": a.prompt_tokens,
         "cache_creation_input_tokens": 0,
@@ -45,7 +45,7 @@ def _anthropic_usage(a: Answer, output_tokens: int) -> dict[str, Any]:
     }
 
 
-def messages_json(a: Answer, done: bool = True) -> dict[str, Any]:
+def messages_json(a: FakeAnswer, done: bool = True) -> dict[str, Any]:
     """A Messages ``message``; ``done=False`` gives the ``message_start`` snapshot."""
     content: list[dict[str, Any]] = []
     if done and a.tool_call:
@@ -71,11 +71,11 @@ def messages_json(a: Answer, done: bool = True) -> dict[str, Any]:
     }
 
 
-def messages_events(a: Answer) -> list[Event]:
+def messages_events(a: FakeAnswer) -> list[FakeEvent]:
     """message_start, content_block_start, ping, deltas, block stop, message_delta, stop."""
 
-    def event(data: dict[str, Any], delta: bool = False) -> Event:
-        return Event(dump(data), event=data["type"], delta=delta)
+    def event(data: dict[str, Any], delta: bool = False) -> FakeEvent:
+        return FakeEvent(dump(data), event=data["type"], delta=delta)
 
     events = [event({"type": "message_start", "message": messages_json(a, False)})]
     block: dict[str, Any]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.testing.answer import Answer, Event, dump
+from gateway.testing.answer import FakeAnswer, FakeEvent, dump
 from gateway.testing.conversation import Conversation, ToolSpec, Turn
 
 #: Converse's stop reasons for the fake provider's (OpenAI's) finish reasons.
@@ -137,7 +137,7 @@ def _tool_choice(choice: Any) -> str | None:
     return tool.get("name") if isinstance(tool, dict) else None
 
 
-def _usage(a: Answer) -> dict[str, int]:
+def _usage(a: FakeAnswer) -> dict[str, int]:
     return {
         "inputTokens": a.prompt_tokens,
         "outputTokens": a.completion_tokens,
@@ -145,7 +145,7 @@ def _usage(a: Answer) -> dict[str, int]:
     }
 
 
-def converse_json(a: Answer, latency_ms: int) -> dict[str, Any]:
+def converse_json(a: FakeAnswer, latency_ms: int) -> dict[str, Any]:
     """The Converse answer: the message, its stop reason, usage and metrics."""
     if a.tool_call is not None:
         use = {"toolUseId": a.tool_call.call_id, "name": a.tool_call.name,
@@ -161,12 +161,12 @@ def converse_json(a: Answer, latency_ms: int) -> dict[str, Any]:
     }
 
 
-def converse_events(a: Answer, latency_ms: int) -> list[Event]:
+def converse_events(a: FakeAnswer, latency_ms: int) -> list[FakeEvent]:
     """messageStart, contentBlockStart (a tool use), deltas, contentBlockStop,
-    messageStop, metadata; each ``Event.event`` is the ConverseStream event type."""
+    messageStop, metadata; each ``FakeEvent.event`` is the ConverseStream event type."""
 
-    def event(etype: str, data: dict[str, Any], delta: bool = False) -> Event:
-        return Event(dump({**data, "p": PADDING[: 4 + len(dump(data)) % 24]}), etype, delta)
+    def event(etype: str, data: dict[str, Any], delta: bool = False) -> FakeEvent:
+        return FakeEvent(dump({**data, "p": PADDING[: 4 + len(dump(data)) % 24]}), etype, delta)
 
     events = [event("messageStart", {"role": "assistant"})]
     if a.tool_call is not None:

@@ -68,7 +68,7 @@ from aiohttp import web
 
 from gateway.providers.kinds import BEDROCK_BETAS
 from gateway.testing import replies
-from gateway.testing.answer import Event, dump
+from gateway.testing.answer import FakeEvent, dump
 from gateway.testing.anthropic_shapes import messages_events, messages_json
 from gateway.testing.bedrock_errors import BedrockError
 from gateway.testing.conversation import parse_messages
@@ -258,15 +258,17 @@ class FakeBedrock(FakeProvider):
                 "firstByteLatency": self.latency_ms // 4,
             }
             stop = {"type": "message_stop", "amazon-bedrock-invocationMetrics": metrics}
-            events[-1] = Event(dump(stop), "message_stop")
+            events[-1] = FakeEvent(dump(stop), "message_stop")
         else:
             events = converse_events(answer, self.latency_ms)
         return await self._frames(ex, events, invoke)
 
-    async def _frames(self, ex: Exchange, events: list[Event], invoke: bool) -> web.StreamResponse:
+    async def _frames(
+        self, ex: Exchange, events: list[FakeEvent], invoke: bool
+    ) -> web.StreamResponse:
         """The stream as event-stream frames, with the scripted faults."""
 
-        def encode(e: Event) -> bytes:
+        def encode(e: FakeEvent) -> bytes:
             data = json.loads(e.data)
             return chunk_frame(data) if invoke else event_frame(str(e.event), data)
 

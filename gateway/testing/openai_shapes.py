@@ -10,7 +10,7 @@ import math
 import struct
 from typing import Any
 
-from gateway.testing.answer import Answer, Event, dump
+from gateway.testing.answer import FakeAnswer, FakeEvent, dump
 
 FINGERPRINT = "fp_fake"
 
@@ -18,7 +18,7 @@ FINGERPRINT = "fp_fake"
 # --- OpenAI chat completions ---------------------------------------------------------
 
 
-def _chat_usage(a: Answer) -> dict[str, Any]:
+def _chat_usage(a: FakeAnswer) -> dict[str, Any]:
     return {
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": a.completion_tokens,
@@ -33,7 +33,7 @@ def _chat_usage(a: Answer) -> dict[str, Any]:
     }
 
 
-def chat_json(a: Answer) -> dict[str, Any]:
+def chat_json(a: FakeAnswer) -> dict[str, Any]:
     """A ``chat.completion`` body."""
     message: dict[str, Any] = {
         "role": "assistant",
@@ -61,7 +61,7 @@ def chat_json(a: Answer) -> dict[str, Any]:
     }
 
 
-def chat_events(a: Answer, include_usage: bool) -> list[Event]:
+def chat_events(a: FakeAnswer, include_usage: bool) -> list[FakeEvent]:
     """``chat.completion.chunk`` events: role chunk, deltas, finish chunk, usage, [DONE]."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def chat_events(a: Answer, include_usage: bool) -> list[Event]:
             out["usage"] = None
         return out
 
-    events: list[Event] = []
+    events: list[FakeEvent] = []
     tc = a.tool_call
     if tc:
         first = {
@@ -94,28 +94,28 @@ def chat_events(a: Answer, include_usage: bool) -> list[Event]:
             ],
             "refusal": None,
         }
-        events.append(Event(dump(chunk(first))))
+        events.append(FakeEvent(dump(chunk(first))))
         for piece in a.pieces:
             delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
-            events.append(Event(dump(chunk(delta)), delta=True))
+            events.append(FakeEvent(dump(chunk(delta)), delta=True))
     else:
-        events.append(Event(dump(chunk({"role": "assistant", "content": "", "refusal": None}))))
+        events.append(FakeEvent(dump(chunk({"role": "assistant", "content": "", "refusal": None}))))
         for piece in a.pieces:
-            events.append(Event(dump(chunk({"content": piece})), delta=True))
-    events.append(Event(dump(chunk({}, a.finish))))
+            events.append(FakeEvent(dump(chunk({"content": piece})), delta=True))
+    events.append(FakeEvent(dump(chunk({}, a.finish))))
     if include_usage:
         last = chunk({})
         last["choices"] = []
         last["usage"] = _chat_usage(a)
-        events.append(Event(dump(last)))
-    events.append(Event("[DONE]", done=True))
+        events.append(FakeEvent(dump(last)))
+    events.append(FakeEvent("[DONE]", done=True))
     return events
 
 
 # --- OpenAI legacy completions -------------------------------------------------------
 
 
-def completion_json(a: Answer) -> dict[str, Any]:
+def completion_json(a: FakeAnswer) -> dict[str, Any]:
     """A ``text_completion`` body."""
     return {
         "id": a.id,
@@ -132,7 +132,7 @@ def completion_json(a: Answer) -> dict[str, Any]:
     }
 
 
-def completion_events(a: Answer, include_usage: bool) -> list[Event]:
+def completion_events(a: FakeAnswer, include_usage: bool) -> list[FakeEvent]:
     """Legacy completion stream: text chunks, finish chunk, optional usage, [DONE]."""
 
     def chunk(text: str, finish: str | None = None) -> dict[str, Any]:
@@ -145,14 +145,14 @@ def completion_events(a: Answer, include_usage: bool) -> list[Event]:
             "system_fingerprint": FINGERPRINT,
         }
 
-    events = [Event(dump(chunk(piece)), delta=True) for piece in a.pieces]
-    events.append(Event(dump(chunk("", a.finish))))
+    events = [FakeEvent(dump(chunk(piece)), delta=True) for piece in a.pieces]
+    events.append(FakeEvent(dump(chunk("", a.finish))))
     if include_usage:
         last = chunk("")
         last["choices"] = []
         last["usage"] = completion_json(a)["usage"]
-        events.append(Event(dump(last)))
-    events.append(Event("[DONE]", done=True))
+        events.append(FakeEvent(dump(last)))
+    events.append(FakeEvent("[DONE]", done=True))
     return events
 
 

@@ -87,23 +87,23 @@ def answer(
     reply: dict[str, str],
     cut_at: dict[str, int],
     chunks: int,
-) -> shapes.Answer:
+) -> shapes.FakeAnswer:
     """The normal answer to ``conv`` (shaped by a ``Success`` step), before any fault."""
     forced = ex.step(Success) or Success()
     prefix = "toolu_fake" if ex.api == "messages" else "call_fake"
     call_id = f"{prefix}{ex.n:05d}"
-    tool: shapes.ToolCall | None = None
+    tool: shapes.FakeToolCall | None = None
     if forced.tool_call is not None:
         spec = forced.tool_call
         if isinstance(spec, str):
             match = next((t for t in conv.tools if t.name == spec), None)
             args = example_arguments(match) if match else {}
-            tool = shapes.ToolCall(spec, json.dumps(args), call_id)
+            tool = shapes.FakeToolCall(spec, json.dumps(args), call_id)
         else:
             args_json = json.dumps(spec.get("arguments", {}))
-            tool = shapes.ToolCall(str(spec["name"]), args_json, call_id)
+            tool = shapes.FakeToolCall(str(spec["name"]), args_json, call_id)
     elif forced.text is None and (wanted := conv.wants_tool_call()):
-        tool = shapes.ToolCall(wanted.name, json.dumps(example_arguments(wanted)), call_id)
+        tool = shapes.FakeToolCall(wanted.name, json.dumps(example_arguments(wanted)), call_id)
 
     if tool is not None:
         text, finish = "", "tool_calls"
@@ -112,7 +112,7 @@ def answer(
         text, finish = _text(conv, model, forced.text, reply, cut_at)
         completion = tokens_of(text)
     usage = forced.usage or {}
-    return shapes.Answer(
+    return shapes.FakeAnswer(
         id=f"{_ID_PREFIX[ex.api]}{ex.n:05d}",
         model=model,
         text=text,
@@ -219,7 +219,7 @@ async def before_answer(ex: Exchange, body: dict[str, Any]) -> web.StreamRespons
 
 
 async def send_answer(
-    ex: Exchange, answer: shapes.Answer, conv: Conversation, body: dict[str, Any]
+    ex: Exchange, answer: shapes.FakeAnswer, conv: Conversation, body: dict[str, Any]
 ) -> web.StreamResponse:
     """Send ``answer`` as an SSE stream (``"stream": true``) or as a JSON body."""
     if conv.stream:
@@ -257,7 +257,7 @@ async def json_answer(ex: Exchange, payload: dict[str, Any]) -> web.StreamRespon
 
 
 async def stream(
-    ex: Exchange, answer: shapes.Answer, conv: Conversation, body: dict[str, Any]
+    ex: Exchange, answer: shapes.FakeAnswer, conv: Conversation, body: dict[str, Any]
 ) -> web.StreamResponse:
     events = {
         "chat": lambda: shapes.chat_events(answer, conv.include_usage),
@@ -270,7 +270,7 @@ async def stream(
     malformed = ex.step(MalformedEventAt)
     if malformed:
         at = _position(events, malformed.n)
-        events.insert(at, shapes.Event("{not json"))
+        events.insert(at, shapes.FakeEvent("{not json"))
     tamper = ex.step(Tamper)
     if tamper is not None:
         events = [_tampered(e, i, tamper) for i, e in enumerate(events)]
@@ -299,7 +299,7 @@ async def _stream_fault(
     ex: Exchange,
     response: web.StreamResponse,
     fault: CutAfter | StallAfter | ErrorEventAfter | None,
-    sent: list[shapes.Event],
+    sent: list[shapes.FakeEvent],
 ) -> None:
     if isinstance(fault, CutAfter):
         abort(ex)
@@ -350,7 +350,7 @@ async def until_gone(ex: Exchange) -> NoReturn:
         await asyncio.sleep(_POLL_S)
 
 
-def _tampered(event: shapes.Event, index: int, tamper: Tamper) -> shapes.Event:
+def _tampered(event: shapes.FakeEvent, index: int, tamper: Tamper) -> shapes.FakeEvent:
     """``event`` with its data rewritten by ``tamper`` (``[DONE]`` and non-JSON kept)."""
     if event.done:
         return event
@@ -361,7 +361,7 @@ def _tampered(event: shapes.Event, index: int, tamper: Tamper) -> shapes.Event:
     return replace(event, data=dump(tamper.rewrite(data, index)))
 
 
-def _position(events: list[shapes.Event], n: int) -> int:
+def _position(events: list[shapes.FakeEvent], n: int) -> int:
     """Index in ``events`` just after ``n`` content deltas (before the next one)."""
     deltas = [i for i, e in enumerate(events) if e.delta]
     if not deltas:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.testing.answer import Answer, Event, dump
+from gateway.testing.answer import FakeAnswer, FakeEvent, dump
 
 
-def _responses_status(a: Answer) -> tuple[str, dict[str, Any] | None]:
+def _responses_status(a: FakeAnswer) -> tuple[str, dict[str, Any] | None]:
     if a.finish == "length":
         return "incomplete", {"reason": "max_output_tokens"}
     if a.finish == "content_filter":
@@ -17,7 +17,7 @@ def _responses_status(a: Answer) -> tuple[str, dict[str, Any] | None]:
     return "completed", None
 
 
-def _responses_item(a: Answer, done: bool) -> dict[str, Any]:
+def _responses_item(a: FakeAnswer, done: bool) -> dict[str, Any]:
     status, _ = _responses_status(a)
     item_status = status if done else "in_progress"
     if a.tool_call:
@@ -42,7 +42,7 @@ def _output_text(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def responses_json(a: Answer, body: dict[str, Any], done: bool = True) -> dict[str, Any]:
+def responses_json(a: FakeAnswer, body: dict[str, Any], done: bool = True) -> dict[str, Any]:
     """A ``response`` object; ``done=False`` gives the in-progress snapshot of a stream."""
     status, incomplete = _responses_status(a)
     return {
@@ -86,7 +86,7 @@ def responses_json(a: Answer, body: dict[str, Any], done: bool = True) -> dict[s
     }
 
 
-def responses_events(a: Answer, body: dict[str, Any]) -> list[Event]:
+def responses_events(a: FakeAnswer, body: dict[str, Any]) -> list[FakeEvent]:
     """The Responses event sequence, each event with ``event:`` and ``sequence_number``."""
     raw: list[tuple[dict[str, Any], bool]] = []
 
@@ -120,5 +120,5 @@ def responses_events(a: Answer, body: dict[str, Any]) -> list[Event]:
     events = []
     for seq, (data, delta) in enumerate(raw):
         data["sequence_number"] = seq
-        events.append(Event(dump(data), event=data["type"], delta=delta))
+        events.append(FakeEvent(dump(data), event=data["type"], delta=delta))
     return events

@@ -1,7 +1,7 @@
 """Wire shapes of the fake provider: JSON bodies and SSE events of each API.
 
-Everything here is pure: an :class:`Answer` (what the model "said") goes in, dicts
-and :class:`Event` lists come out. The shapes follow the real APIs closely enough
+Everything here is pure: a :class:`FakeAnswer` (what the model "said") goes in, dicts
+and :class:`FakeEvent` lists come out. The shapes follow the real APIs closely enough
 for the official ``openai`` and ``anthropic`` SDKs, including their stream
 accumulators (``client.chat.completions.stream``, ``client.responses.stream``,
 ``client.messages.stream``).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.testing.answer import Answer, Event, ToolCall, dump, split_pieces
+from gateway.testing.answer import FakeAnswer, FakeEvent, FakeToolCall, dump, split_pieces
 from gateway.testing.anthropic_shapes import ANTHROPIC_STOP, messages_events, messages_json
 from gateway.testing.error_bodies import OPENAI_SERVER_MESSAGE, openai_error
 from gateway.testing.openai_shapes import (
@@ -35,27 +35,27 @@ from gateway.testing.responses_shapes import responses_events, responses_json
 # --- in-stream errors ----------------------------------------------------------------
 
 
-def stream_error_event(api: str, payload: dict[str, Any] | None, sequence_number: int) -> Event:
+def stream_error_event(api: str, payload: dict[str, Any] | None, sequence_number: int) -> FakeEvent:
     """The API's own in-stream error event (see :class:`~gateway.testing.ErrorEventAfter`)."""
     if api == "messages":
         data = payload or {
             "type": "error",
             "error": {"type": "overloaded_error", "message": "Overloaded"},
         }
-        return Event(dump(data), event="error")
+        return FakeEvent(dump(data), event="error")
     error = openai_error(OPENAI_SERVER_MESSAGE, "server_error", "server_error")["error"]
     if api == "responses":
         data = payload or {"type": "error", "sequence_number": sequence_number, "error": error}
-        return Event(dump(data), event="error")
-    return Event(dump(payload or {"error": error}))
+        return FakeEvent(dump(data), event="error")
+    return FakeEvent(dump(payload or {"error": error}))
 
 
 __all__ = [
     "ANTHROPIC_STOP",
     "FINGERPRINT",
-    "Answer",
-    "Event",
-    "ToolCall",
+    "FakeAnswer",
+    "FakeEvent",
+    "FakeToolCall",
     "chat_events",
     "chat_json",
     "completion_events",

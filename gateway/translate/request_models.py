@@ -196,7 +196,7 @@ class _Common(_Model, total=False):
     max_output_tokens: PosInt | None
 
 
-class Chat(_Common, total=False):
+class ChatRequest(_Common, total=False):
     messages: list[_ChatMessage]
     tools: list[_ChatTool] | None
     tool_choice: _str_or_obj(_ChatToolChoice) | None  # type: ignore[valid-type]
@@ -294,7 +294,7 @@ class _TextOptions(_Model, total=False):
     verbosity: str | None
 
 
-class Responses(_Common, total=False):
+class ResponsesRequest(_Common, total=False):
     input: _text_or(list[InputItem]) | None  # type: ignore[valid-type]
     instructions: str | None
     tools: list[ResponsesTool] | None  # type: ignore[valid-type]
@@ -390,7 +390,7 @@ class _AnthropicMetadata(_Model, total=False):
     user_id: str | None
 
 
-class Messages(_Common, total=False):
+class MessagesRequest(_Common, total=False):
     messages: list[_AnthropicMessage]
     system: _text_or(list[_Text]) | None  # type: ignore[valid-type]
     tools: list[AnthropicTool] | None  # type: ignore[valid-type]
@@ -404,7 +404,7 @@ class Messages(_Common, total=False):
 
 #: The validator of each format's requests (the formats of ``gateway.translate.convert``).
 ADAPTERS: dict[str, TypeAdapter[Any]] = {
-    "chat": TypeAdapter(Chat),
-    "responses": TypeAdapter(Responses),
-    "messages": TypeAdapter(Messages),
+    "chat": TypeAdapter(ChatRequest),
+    "responses": TypeAdapter(ResponsesRequest),
+    "messages": TypeAdapter(MessagesRequest),
 }

@@ -11,7 +11,7 @@ from gateway.money.budgets import (
     MAX_TOTAL,
     MICRO,
     Book,
-    Crossing,
+    BudgetCrossing,
     describe,
     iso,
     period_of,
@@ -79,7 +79,7 @@ def test_rollover_starts_from_zero() -> None:
 
 def test_warning_and_exceeded_once_per_period() -> None:
     """warn_at and the limit are each crossed once per period, and again in the next."""
-    seen: list[Crossing] = []
+    seen: list[BudgetCrossing] = []
     book = Book(seen.append)
     now = at("2026-12-03T10:00:00")
     for _ in range(4):

@@ -149,7 +149,7 @@ def test_self_hosted_and_simulated_and_unknown_are_unpriced() -> None:
 def test_policy_price_cost_is_arithmetic() -> None:
     """price: is USD per million; cache kinds default to input; cached tokens are part of
     input and billed at their own rate."""
-    from gateway.policy.schema import Price as PolicyPrice
+    from gateway.policy.schema import PolicyPrice as PolicyPrice
 
     p = pricing.from_policy(PolicyPrice(input=2, output=10, cache_read=0.5))
     assert p.cost(Usage(1_000_000, 0)) == pytest.approx(2.0)

@@ -15,7 +15,7 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.deployments import DeploymentState, Pick, Wait
 from gateway.resilience.failure import Failure
-from gateway.resilience.summary_call import TIMEOUT, Ask, Stop, next_try
+from gateway.resilience.summary_call import TIMEOUT, Ask, NoSummary, next_try
 
 AUTH = Failure(Category.auth, 401)
 S500 = Failure(Category.server_error, 500)
@@ -36,7 +36,7 @@ def play(
     states: list[DeploymentState], answers: dict[int, list[Failure | None]], *, timeout: float
 ) -> tuple[list[int], str, list[DeploymentState]]:
     """The summary call as the engine makes it, every try taking one second of the clock:
-    the deployments tried, how it ended (``ok`` or the Stop's error), the states after."""
+    the deployments tried, how it ended (``ok`` or the NoSummary's error), the states after."""
     clock = Clock()
     deadline = clock.now + timeout
     tried: list[int] = []
@@ -45,7 +45,7 @@ def play(
     while True:
         pick = dep.choose(states, [1.0] * len(states), "ordered", set(tried), clock.now, clock)
         step = next_try(len(tried), last, failed, pick, deadline - clock.now)
-        if isinstance(step, Stop):
+        if isinstance(step, NoSummary):
             return tried, step.error, states
         i = step.pick.index
         tried.append(i)
@@ -93,8 +93,8 @@ def test_the_call_deadline_covers_every_try() -> None:
 
 def test_every_deployment_out_stops_without_a_call() -> None:
     """Every deployment out: no try, ``no_deployment``; after a failure, that failure."""
-    assert next_try(0, None, 0, Wait(5.0, 0), 30.0) == Stop(NO_DEPLOYMENT)
-    assert next_try(1, S500, 0, Wait(5.0, 0), 30.0) == Stop("server_error")
+    assert next_try(0, None, 0, Wait(5.0, 0), 30.0) == NoSummary(NO_DEPLOYMENT)
+    assert next_try(1, S500, 0, Wait(5.0, 0), 30.0) == NoSummary("server_error")
     assert next_try(0, None, 0, Pick(1, probe=True), 30.0) == Ask(Pick(1, probe=True), 30.0)
 
 

@@ -17,14 +17,14 @@ from gateway.formats import sse
 from gateway.formats.parts import text_size
 from gateway.formats.transcript import Transcript
 from gateway.providers import Endpoint
-from gateway.testing.answer import Answer, Event, ToolCall
+from gateway.testing.answer import FakeAnswer, FakeEvent, FakeToolCall
 from gateway.testing.anthropic_shapes import messages_events
 from gateway.testing.openai_shapes import chat_events, completion_events
 from gateway.testing.responses_shapes import responses_events
 
 TEXT = "Grüße aus Zürich, 東京 and plain ASCII. " * 5
-CALL = ToolCall("get_weather", '{"city": "Zürich", "days": 3}', "call_1")
-SHAPES: dict[Endpoint, Callable[[Answer], list[Event]]] = {
+CALL = FakeToolCall("get_weather", '{"city": "Zürich", "days": 3}', "call_1")
+SHAPES: dict[Endpoint, Callable[[FakeAnswer], list[FakeEvent]]] = {
     Endpoint.chat: lambda a: chat_events(a, True),
     Endpoint.completions: lambda a: completion_events(a, True),
     Endpoint.messages: messages_events,
@@ -32,13 +32,13 @@ SHAPES: dict[Endpoint, Callable[[Answer], list[Event]]] = {
 }
 
 
-def answer(tool: ToolCall | None) -> Answer:
-    return Answer(id="ans_1", model="m", text="" if tool else TEXT,
+def answer(tool: FakeToolCall | None) -> FakeAnswer:
+    return FakeAnswer(id="ans_1", model="m", text="" if tool else TEXT,
                   finish="tool_calls" if tool else "stop", prompt_tokens=10,
                   completion_tokens=50, created=0, chunks=7, tool_call=tool)  # fmt: skip
 
 
-def counted(ep: Endpoint, events: list[Event]) -> tuple[int, int | None]:
+def counted(ep: Endpoint, events: list[FakeEvent]) -> tuple[int, int | None]:
     """The running count over ``events``, and the transcript's (None: none is kept for
     this endpoint)."""
     tx = Transcript(ep) if ep.continuable else None
@@ -54,7 +54,9 @@ def counted(ep: Endpoint, events: list[Event]) -> tuple[int, int | None]:
 
 @pytest.mark.parametrize("ep", list(SHAPES), ids=lambda ep: ep.name)
 @pytest.mark.parametrize("tool", [None, CALL], ids=["text", "tool_call"])
-def test_the_running_count_and_the_transcript_agree(ep: Endpoint, tool: ToolCall | None) -> None:
+def test_the_running_count_and_the_transcript_agree(
+    ep: Endpoint, tool: FakeToolCall | None
+) -> None:
     """A text answer counts its text; a tool call its name and arguments, both ways."""
     if tool is not None and ep is Endpoint.completions:
         pytest.skip("legacy completions have no tool calls")
