@@ -9,7 +9,7 @@ through these steps, so a simulated request starts where a live one does:
    ``when_spent: downgrade``, served by a ``downgrade_to`` model; then :func:`admit`:
    the team is within ``limits.requests_per_minute`` and
    ``tokens_per_minute`` (429 otherwise); ``max_concurrent`` is held by the handler;
-3. :func:`request_for`: the :class:`~gateway.recovery.engine.Request` with its deadline, the
+3. :func:`request_for`: the :class:`~gateway.recovery.seams.Request` with its deadline, the
    route's ``timeouts.total`` shortened by the client's own timeout header;
 4. :func:`prepare`: proactive compaction of a prompt already over the model's window,
    then the request counted in the route's retry budget (a retry may add ``ratio`` of
@@ -29,7 +29,7 @@ from gateway.errors import Category, GatewayError, bad_request
 from gateway.money.budgets import iso
 from gateway.providers import Endpoint, serves
 from gateway.recovery.compacting import compact_ahead
-from gateway.recovery.engine import Request
+from gateway.recovery.seams import Request
 from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE
 from gateway.resilience.failure import Failure
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from gateway.money.budgets import Book, Period
     from gateway.observe.request_log import RequestLog
     from gateway.policy.schema import Budget, Limits, Model
-    from gateway.recovery.engine import Env
+    from gateway.recovery.seams import Env
     from gateway.routing.policyset import PolicySet, ResolvedRoute
     from gateway.state.base import StateBackend
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.recovery.billing import bill_answer
 from gateway.recovery.deployment_choice import ONLY, Deployments
@@ -22,7 +21,7 @@ from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
     from gateway.formats import Format
-    from gateway.recovery.engine import Attempter, Env, Request
+    from gateway.recovery.seams import Attempter, Env, RecoveryEvents, Request
 
 
 def compact_step(
@@ -32,7 +31,7 @@ def compact_step(
     f: Failure,
     p: Progress,
     log: RequestLog,
-    events: Events,
+    events: RecoveryEvents,
 ) -> dict[str, Any]:
     """One compaction step; the body unchanged (and the step skipped) when it cannot shrink."""
     estimate = compaction.estimate_tokens(body, req.fmt)
@@ -53,7 +52,7 @@ def _applied(
     outcome: str,
     model: str,
     log: RequestLog,
-    events: Events,
+    events: RecoveryEvents,
     **extra: Any,
 ) -> None:
     log.used("compaction")
@@ -170,7 +169,7 @@ def _summary_request(
     return ask
 
 
-def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:
+def compact_ahead(req: Request, window: int, log: RequestLog, events: RecoveryEvents) -> Request:
     """Proactive compaction: shrink a prompt that already exceeds the model's window."""
     comp = req.policy.compaction
     requested = req.fmt.requested_output(req.body) or 0

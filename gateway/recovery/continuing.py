@@ -21,7 +21,8 @@ from gateway.formats.usage import Usage
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.recovery.billing import bill_answer
-from gateway.recovery.engine import Attempter, Env, Request, Result, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Attempter, Env, Request, Result
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED

@@ -49,7 +49,8 @@ from gateway.policy.schema import Policy
 from gateway.providers import ENDPOINT_OF
 from gateway.recovery.admission import prepare, request_for, resolve
 from gateway.recovery.continuing import continue_answer, follow_stream
-from gateway.recovery.engine import Env, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env
 from gateway.routing.load import PolicyError, load_policy_dir
 from gateway.routing.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.simulate.attempter import (

@@ -18,7 +18,7 @@ from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
 from gateway.providers import endpoint_of
 from gateway.recovery.admission import past_deadline, untranslatable
-from gateway.recovery.engine import Outcome
+from gateway.recovery.seams import Outcome
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
 from gateway.resilience.failure import Failure

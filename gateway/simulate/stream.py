@@ -28,7 +28,8 @@ from gateway.errors import Category
 from gateway.observe.request_log import RequestLog
 from gateway.providers import endpoint_of
 from gateway.recovery.continuing import Segment, same_model
-from gateway.recovery.engine import Env, Request, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env, Request
 from gateway.resilience import followup
 from gateway.resilience.failure import Failure
 from gateway.resilience.verdict import DEADLINE_MESSAGE, cut_at_length, verdict

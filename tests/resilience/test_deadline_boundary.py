@@ -23,7 +23,8 @@ from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
 from gateway.recovery.admission import past_deadline
-from gateway.recovery.engine import Env, Outcome, Request, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env, Outcome, Request
 from gateway.resilience.decide import (
     GiveUp,
     Progress,
