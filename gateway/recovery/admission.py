@@ -53,6 +53,17 @@ def resolve(
     value); a GatewayError (404 unknown model, 403 not allowed, 404 no route, 400 wrong
     endpoint) otherwise. A known model and its route are named in the request's log
     as soon as they are found."""
+    spec = _known(policies, model)
+    log.model = model
+    route = _route(policies, team, model, endpoint, path)
+    log.route = route.id
+    _check_serves(policies, spec, model, endpoint)
+    return spec, route
+
+
+def _known(policies: PolicySet, model: Any) -> Model:
+    """The spec of the public model ``model``: a 400 when the request names none, a 404
+    when it names one the policies do not have."""
     if not isinstance(model, str) or not model:
         raise bad_request("the request has no 'model': name one of GET /v1/models", "model")
     spec = policies.models.get(model)
@@ -63,7 +74,14 @@ def resolve(
             code="model_not_found",
             param="model",
         )
-    log.model = model
+    return spec
+
+
+def _route(
+    policies: PolicySet, team: str, model: str, endpoint: Endpoint, path: str
+) -> ResolvedRoute:
+    """The team's route for ``model`` at ``path``: a 403 when the team may not use the
+    model, a 404 when none of its routes serves it there."""
     if not policies.model_allowed(team, model):
         raise GatewayError(
             403, f"team {team!r} may not use model {model!r}", code="model_not_allowed"
@@ -75,7 +93,11 @@ def resolve(
             f"no route of team {team!r} serves model {model!r} on {endpoint.value}",
             code="no_route",
         )
-    log.route = route.id
+    return route
+
+
+def _check_serves(policies: PolicySet, spec: Model, model: str, endpoint: Endpoint) -> None:
+    """A 400 when a provider of ``model`` cannot be called on ``endpoint``."""
     for name in () if endpoint.continuable else spec.providers:  # every provider serves those
         provider = policies.providers[name]
         if not serves(provider, endpoint):
@@ -83,6 +105,19 @@ def resolve(
                 f"model {model!r} is served by an {provider.api}-format "
                 f"provider and cannot be called on {endpoint.value}"
             )
+
+
+def _serving(
+    policies: PolicySet, team: str, model: str, endpoint: Endpoint, path: str
+) -> tuple[Model, ResolvedRoute] | None:
+    """:func:`resolve` for a model the gateway picks (nothing logged): None when the team
+    cannot be served by ``model`` on ``endpoint``."""
+    try:
+        spec = _known(policies, model)
+        route = _route(policies, team, model, endpoint, path)
+        _check_serves(policies, spec, model, endpoint)
+    except GatewayError:
+        return None
     return spec, route
 
 
@@ -99,27 +134,28 @@ def within_budget(
     """The model, route and body that serve a request of a team with a budget (``asked``:
     the resolved ones): as asked while the budget lasts, or for a ``downgrade_to`` model;
     once it is spent, with ``downgrade``, the first ``downgrade_to`` model that serves the
-    endpoint (``x-gateway-recovery: budget_downgrade``); else a 429 until the reset."""
-    team = log.team
+    endpoint (``x-gateway-recovery: budget_downgrade``); else a 429 until the reset.
+
+    Decided on the request's facts (the team is its route's, the model asked for its
+    body's); the access log is only written: the route that serves, the downgrade used,
+    the model that answers (it keeps naming the model asked for)."""
+    spec, route, body = asked
+    team = route.team
     period = book.spent(team, budget, now)
     if period is None:
         return asked
-    spec, route, body = asked
     if budget.when_spent == "downgrade":
-        if log.model in budget.downgrade_to:
+        if body["model"] in budget.downgrade_to:
             return asked
-        requested, routed = log.model, log.route
         for name in budget.downgrade_to:
-            try:
-                spec, route = resolve(policies, team, name, endpoint, path, log)
-            except GatewayError:
+            found = _serving(policies, team, name, endpoint, path)
+            if found is None:
                 continue
-            finally:
-                log.model = requested  # the access log names the model asked for
+            spec, route = found
+            log.route = route.id
             log.used("budget_downgrade")
             log.answered_by = name
             return spec, route, {**body, "model": name}
-        log.route = routed
     raise budget_spent(team, budget, period, now)
 
 

@@ -195,15 +195,16 @@ async def simulate(
     req = await prepare(req, log, env)
     result = await recover(req, log, env, attempter)
     out = result.outcome
-    if out.failure is None and attempter.stream:
-        side = ScriptedStream(attempter, req, log, env, out.stream, prefill_of)
-        await follow_stream(side, req, log, env)
-    elif out.failure is None:
+    ok = out.failure is None
+    if ok and attempter.stream:
+        model = result.progress.model
+        side = ScriptedStream(attempter, req, log, env, out.stream, model, prefill_of)
+        ok = await follow_stream(side, req, log, env)
+    elif ok:
         first = out.json()
         if first is not None:
             prefill = prefill_of(result.progress.model)
             await continue_answer(attempter, req, result, first, log, env, prefill=prefill)
-    ok = out.failure is None and log.error is None
     timeline = render(attempter.rows, clock.now, ok)
     models = [r.asked for r in attempter.rows if r.attempt is not None]
     return Simulation(timeline, events.decisions, log.attempts, list(log.recovery), models)
