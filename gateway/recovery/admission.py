@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category, GatewayError, bad_request
 from gateway.money.budgets import iso
+from gateway.observe.request_log import RequestLog
 from gateway.providers import Endpoint, serves
 from gateway.recovery.compacting import compact_ahead
 from gateway.recovery.seams import Request
@@ -36,7 +37,6 @@ from gateway.resilience.failure import Failure
 if TYPE_CHECKING:
     from gateway.formats import Format
     from gateway.money.budgets import Book, Period
-    from gateway.observe.request_log import RequestLog
     from gateway.policy.schema import Budget, Limits, Model
     from gateway.recovery.seams import Env
     from gateway.routing.policyset import PolicySet, ResolvedRoute
@@ -53,17 +53,6 @@ def resolve(
     value); a GatewayError (404 unknown model, 403 not allowed, 404 no route, 400 wrong
     endpoint) otherwise. A known model and its route are named in the request's log
     as soon as they are found."""
-    spec = _known(policies, model)
-    log.model = model
-    route = _route(policies, team, model, endpoint, path)
-    log.route = route.id
-    _check_serves(policies, spec, model, endpoint)
-    return spec, route
-
-
-def _known(policies: PolicySet, model: Any) -> Model:
-    """The spec of the public model ``model``: a 400 when the request names none, a 404
-    when it names one the policies do not have."""
     if not isinstance(model, str) or not model:
         raise bad_request("the request has no 'model': name one of GET /v1/models", "model")
     spec = policies.models.get(model)
@@ -74,14 +63,7 @@ def _known(policies: PolicySet, model: Any) -> Model:
             code="model_not_found",
             param="model",
         )
-    return spec
-
-
-def _route(
-    policies: PolicySet, team: str, model: str, endpoint: Endpoint, path: str
-) -> ResolvedRoute:
-    """The team's route for ``model`` at ``path``: a 403 when the team may not use the
-    model, a 404 when none of its routes serves it there."""
+    log.model = model
     if not policies.model_allowed(team, model):
         raise GatewayError(
             403, f"team {team!r} may not use model {model!r}", code="model_not_allowed"
@@ -93,11 +75,7 @@ def _route(
             f"no route of team {team!r} serves model {model!r} on {endpoint.value}",
             code="no_route",
         )
-    return route
-
-
-def _check_serves(policies: PolicySet, spec: Model, model: str, endpoint: Endpoint) -> None:
-    """A 400 when a provider of ``model`` cannot be called on ``endpoint``."""
+    log.route = route.id
     for name in () if endpoint.continuable else spec.providers:  # every provider serves those
         provider = policies.providers[name]
         if not serves(provider, endpoint):
@@ -105,20 +83,19 @@ def _check_serves(policies: PolicySet, spec: Model, model: str, endpoint: Endpoi
                 f"model {model!r} is served by an {provider.api}-format "
                 f"provider and cannot be called on {endpoint.value}"
             )
+    return spec, route
 
 
 def _serving(
     policies: PolicySet, team: str, model: str, endpoint: Endpoint, path: str
 ) -> tuple[Model, ResolvedRoute] | None:
-    """:func:`resolve` for a model the gateway picks (nothing logged): None when the team
-    cannot be served by ``model`` on ``endpoint``."""
+    """:func:`resolve` for a model the gateway picks: None when ``model`` cannot serve the
+    team on ``endpoint``. The request's log is not written (a scratch one takes what
+    :func:`resolve` names): only the model chosen is."""
     try:
-        spec = _known(policies, model)
-        route = _route(policies, team, model, endpoint, path)
-        _check_serves(policies, spec, model, endpoint)
+        return resolve(policies, team, model, endpoint, path, RequestLog("", 0.0))
     except GatewayError:
         return None
-    return spec, route
 
 
 def within_budget(
