@@ -37,6 +37,7 @@ from gateway.state.memory import MemoryState
 
 pytestmark = pytest.mark.fast
 
+ROOT = Path(__file__).resolve().parents[1]
 SIMULATE = str(Path("gateway", "simulate"))
 LIVE_GATEWAY = """
 import asyncio, sys
@@ -61,7 +62,7 @@ def test_the_live_gateway_loads_no_simulate_code() -> None:
     """The gateway's Env reports through the live emitter itself, and serving loads no
     module of gateway/simulate/ (a fresh interpreter: this one has them loaded)."""
     done = subprocess.run(
-        [sys.executable, "-c", LIVE_GATEWAY], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", LIVE_GATEWAY], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
 
