@@ -15,7 +15,8 @@ from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
-from gateway.recovery.engine import Env, Outcome, Request, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env, Outcome, Request
 from gateway.resilience.classify import classify_response
 from gateway.resilience.decide import Progress, Retry
 from gateway.resilience.failure import Failure

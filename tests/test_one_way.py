@@ -7,7 +7,7 @@ import pytest
 from multidict import CIMultiDict
 
 from gateway.errors import EXHAUSTED, Category, exhausted
-from gateway.recovery.engine import Outcome, json_object
+from gateway.recovery.seams import Outcome, json_object
 from gateway.web.bearer import bearer, bears
 
 

@@ -36,7 +36,7 @@ from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
 from gateway.providers.cloud_target import cloud_target
 from gateway.recovery.admission import past_deadline, untranslatable
 from gateway.recovery.billing import bill_failed, estimate
-from gateway.recovery.engine import Outcome, Request, json_object
+from gateway.recovery.seams import Outcome, Request, json_object
 from gateway.resilience.classify import classify_error_event, classify_response, transport_failure
 from gateway.resilience.decide import (
     FIRST_BYTE_TIMEOUT,

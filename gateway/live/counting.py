@@ -25,7 +25,7 @@ from gateway.policy.schema import Compaction
 from gateway.providers import Target, Wiring, endpoint_of, target
 from gateway.providers.cloud_target import cloud_target
 from gateway.recovery.admission import past_deadline
-from gateway.recovery.engine import Outcome, Request
+from gateway.recovery.seams import Outcome, Request
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.conversation import estimate_tokens
 from gateway.resilience.decide import Progress

@@ -39,7 +39,8 @@ from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
 from gateway.recovery.billing import checked, estimate
 from gateway.recovery.continuing import Segment, follow_stream, same_model
-from gateway.recovery.engine import Env, Request, Result, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env, Request, Result
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import classify_error_event, transport_failure
 from gateway.resilience.failure import Failure

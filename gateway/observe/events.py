@@ -42,6 +42,10 @@ def _micro(seconds: float) -> float:
 
 
 class Events:
+    """The live emitter: what the recovery loops report through the seam they declare
+    (:class:`gateway.recovery.seams.RecoveryEvents`), and the request's and the
+    process's own events."""
+
     #: ``upstream_attempt(provider, model, category)``: count one upstream attempt (a
     #: metric only). The metrics' own method, bound here: one call less per attempt.
     upstream_attempt: Callable[[str, str, str], None]

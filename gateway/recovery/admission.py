@@ -9,10 +9,10 @@ through these steps, so a simulated request starts where a live one does:
    ``when_spent: downgrade``, served by a ``downgrade_to`` model; then :func:`admit`:
    the team is within ``limits.requests_per_minute`` and
    ``tokens_per_minute`` (429 otherwise); ``max_concurrent`` is held by the handler;
-3. :func:`request_for`: the :class:`~gateway.recovery.engine.Request` with its deadline, the
+3. :func:`request_for`: the :class:`~gateway.recovery.seams.Request` with its deadline, the
    route's ``timeouts.total`` shortened by the client's own timeout header;
 4. :func:`prepare`: proactive compaction of a prompt already over the model's window,
-   then the request counted in the route's retry budget (a retry may add ``ratio`` of
+   then the request counted in the route's retry allowance (a retry may add ``ratio`` of
    the requests: this one is one of them).
 
 And before each attempt, the failures of an attempt that is not made, for the live
@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category, GatewayError, bad_request
 from gateway.money.budgets import iso
+from gateway.observe.request_log import RequestLog
 from gateway.providers import Endpoint, serves
 from gateway.recovery.compacting import compact_ahead
-from gateway.recovery.engine import Request
+from gateway.recovery.seams import Request
 from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE
 from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
     from gateway.formats import Format
     from gateway.money.budgets import Book, Period
-    from gateway.observe.request_log import RequestLog
     from gateway.policy.schema import Budget, Model, TeamLimits
-    from gateway.recovery.engine import Env
+    from gateway.recovery.seams import Env
     from gateway.routing.policyset import PolicySet, ResolvedRoute
     from gateway.state.base import StateBackend
 
@@ -86,6 +86,18 @@ def resolve(
     return spec, route
 
 
+def _serving(
+    policies: PolicySet, team: str, model: str, endpoint: Endpoint, path: str
+) -> tuple[Model, ResolvedRoute] | None:
+    """:func:`resolve` for a model the gateway picks: None when ``model`` cannot serve the
+    team on ``endpoint``. The request's log is not written (a scratch one takes what
+    :func:`resolve` names): only the model chosen is."""
+    try:
+        return resolve(policies, team, model, endpoint, path, RequestLog("", 0.0))
+    except GatewayError:
+        return None
+
+
 def within_budget(
     policies: PolicySet,
     book: Book,
@@ -99,27 +111,28 @@ def within_budget(
     """The model, route and body that serve a request of a team with a budget (``asked``:
     the resolved ones): as asked while the budget lasts, or for a ``downgrade_to`` model;
     once it is spent, with ``downgrade``, the first ``downgrade_to`` model that serves the
-    endpoint (``x-gateway-recovery: budget_downgrade``); else a 429 until the reset."""
-    team = log.team
+    endpoint (``x-gateway-recovery: budget_downgrade``); else a 429 until the reset.
+
+    Decided on the request's facts (the team is its route's, the model asked for its
+    body's); the access log is only written: the route that serves, the downgrade used,
+    the model that answers (it keeps naming the model asked for)."""
+    spec, route, body = asked
+    team = route.team
     period = book.spent(team, budget, now)
     if period is None:
         return asked
-    spec, route, body = asked
     if budget.when_spent == "downgrade":
-        if log.model in budget.downgrade_to:
+        if body["model"] in budget.downgrade_to:
             return asked
-        requested, routed = log.model, log.route
         for name in budget.downgrade_to:
-            try:
-                spec, route = resolve(policies, team, name, endpoint, path, log)
-            except GatewayError:
+            found = _serving(policies, team, name, endpoint, path)
+            if found is None:
                 continue
-            finally:
-                log.model = requested  # the access log names the model asked for
+            spec, route = found
+            log.route = route.id
             log.used("budget_downgrade")
             log.answered_by = name
             return spec, route, {**body, "model": name}
-        log.route = routed
     raise budget_spent(team, budget, period, now)
 
 
@@ -190,7 +203,7 @@ def request_for(
 
 async def prepare(req: Request, log: RequestLog, env: Env) -> Request:
     """Just before the first attempt: proactive compaction when the policy asks for it,
-    then the request counted in its route's retry budget."""
+    then the request counted in its route's retry allowance."""
     comp = req.policy.compaction
     if comp.enabled and comp.proactive and req.context_window:
         req = compact_ahead(req, req.context_window, log, env.events)

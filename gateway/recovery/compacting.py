@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.recovery.billing import bill_answer
 from gateway.recovery.deployment_choice import ONLY, Deployments
@@ -22,7 +21,7 @@ from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
     from gateway.formats import Format
-    from gateway.recovery.engine import Attempter, Env, Request
+    from gateway.recovery.seams import Attempter, Env, RecoveryEvents, Request
 
 
 def compact_step(
@@ -32,7 +31,7 @@ def compact_step(
     f: Failure,
     p: Progress,
     log: RequestLog,
-    events: Events,
+    events: RecoveryEvents,
 ) -> dict[str, Any]:
     """One compaction step; the body unchanged (and the step skipped) when it cannot shrink."""
     estimate = compaction.estimate_tokens(body, req.fmt)
@@ -53,7 +52,7 @@ def _applied(
     outcome: str,
     model: str,
     log: RequestLog,
-    events: Events,
+    events: RecoveryEvents,
     **extra: Any,
 ) -> None:
     log.used("compaction")
@@ -93,8 +92,41 @@ async def summarize(
         events.prompt_too_long_recovery(log, p.model, "summarize", "skipped")
         return body
     model = comp.summarize_model or p.model
+    text, error = await _summary(req, body, f, p, model, log, env, attempter)
+    if text:
+        c = compaction.apply_summary(body, fmt, comp, text)
+        if c is None:
+            events.prompt_too_long_recovery(
+                log, p.model, "summarize", "skipped", summary_model=model
+            )
+            return body
+        p.tried.append("summarize")
+        _applied(c, "applied", p.model, log, events, summary_model=model)
+        return c.body
+    events.prompt_too_long_recovery(
+        log, p.model, "summarize", "failed", summary_model=model, error=error,
+        messages_before=len(fmt.entries(body)),
+        tokens_before=compaction.estimate_tokens(body, fmt),
+    )  # fmt: skip
+    return body
+
+
+async def _summary(
+    req: Request,
+    body: dict[str, Any],
+    f: Failure,
+    p: Progress,
+    model: str,
+    log: RequestLog,
+    env: Env,
+    attempter: Attempter,
+) -> tuple[str, str]:
+    """The summary ``model`` wrote of ``body``'s middle, and "" (or "" and why it failed:
+    a failure category, the step's timeout, no deployment, an empty summary). Each try
+    goes where :func:`gateway.resilience.summary_call.next_try` says; an answer is
+    billed as recovery."""
     deps = Deployments.of(model, attempter, env, req.policy)
-    deadline = min(env.monotonic() + comp.summarize_timeout, req.deadline)
+    deadline = min(env.monotonic() + req.policy.compaction.summarize_timeout, req.deadline)
     asks: dict[str, dict[str, Any]] = {}  # the summary request, per format name
     tried: set[int] = set()
     last: Failure | None = None
@@ -103,8 +135,7 @@ async def summarize(
         pick = ONLY if deps is None else deps.choose(tried)
         step = summary_call.next_try(tries, last, failed, pick, deadline - env.monotonic())
         if isinstance(step, summary_call.NoSummary):
-            error = step.error
-            break
+            return "", step.error
         summary_fmt, window = attempter.model_info(model, step.pick.index)
         ask = asks.get(summary_fmt.name)
         if ask is None:
@@ -126,24 +157,7 @@ async def summarize(
             price = attempter.price(model, step.pick.index)
             bill_answer(log, summary_fmt, answer, ask, price, model, recovery=True, window=window)
         text = compaction.summary_text(answer, summary_fmt)
-        if not text:
-            error = "empty_summary"
-            break
-        c = compaction.apply_summary(body, fmt, comp, text)
-        if c is None:
-            events.prompt_too_long_recovery(
-                log, p.model, "summarize", "skipped", summary_model=model
-            )
-            return body
-        p.tried.append("summarize")
-        _applied(c, "applied", p.model, log, events, summary_model=model)
-        return c.body
-    events.prompt_too_long_recovery(
-        log, p.model, "summarize", "failed", summary_model=model, error=error,
-        messages_before=len(fmt.entries(body)),
-        tokens_before=compaction.estimate_tokens(body, fmt),
-    )  # fmt: skip
-    return body
+        return (text, "") if text else ("", "empty_summary")
 
 
 def _summary_request(
@@ -170,7 +184,7 @@ def _summary_request(
     return ask
 
 
-def compact_ahead(req: Request, window: int, log: RequestLog, events: Events) -> Request:
+def compact_ahead(req: Request, window: int, log: RequestLog, events: RecoveryEvents) -> Request:
     """Proactive compaction: shrink a prompt that already exceeds the model's window."""
     comp = req.policy.compaction
     requested = req.fmt.requested_output(req.body) or 0

@@ -21,7 +21,8 @@ from gateway.formats.usage import Usage
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Fallback
 from gateway.recovery.billing import bill_answer
-from gateway.recovery.engine import Attempter, Env, Request, Result, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Attempter, Env, Request, Result
 from gateway.resilience import continuation, followup
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED
@@ -157,22 +158,24 @@ def unreadable(e: Exception) -> Failure:
     )
 
 
-async def follow_stream(side: StreamSide, req: Request, log: RequestLog, env: Env) -> None:
+async def follow_stream(side: StreamSide, req: Request, log: RequestLog, env: Env) -> bool:
     """Relay a stream to its end: segment after segment, each followed by a decision.
+    True when the answer ended whole, False when it ended with the error event.
 
     An upstream event the gateway cannot read where it must (a field of the wrong type)
     ends the stream with the endpoint's error event, never silently: what the client was
     sent is then not known well enough to be resumed."""
     try:
-        await _follow(side, req, log, env)
+        return await _follow(side, req, log, env)
     except UNREADABLE as e:
         f = unreadable(e)
         env.events.stream_interrupted(log, log.answered_by, f, "error_event", reason="unreadable")
         log.error = f"stream interrupted: {f.category.value}"
         await side.fail(f)
+        return False
 
 
-async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> None:
+async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> bool:
     original: Failure | None = None  # the first failure: the one the client is told about
     continuations = resumes = 0
     while True:
@@ -197,7 +200,7 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
             elif d.reason != "complete":  # the usual end is no "no"
                 env.events.not_continued(log, log.answered_by, d.reason, continuations)
             await side.finish(seg)
-            return
+            return True
         original = original or seg.failure
         assert original is not None
         r = followup.after_break(
@@ -223,4 +226,4 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
             )
         log.error = f"stream interrupted: {original.category.value}"
         await side.fail(original)
-        return
+        return False

@@ -18,7 +18,7 @@ from gateway.resilience.backoff import headroom_reset
 from gateway.routing.policyset import Deployed
 
 if TYPE_CHECKING:
-    from gateway.recovery.engine import Attempter, Env, Outcome
+    from gateway.recovery.seams import Attempter, Env, Outcome
 
 ONLY = dep.Pick(0)  # the one deployment of a model that has no other
 

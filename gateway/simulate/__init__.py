@@ -35,7 +35,7 @@ import argparse
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,18 +44,21 @@ import structlog
 
 from gateway.errors import GatewayError, PolicyError
 from gateway.formats import CHAT, Format
+from gateway.observe.events import Events
+from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
-from gateway.policy.schema import Policy
-from gateway.providers import ENDPOINT_OF
+from gateway.policy.schema import Model, Policy
+from gateway.providers import ENDPOINT_OF, Endpoint
 from gateway.recovery.admission import prepare, request_for, resolve
 from gateway.recovery.continuing import continue_answer, follow_stream
-from gateway.recovery.engine import Env, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env
 from gateway.routing.load import load_policy_dir
 from gateway.routing.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.simulate.attempter import (
     Row,
     ScriptedAttempter,
-    TimelineEvents,
+    TimelineRecorder,
     VirtualClock,
     agent_conversation,
 )
@@ -69,6 +72,7 @@ SummaryInfo = Callable[[str], tuple[Format, int | None]]
 
 __all__ = [
     "Row",
+    "Scenario",
     "ScriptedAttempter",
     "Step",
     "VirtualClock",
@@ -79,133 +83,128 @@ __all__ = [
 ]
 
 
+def _no_prefill(model: str) -> bool:
+    return False
+
+
+@dataclass(slots=True)
+class Scenario:
+    """One simulated request: the route it takes, what it asks, the upstream's script,
+    and what the policy set says of the models it may reach.
+
+    ``deployments`` gives a script per deployment name (the others take the shared
+    ``script``); ``deployments_of`` says which deployments a model has (default one);
+    ``client`` is the format of the endpoint called (:mod:`gateway.formats`): an attempt
+    on a model of another format shows as translated; ``context_window`` is the model's
+    (proactive compaction), ``client_timeout`` the client's own timeout header (the
+    deadline), ``summary_info`` the format and window of a model the ``summarize`` step
+    asks (default: chat completions, no window), ``fields`` more fields of the request
+    body (in the client's format), ``prefill_of`` whether a model continues a final
+    assistant message."""
+
+    policy: Policy
+    route_id: str
+    team: str
+    model: str
+    script: str
+    seed: int = 0
+    conversation: str = "short"  # or "agent": a coding agent's transcript
+    _: KW_ONLY
+    stream: bool = False
+    prefill_of: Callable[[str], bool] = _no_prefill
+    deployments: Mapping[str, str] = field(default_factory=dict)
+    deployments_of: DeploymentsOf | None = None
+    client: Format = CHAT
+    context_window: int | None = None
+    client_timeout: float | None = None
+    summary_info: SummaryInfo | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class Simulation:
     timeline: str
-    decisions: list[tuple[str, str]]  # after the first byte (see TimelineEvents)
+    decisions: list[tuple[str, str]]  # after the first byte (see TimelineRecorder)
     attempts: int
     recovery: list[str]
     models: list[str]  # the public model each attempt went to, in order
 
 
-async def run(
-    policy: Policy,
-    route_id: str,
-    team: str,
-    model: str,
-    script: str,
-    seed: int,
-    conversation: str = "short",
-    *,
-    stream: bool = False,
-    prefill_of: Callable[[str], bool] = lambda model: False,
-    deployments: Mapping[str, str] | None = None,
-    deployments_of: DeploymentsOf | None = None,
-    client: Format = CHAT,
-    context_window: int | None = None,
-    client_timeout: float | None = None,
-    summary_info: SummaryInfo | None = None,
-    fields: Mapping[str, Any] | None = None,
-) -> str:
+async def run(scenario: Scenario) -> str:
     """The timeline of one simulated request (see :func:`simulate`)."""
-    sim = await simulate(
-        policy,
-        route_id,
-        team,
-        model,
-        script,
-        seed,
-        conversation,
-        stream=stream,
-        prefill_of=prefill_of,
-        deployments=deployments,
-        deployments_of=deployments_of,
-        client=client,
-        context_window=context_window,
-        client_timeout=client_timeout,
-        summary_info=summary_info,
-        fields=fields,
-    )
-    return sim.timeline
+    return (await simulate(scenario)).timeline
 
 
-async def simulate(
-    policy: Policy,
-    route_id: str,
-    team: str,
-    model: str,
-    script: str,
-    seed: int,
-    conversation: str = "short",
-    *,
-    stream: bool = False,
-    prefill_of: Callable[[str], bool] = lambda model: False,
-    deployments: Mapping[str, str] | None = None,
-    deployments_of: DeploymentsOf | None = None,
-    client: Format = CHAT,
-    context_window: int | None = None,
-    client_timeout: float | None = None,
-    summary_info: SummaryInfo | None = None,
-    fields: Mapping[str, Any] | None = None,
-) -> Simulation:
+async def simulate(s: Scenario) -> Simulation:
     """Run the script through the real loops: ``recover`` before the first byte, then
     ``continue_answer`` (JSON) or ``follow_stream`` (a stream) after it.
 
-    ``deployments`` gives a script per deployment name (the others take the shared
-    ``script``); ``deployments_of`` says which deployments a model has (default one);
-    ``client`` is the format of the endpoint called (:mod:`gateway.formats`): an attempt
-    on a model of another format shows as translated;
-    ``context_window`` is the model's (proactive compaction), ``client_timeout`` the
-    client's own timeout header (the deadline), ``summary_info`` the format and window
-    of a model the ``summarize`` step asks (default: chat completions, no window),
-    ``fields`` more fields of the request body (in the client's format).
-    Before the first attempt the request goes through :mod:`gateway.recovery.admission` as a
-    live one does."""
-    steps = parse_script(script)
-    own = {name: parse_script(text) for name, text in (deployments or {}).items()}
+    The loops get simulate's side through their declared seams
+    (:mod:`gateway.recovery.seams`): the scripted attempter, the virtual clock, a seeded
+    random and the timeline recorder as the Env's events. Before the first attempt the
+    request goes through :mod:`gateway.recovery.admission` as a live one does."""
     clock = VirtualClock()
-    attempter = ScriptedAttempter(
-        steps,
-        policy,
-        clock,
-        per_deployment=own,
-        deployments_of=deployments_of,
-        client=client,
-        summary_info=summary_info,
-    )
-    every = [*steps, *(s for script in own.values() for s in script)]
-    attempter.stream = stream or any(s.fault in STREAM_FAULTS for s in every)
-    events = TimelineEvents(attempter)
-    env = Env(MemoryState(), events, clock.monotonic, clock.wall, random.Random(seed))
-    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "simulated"}]}
-    if conversation == "agent":
-        body = agent_conversation(model)
-    if client is not CHAT:  # the same conversation as the client's endpoint would carry it
-        body, _ = convert.request(body, CHAT, client, max_output_tokens=None)
-        body["model"] = model
-    body.update(fields or {})
-    if attempter.stream:
-        body["stream"] = True
+    attempter = _attempter(s, clock)
+    events = TimelineRecorder(attempter, Events(Metrics()))
+    env = Env(MemoryState(), events, clock.monotonic, clock.wall, random.Random(s.seed))
     log = RequestLog("simulated", 0.0)
-    log.team, log.route, log.model = team, route_id, model
-    headers = {} if client_timeout is None else {"x-gateway-timeout": str(client_timeout)}
-    route = ResolvedRoute(route_id, team, policy)
-    req = request_for(client, body, route, context_window, clock.now, headers)
+    log.team, log.route, log.model = s.team, s.route_id, s.model
+    headers = {} if s.client_timeout is None else {"x-gateway-timeout": str(s.client_timeout)}
+    route = ResolvedRoute(s.route_id, s.team, s.policy)
+    body = _body(s, attempter.stream)
+    req = request_for(s.client, body, route, s.context_window, clock.now, headers)
     req = await prepare(req, log, env)
     result = await recover(req, log, env, attempter)
     out = result.outcome
-    if out.failure is None and attempter.stream:
-        side = ScriptedStream(attempter, req, log, env, out.stream, prefill_of)
-        await follow_stream(side, req, log, env)
-    elif out.failure is None:
+    ok = out.failure is None
+    if ok and attempter.stream:
+        model = result.progress.model
+        side = ScriptedStream(attempter, req, log, env, out.stream, model, s.prefill_of)
+        ok = await follow_stream(side, req, log, env)
+    elif ok:
         first = out.json()
         if first is not None:
-            prefill = prefill_of(result.progress.model)
+            prefill = s.prefill_of(result.progress.model)
             await continue_answer(attempter, req, result, first, log, env, prefill=prefill)
-    ok = out.failure is None and log.error is None
     timeline = render(attempter.rows, clock.now, ok)
     models = [r.asked for r in attempter.rows if r.attempt is not None]
     return Simulation(timeline, events.decisions, log.attempts, list(log.recovery), models)
+
+
+def _attempter(s: Scenario, clock: VirtualClock) -> ScriptedAttempter:
+    """The scripted upstream of ``s``; streaming when asked, or when a step is a stream's
+    fault."""
+    steps = parse_script(s.script)
+    own = {name: parse_script(text) for name, text in s.deployments.items()}
+    attempter = ScriptedAttempter(
+        steps,
+        s.policy,
+        clock,
+        per_deployment=own,
+        deployments_of=s.deployments_of,
+        client=s.client,
+        summary_info=s.summary_info,
+    )
+    every = [*steps, *(step for script in own.values() for step in script)]
+    attempter.stream = s.stream or any(step.fault in STREAM_FAULTS for step in every)
+    return attempter
+
+
+def _body(s: Scenario, stream: bool) -> dict[str, Any]:
+    """The simulated request's body, in the client's format."""
+    body: dict[str, Any] = {
+        "model": s.model,
+        "messages": [{"role": "user", "content": "simulated"}],
+    }
+    if s.conversation == "agent":
+        body = agent_conversation(s.model)
+    if s.client is not CHAT:  # the same conversation as the client's endpoint would carry it
+        body, _ = convert.request(body, CHAT, s.client, max_output_tokens=None)
+        body["model"] = s.model
+    body.update(s.fields)
+    if stream:
+        body["stream"] = True
+    return body
 
 
 def render(rows: Sequence[Row], total: float, ok: bool) -> str:
@@ -242,6 +241,50 @@ def main(args: argparse.Namespace) -> int:
     except PolicyError as e:
         print(str(e), file=sys.stderr)
         return 1
+    found = _resolve(policies, args)
+    if isinstance(found, int):
+        return found
+    spec, route, endpoint = found
+    own = _pairs(args.deployment, "--deployment", "write NAME=SCRIPT", str, named=False)
+    if own is None:
+        return 2
+    fields = _pairs(args.field, "--field", "write NAME=JSON, e.g. temperature=1.5", orjson.loads)
+    if fields is None:
+        return 2
+    known = {d.name for deps in policies.deployments.values() for d in deps}
+    if unknown := sorted(set(own) - known):
+        print(
+            f"unknown deployment {unknown[0]!r}; deployments: {', '.join(sorted(known))}",
+            file=sys.stderr,
+        )
+        return 2
+    scenario = Scenario(
+        route.policy, route.id, args.team, args.model, args.script, args.seed, args.conversation,
+        stream=args.stream,
+        prefill_of=lambda m: policies.models[m].prefill,
+        deployments=own,
+        deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
+        client=endpoint.fmt if endpoint.continuable else CHAT,
+        context_window=spec.context_window,
+        client_timeout=args.timeout,
+        summary_info=lambda m: _summary_info(policies, m),
+        fields=fields,
+    )  # fmt: skip
+    try:
+        text = asyncio.run(run(scenario))
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    print(f"team={args.team} route={route.id} policy={route.policy_name} model={args.model}")
+    print(text)
+    return 0
+
+
+def _resolve(
+    policies: PolicySet, args: argparse.Namespace
+) -> tuple[Model, ResolvedRoute, Endpoint] | int:
+    """The model, route and endpoint the command line names, checked as the live handler
+    checks them (with its messages); else the exit status, the reason printed."""
     if args.team not in policies.teams:
         print(f"unknown team {args.team!r}; teams: {', '.join(policies.teams)}", file=sys.stderr)
         return 1
@@ -259,55 +302,28 @@ def main(args: argparse.Namespace) -> int:
         hint = f"; team {args.team!r} may use: {', '.join(policies.team_models(args.team))}"
         print(f"{e.status}: {e.message}{hint}", file=sys.stderr)
         return 1
-    client = endpoint.fmt if endpoint.continuable else CHAT
-    own: dict[str, str] = {}
-    for given in args.deployment or ():
-        name, sep, text = given.partition("=")
-        if not sep:
-            print(f"--deployment {given!r}: write NAME=SCRIPT", file=sys.stderr)
-            return 2
-        own[name] = text
-    fields: dict[str, Any] = {}
-    for given in args.field or ():
-        name, sep, text = given.partition("=")
+    return spec, route, endpoint
+
+
+def _pairs(
+    given: Sequence[str] | None,
+    option: str,
+    hint: str,
+    value: Callable[[str], Any],
+    *,
+    named: bool = True,
+) -> dict[str, Any] | None:
+    """``NAME=VALUE`` options as a dict, each value read by ``value``; None (the problem
+    printed) when one is not of that form (``named``: with a name) or its value does not
+    read."""
+    pairs: dict[str, Any] = {}
+    for text in given or ():
+        name, sep, raw = text.partition("=")
         try:
-            fields[name] = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            pairs[name] = value(raw)
+        except ValueError:  # orjson's JSONDecodeError is one
             sep = ""
-        if not sep or not name:
-            print(f"--field {given!r}: write NAME=JSON, e.g. temperature=1.5", file=sys.stderr)
-            return 2
-    known = {d.name for deps in policies.deployments.values() for d in deps}
-    if unknown := sorted(set(own) - known):
-        print(
-            f"unknown deployment {unknown[0]!r}; deployments: {', '.join(sorted(known))}",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        text = asyncio.run(
-            run(
-                route.policy,
-                route.id,
-                args.team,
-                args.model,
-                args.script,
-                args.seed,
-                args.conversation,
-                stream=args.stream,
-                prefill_of=lambda m: policies.models[m].prefill,
-                deployments=own,
-                deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
-                client=client,
-                context_window=spec.context_window,
-                client_timeout=args.timeout,
-                summary_info=lambda m: _summary_info(policies, m),
-                fields=fields,
-            )
-        )
-    except ValueError as e:
-        print(str(e), file=sys.stderr)
-        return 2
-    print(f"team={args.team} route={route.id} policy={route.policy_name} model={args.model}")
-    print(text)
-    return 0
+        if not sep or (named and not name):
+            print(f"{option} {text!r}: {hint}", file=sys.stderr)
+            return None
+    return pairs

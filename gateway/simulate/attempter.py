@@ -12,15 +12,14 @@ import orjson
 from gateway.errors import Category, GatewayError
 from gateway.formats import CHAT, Format
 from gateway.money.pricing import Price
-from gateway.observe.events import Events
-from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
 from gateway.providers import endpoint_of
 from gateway.recovery.admission import past_deadline, untranslatable
-from gateway.recovery.engine import Outcome
+from gateway.recovery.seams import Outcome, RecoveryEvents
 from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT, Progress, Retry
+from gateway.resilience.deployments import Transition
 from gateway.resilience.failure import Failure
 from gateway.routing.policyset import Deployed
 from gateway.simulate.script import Step, json_answer
@@ -242,29 +241,31 @@ class ScriptedAttempter:
         return Outcome(f, step.status, step.body)
 
 
-#: How the timeline names a body format.
+class TimelineRecorder:
+    """Simulate's side of the loops' :class:`~gateway.recovery.seams.RecoveryEvents`:
+    each event goes to ``live`` (the gateway's emitter: the same log lines and metrics as
+    a live request's), then what the timeline shows of it is noted on its row. It wraps the
+    live emitter and is passed where the live path passes it (``Env.events``): the live
+    path's own events never pass through here."""
 
-
-class TimelineEvents(Events):
-    """The real events, and each compaction step noted on the timeline."""
-
-    def __init__(self, attempter: ScriptedAttempter) -> None:
-        super().__init__(Metrics())
+    def __init__(self, attempter: ScriptedAttempter, live: RecoveryEvents) -> None:
         self.attempter = attempter
+        self.live = live
         #: What was decided after the first byte, in order: (continue, n), (resume, ""),
         #: (error_event, reason), (not_continued, reason); a test compares it with the
         #: live path's events.
         self.decisions: list[tuple[str, str]] = []
 
+    # ---- noted on the timeline ----------------------------------------------------
     def prompt_too_long_recovery(
         self, r: RequestLog, model: str, strategy: str, outcome: str, **sizes: Any
     ) -> None:
-        super().prompt_too_long_recovery(r, model, strategy, outcome, **sizes)
+        self.live.prompt_too_long_recovery(r, model, strategy, outcome, **sizes)
         self.attempter.note(strategy, outcome, sizes)
 
     def output_continuation(self, r: RequestLog, model: str, n: int) -> None:
         """Noted on the part that was cut (the answer before the continuation's)."""
-        super().output_continuation(r, model, n)
+        self.live.output_continuation(r, model, n)
         self.decisions.append(("continue", str(n)))
         rows = self.attempter.answered
         if len(rows) >= 2:
@@ -272,14 +273,14 @@ class TimelineEvents(Events):
 
     def gave_up(self, r: RequestLog, model: str, reason: str, f: Failure) -> None:
         """Noted on the attempt it ends."""
-        super().gave_up(r, model, reason, f)
+        self.live.gave_up(r, model, reason, f)
         row = self.attempter.last
         if row is not None:
             row.action = join_action(row.action, f"give up ({reason})")
 
     def not_continued(self, r: RequestLog, model: str, reason: str, n: int) -> None:
         """Noted on the part that ends the answer, as the live path logs it."""
-        super().not_continued(r, model, reason, n)
+        self.live.not_continued(r, model, reason, n)
         self.decisions.append(("not_continued", reason))
         rows = self.attempter.answered
         if rows:
@@ -288,11 +289,58 @@ class TimelineEvents(Events):
     def stream_interrupted(
         self, r: RequestLog, model: str, f: Failure, action: str, *, reason: str = ""
     ) -> None:
-        super().stream_interrupted(r, model, f, action, reason=reason)
+        self.live.stream_interrupted(r, model, f, action, reason=reason)
         self.decisions.append((action, reason))
         row = self.attempter.last
         if row is not None:
             row.action = "resume" if action == "resume" else f"stop ({reason})"
+
+    # ---- shown by the attempter's own rows: only emitted --------------------------
+    def api_retry(
+        self,
+        r: RequestLog,
+        model: str,
+        attempt: int,
+        max_retries: int,
+        wait: float,
+        f: Failure,
+        *,
+        reason: str | None = None,
+    ) -> None:
+        self.live.api_retry(r, model, attempt, max_retries, wait, f, reason=reason)
+
+    def turn_retry(self, r: RequestLog, model: str, wait: float, f: Failure) -> None:
+        self.live.turn_retry(r, model, wait, f)
+
+    def retry_budget_exhausted(self, r: RequestLog, model: str, f: Failure) -> None:
+        self.live.retry_budget_exhausted(r, model, f)
+
+    def fallback(self, r: RequestLog, from_model: str, to_model: str, reason: str) -> None:
+        self.live.fallback(r, from_model, to_model, reason)
+
+    def fallback_model_activated(
+        self,
+        team: str,
+        model: str,
+        fallback_model: str,
+        reason: str,
+        r: RequestLog | None = None,
+    ) -> None:
+        self.live.fallback_model_activated(team, model, fallback_model, reason, r)
+
+    def fallback_model_recovered(self, team: str, model: str) -> None:
+        self.live.fallback_model_recovered(team, model)
+
+    def deployment_attempt(self, model: str, deployment: str, f: Failure | None) -> None:
+        self.live.deployment_attempt(model, deployment, f)
+
+    def deployment_changed(
+        self, team: str, model: str, deployment: str, t: Transition, r: RequestLog | None = None
+    ) -> None:
+        self.live.deployment_changed(team, model, deployment, t, r)
+
+    def stream_event_dropped(self, r: RequestLog, model: str, count: int = 1) -> None:
+        self.live.stream_event_dropped(r, model, count)
 
 
 def join_action(a: str, b: str) -> str:

@@ -28,7 +28,8 @@ from gateway.errors import Category
 from gateway.observe.request_log import RequestLog
 from gateway.providers import endpoint_of
 from gateway.recovery.continuing import Segment, same_model
-from gateway.recovery.engine import Env, Request, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env, Request
 from gateway.resilience import followup
 from gateway.resilience.failure import Failure
 from gateway.resilience.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
@@ -54,10 +55,14 @@ class ScriptedStream:
         log: RequestLog,
         env: Env,
         first: Step,
+        model: str,
         prefill_of: Callable[[str], bool],
     ) -> None:
         self.att, self.req, self.log, self.env = att, req, log, env
         self.step = first
+        #: The model whose answer is relayed: the one that answered the last request
+        #: this stream opened (as the engine's result says, never read back from the log).
+        self.model = model
         self.row: Row | None = att.last
         self.sent = 0  # characters of the answer the client has
         self.base = 0  # where the current stream starts in the answer
@@ -67,9 +72,6 @@ class ScriptedStream:
         self.tracked = followup.tracks_answer(
             req.body, req.fmt, policy.output_recovery, policy.stream
         )
-
-    def _model(self) -> str:
-        return self.log.answered_by or self.req.model
 
     async def pump(self) -> Segment:
         step, row = self.step, self.row
@@ -132,10 +134,11 @@ class ScriptedStream:
         return self.tracked
 
     def prefill(self) -> bool:
-        return self.prefill_of(self._model())
+        return self.prefill_of(self.model)
 
     async def _open(self, sub: Request, base: int) -> bool:
         result = await recover(sub, self.log, self.env, self.att)
+        self.model = result.progress.model  # the model it answered or gave up on
         step = result.outcome.stream
         if result.outcome.failure is not None or step is None:
             return False
@@ -144,13 +147,13 @@ class ScriptedStream:
 
     async def open_continuation(self) -> bool:
         follow: dict[str, Any] = {**self.req.body, "continue_after_chars": self.sent}
-        return await self._open(same_model(self.req, self._model(), follow), self.sent)
+        return await self._open(same_model(self.req, self.model, follow), self.sent)
 
     async def open_resume(self, modes: tuple[str, ...]) -> bool:
         for mode in modes:
             if mode == followup.PREFILL:  # as the relay does: the same request, the text as prefill
                 body = {**self.req.body, "prefill_chars": self.sent}
-                if await self._open(replace(self.req, body=body, model=self._model()), self.sent):
+                if await self._open(replace(self.req, body=body, model=self.model), self.sent):
                     return True
             elif await self._open(self.req, 0):
                 return True

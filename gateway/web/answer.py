@@ -25,7 +25,8 @@ from gateway.observe.tracing import finish_reasons
 from gateway.providers import Endpoint
 from gateway.recovery.billing import bill_answer, checked
 from gateway.recovery.continuing import continue_answer
-from gateway.recovery.engine import Env, Request, Result, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env, Request, Result
 from gateway.resilience.conversation import text_size, tokens_for
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure

@@ -28,7 +28,7 @@ from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.policy.schema import Budget
 from gateway.providers import Endpoint, Wiring, wiring_of
-from gateway.recovery.engine import Env
+from gateway.recovery.seams import Env
 from gateway.routing.load import load_policy_dir
 from gateway.routing.policyset import PolicySet
 from gateway.settings import GatewaySettings

@@ -23,7 +23,7 @@ from gateway.recovery.admission import (
     resolve,
     within_budget,
 )
-from gateway.recovery.engine import Request
+from gateway.recovery.seams import Request
 from gateway.routing.policyset import PolicySet
 from gateway.settings import RequestLimits
 from gateway.upstream.deadlines import Limit

@@ -26,7 +26,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from gateway.routing.policyset import hash_key
-from gateway.simulate import run
+from gateway.simulate import Scenario, run
 from gateway.testing import Error, FakeProvider, SlowFirstByte, Success
 from tests.harness import CLIENT_KEY, FAST_POLICY, Harness
 from tests.waiting import eventually
@@ -394,11 +394,11 @@ async def test_simulate_goes_to_the_same_deployments_as_the_live_path(
     policies = gw.gateway.policies
     route = policies.route("team-a", "gpt-dep", "/v1/chat/completions")
     assert route is not None
-    timeline = await run(
+    timeline = await run(Scenario(
         route.policy, route.id, "team-a", "gpt-dep", "200", 0,
         deployments={"keys#1": "429:ra=30", "keys#2": "500,200"},
         deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
-    )  # fmt: skip
+    ))  # fmt: skip
     rows = [line.split()[2] for line in timeline.splitlines()[1:-1]]
     assert rows == ["gpt-dep@keys#1", "gpt-dep@keys#2", "gpt-dep@keys#2"]
     assert "retry on another deployment at once" in timeline

@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from gateway.formats import MESSAGES
 from gateway.policy.schema import Policy
-from gateway.simulate import run, simulate
+from gateway.simulate import Scenario, run, simulate
 from gateway.testing import Error, FakeProvider
 from tests.harness import Harness
 
@@ -28,7 +28,9 @@ async def test_simulate_matches_live_gateway(make_gateway, fake: FakeProvider) -
     """The same script gives the same attempts, categories and waits, simulated and live."""
     gw: Harness = await make_gateway(policy=NO_JITTER)
     route = gw.gateway.policies.route("team-a", "gpt-test", "/v1/chat/completions")
-    timeline = await run(route.policy, route.id, "team-a", "gpt-test", "429:ms=200,500,500,200", 0)
+    timeline = await run(
+        Scenario(route.policy, route.id, "team-a", "gpt-test", "429:ms=200,500,500,200", 0)
+    )
     simulated = [float(w) for w in re.findall(r"retry in ([\d.]+)s", timeline)]
     assert "answered after 4 attempt(s)" in timeline
 
@@ -77,7 +79,7 @@ SUMMARIZE = Policy.model_validate(
 
 async def test_simulate_shows_the_summary_call() -> None:
     """The summary call takes a script item and shows as a '-' row under its attempt."""
-    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent")
+    timeline = await run(Scenario(SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent"))
     lines = timeline.splitlines()
     assert "big" in lines[1] and "summarize (19->10 messages" in lines[1]
     assert lines[2].split()[:4] == ["-", "0.00", "small", "summary"]
@@ -88,19 +90,19 @@ async def test_simulate_shows_the_summary_call() -> None:
 async def test_simulate_summary_failures() -> None:
     """Two 500s fail the step (drop_middle next); an auth error is not retried; a timeout
     uses the summary's deadline, never past the request's (timeouts.total 10s < 30s)."""
-    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},500,500", 0, "agent")
+    timeline = await run(Scenario(SUMMARIZE, "r", "t", "big", f"{PTL},500,500", 0, "agent"))
     assert "summarize failed (server_error); drop_middle (19->10" in timeline
     assert timeline.count("summary 500 server_error") == 2
-    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},401", 0, "agent")
+    timeline = await run(Scenario(SUMMARIZE, "r", "t", "big", f"{PTL},401", 0, "agent"))
     assert timeline.count("summary 401") == 1 and "summarize failed (auth)" in timeline
-    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},timeout", 0, "agent")
+    timeline = await run(Scenario(SUMMARIZE, "r", "t", "big", f"{PTL},timeout", 0, "agent"))
     assert "summarize failed (timeout)" in timeline
     assert timeline.splitlines()[-2].split()[:2] == ["2", "10.00"]
 
 
 async def test_simulate_short_conversation_skips_summarize() -> None:
     """One short message has no middle: no summary call, nothing shown."""
-    timeline = await run(SUMMARIZE, "r", "t", "big", f"{PTL},200", 0)
+    timeline = await run(Scenario(SUMMARIZE, "r", "t", "big", f"{PTL},200", 0))
     assert "summary" not in timeline and "give up (prompt_too_long)" in timeline
 
 
@@ -114,7 +116,7 @@ async def test_simulate_counts_the_request_in_the_retry_budget(
     }
     gw: Harness = await make_gateway(policy=policy)
     route = gw.gateway.policies.route("team-a", "gpt-test", "/v1/chat/completions")
-    timeline = await run(route.policy, route.id, "team-a", "gpt-test", "500,200", 0)
+    timeline = await run(Scenario(route.policy, route.id, "team-a", "gpt-test", "500,200", 0))
     fake.script("fake-model", [Error.openai_server(500)])
     answer = await gw.async_openai().chat.completions.create(
         model="gpt-test", messages=[{"role": "user", "content": "hi"}]
@@ -127,9 +129,9 @@ async def test_simulate_counts_the_request_in_the_retry_budget(
 async def test_simulate_client_timeout_shortens_the_deadline() -> None:
     """A client timeout of 1 s stops the retries that would pass it, as the live deadline does."""
     script = "500,500,500,500,500"
-    timeline = await run(Policy(), "r", "t", "big", script, 0, client_timeout=1.0)
+    timeline = await run(Scenario(Policy(), "r", "t", "big", script, 0, client_timeout=1.0))
     assert "give up (deadline)" in timeline
-    assert "give up (deadline)" not in await run(Policy(), "r", "t", "big", script, 0)
+    assert "give up (deadline)" not in await run(Scenario(Policy(), "r", "t", "big", script, 0))
 
 
 async def test_simulate_compacts_ahead_as_the_handler_does() -> None:
@@ -137,10 +139,10 @@ async def test_simulate_compacts_ahead_as_the_handler_does() -> None:
     policy = Policy.model_validate(
         {"compaction": {"proactive": True, "strategies": ["snip_tool_results"]}}
     )
-    timeline = await run(policy, "r", "t", "big", "200", 0, "agent", context_window=8000)
+    timeline = await run(Scenario(policy, "r", "t", "big", "200", 0, "agent", context_window=8000))
     first = timeline.splitlines()[1]
     assert first.split()[:2] == ["-", "0.00"] and "snip_tool_results ahead (19->19" in first
-    assert "ahead" not in await run(policy, "r", "t", "big", "200", 0, "agent")
+    assert "ahead" not in await run(Scenario(policy, "r", "t", "big", "200", 0, "agent"))
 
 
 async def test_simulate_stream_silent_past_the_deadline_is_not_resumed() -> None:
@@ -150,15 +152,17 @@ async def test_simulate_stream_silent_past_the_deadline_is_not_resumed() -> None
         {"stream": {"on_midstream_failure": "continue"},
          "timeouts": {"total": "5s", "stream_idle": "10s"}}
     )  # fmt: skip
-    sim = await simulate(policy, "r", "t", "big", "200:stall@40,200", 0)
+    sim = await simulate(Scenario(policy, "r", "t", "big", "200:stall@40,200", 0))
     assert sim.decisions == [("error_event", "deadline")]
     assert "silence to the deadline" in sim.timeline and "in 5.00s" in sim.timeline
-    sim = await simulate(policy, "r", "t", "big", "200:stall@40,200", 0, client_timeout=60)
+    sim = await simulate(
+        Scenario(policy, "r", "t", "big", "200:stall@40,200", 0, client_timeout=60)
+    )
     assert sim.decisions == [("error_event", "deadline")]  # the policy's total still holds
     longer = policy.model_copy(
         update={"timeouts": policy.timeouts.model_copy(update={"total": 60.0})}
     )
-    sim = await simulate(longer, "r", "t", "big", "200:stall@40,200", 0)
+    sim = await simulate(Scenario(longer, "r", "t", "big", "200:stall@40,200", 0))
     assert sim.decisions == [("resume", "")]
 
 
@@ -166,7 +170,9 @@ async def test_simulate_asks_the_summary_model_in_its_own_format() -> None:
     """A summary model behind an Anthropic provider is asked, and answers, in Messages."""
     info = {"small": (MESSAGES, 200_000)}
     timeline = await run(
-        SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent", summary_info=info.__getitem__
+        Scenario(
+            SUMMARIZE, "r", "t", "big", f"{PTL},200,200", 0, "agent", summary_info=info.__getitem__
+        )
     )
     assert "summarize (19->10 messages" in timeline and "summarize failed" not in timeline
 
@@ -191,11 +197,11 @@ async def test_simulate_refused_translation_moves_along_the_chain(
     assert live == [("claude-test", "gpt-backup", "untranslatable")]
     assert [r.model for r in fake.requests] == ["gpt-backup"]
     with capture_logs() as events:
-        timeline = await run(
+        timeline = await run(Scenario(
             route.policy, route.id, "team-a", "claude-test", "200", 0,
             deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
             fields={"temperature": 1.5},
-        )  # fmt: skip
+        ))  # fmt: skip
     simulated = [
         (e["model"], e["fallback_model"], e["reason"])
         for e in events

@@ -13,7 +13,7 @@ import openai
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.simulate import simulate
+from gateway.simulate import Scenario, simulate
 from gateway.testing import CutAfter, Error, FakeProvider, Success
 from tests.harness import Harness
 
@@ -54,7 +54,9 @@ async def live(gw: Harness, stream: bool) -> tuple[list[tuple[str, str]], str]:
 async def simulated(gw: Harness, script: str, stream: bool) -> tuple[list[tuple[str, str]], str]:
     route = gw.gateway.policies.route("team-a", "gpt-test", "/v1/chat/completions")
     assert route is not None
-    sim = await simulate(route.policy, route.id, "team-a", "gpt-test", script, 0, stream=stream)
+    sim = await simulate(
+        Scenario(route.policy, route.id, "team-a", "gpt-test", script, 0, stream=stream)
+    )
     return sim.decisions, f"{sim.attempts} {','.join(sim.recovery) or None}"
 
 
@@ -156,5 +158,5 @@ async def test_every_stop_is_an_event_and_a_counted_reason(
     assert gw.metric(stops, decision="give_up", reason="not_retryable") == 1
     route = gw.gateway.policies.route("team-a", "gpt-test", "/v1/chat/completions")
     assert route is not None
-    sim = await simulate(route.policy, route.id, "team-a", "gpt-test", "400", 0)
+    sim = await simulate(Scenario(route.policy, route.id, "team-a", "gpt-test", "400", 0))
     assert sim.timeline.splitlines()[1].endswith("give up (not_retryable)")

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from gateway.simulate import simulate
+from gateway.simulate import Scenario, simulate
 from gateway.testing import CutAfter, Error, ErrorEventAfter, FakeProvider, Success
 from tests.harness import Harness, policy_files, write_policies
 
@@ -185,7 +185,9 @@ async def test_simulate_and_the_live_gateway_agree(
 
     with capture_logs() as events:
         sim = await simulate(
-            route.policy, route.id, "team-a", "gpt-test", ",".join(script), 0, stream=stream
+            Scenario(
+                route.policy, route.id, "team-a", "gpt-test", ",".join(script), 0, stream=stream
+            )
         )
     sim_models = [UPSTREAM_NAME[m] for m in sim.models]
     sim_answered = sim.timeline.splitlines()[-1].startswith("answered")

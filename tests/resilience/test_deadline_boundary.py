@@ -23,7 +23,8 @@ from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
 from gateway.recovery.admission import past_deadline
-from gateway.recovery.engine import Env, Outcome, Request, recover
+from gateway.recovery.engine import recover
+from gateway.recovery.seams import Env, Outcome, Request
 from gateway.resilience.decide import (
     GiveUp,
     Progress,
@@ -35,7 +36,7 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.failure import Failure
 from gateway.routing.policyset import Deployed
-from gateway.simulate import VirtualClock, simulate
+from gateway.simulate import Scenario, VirtualClock, simulate
 from gateway.state.memory import MemoryState
 
 TOTAL = 30.0
@@ -175,7 +176,7 @@ async def test_simulate_falls_back_when_the_hint_is_the_time_left() -> None:
     """``simulate`` on a 30 s deadline, a 429 with Retry-After 30 and a fallback: the
     fallback answers at once (it used to wait 30 s, then find no time for either model)."""
     policy = NO_JITTER.model_validate({**NO_JITTER.model_dump(), "fallback": {"chain": ["b"]}})
-    sim = await simulate(policy, "r", "t", "a", "429:ra=30,500,500,200", 0)
+    sim = await simulate(Scenario(policy, "r", "t", "a", "429:ra=30,500,500,200", 0))
     assert "retry in 30.00s" not in sim.timeline
     assert "deadline_passed" not in sim.timeline
     assert "fallback -> b" in sim.timeline

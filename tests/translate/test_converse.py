@@ -841,11 +841,11 @@ async def test_simulate_summarises_on_a_converse_model_for_every_client(client: 
         {"compaction": {"strategies": ["summarize"]}, "timeouts": {"total": "10s"}}
     )
     nova = Deployed("bedrock-us", "bedrock-us", None, "amazon.nova-pro-v1:0", fmts=(CONVERSE,))
-    timeline = await simulate.run(
+    timeline = await simulate.run(simulate.Scenario(
         policy, "r", "t", "nova", "400:code=context_length_exceeded,200,200", 0, "agent",
         client=CLIENTS[client], summary_info=lambda model: (CONVERSE, None),
         deployments_of=lambda model: ((nova,), "ordered"),
-    )  # fmt: skip
+    ))  # fmt: skip
     assert f"nova ({CLIENTS[client].name}->converse)" in timeline
     assert "summary ok" in timeline and "answered after 2 attempt(s)" in timeline
     assert "summarize failed" not in timeline

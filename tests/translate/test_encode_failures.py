@@ -9,7 +9,7 @@ import pytest
 from gateway.errors import GatewayError
 from gateway.formats import CHAT
 from gateway.policy.schema import Policy
-from gateway.recovery.engine import Request
+from gateway.recovery.seams import Request
 from gateway.translate.ir import Dropped, ToolCall
 from gateway.translate.requests.common import ARGUMENTS_DEPTH, call_input
 
