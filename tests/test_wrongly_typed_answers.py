@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.formats import sse
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.transcript import Transcript, partial_response
 from gateway.formats.usage import Usage
-from gateway.providers import Endpoint
 from gateway.resilience import continuation
 from gateway.testing import shapes
 from gateway.translate import usage as tusage

@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category, GatewayError, bad_request
+from gateway.formats.endpoints import Endpoint
 from gateway.money.budgets import iso
-from gateway.providers import Endpoint, serves
+from gateway.providers import serves
 from gateway.recovery.compacting import compact_ahead
 from gateway.recovery.engine import Request
 from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE

@@ -44,9 +44,9 @@ import structlog
 
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, Format
+from gateway.formats.endpoints import ENDPOINT_OF
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
-from gateway.providers import ENDPOINT_OF
 from gateway.recovery.admission import prepare, request_for, resolve
 from gateway.recovery.continuing import continue_answer, follow_stream
 from gateway.recovery.engine import Env, recover
