@@ -179,7 +179,7 @@ class Gateway:
     async def ensure_sim(self) -> str:
         """Start the built-in sim provider on first use (also when a reload adds one)."""
         if self._sim is None:
-            from gateway.providers.sim import SimProvider
+            from gateway.testing.sim import SimProvider
 
             sim = SimProvider()
             await sim.start()

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gateway.observe.metrics import Metrics
-from gateway.providers.sim import SimProvider
 from gateway.settings import GatewaySettings
+from gateway.testing.sim import SimProvider
 from gateway.web.app import create_app
 from gateway.web.gateway import Gateway
 
