@@ -263,10 +263,12 @@ ARCHITECTURE = GATEWAY.parent / "docs" / "architecture.md"
 KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"gateway.recovery.engine", "gateway.recovery.compacting",
                "gateway.recovery.deployment_choice"}):
-        "the engine's loop and the compacting and deployment steps it calls share the"
-        " request's types (Request, Env) defined in the engine; to be split",
+        "the compacting and deployment steps name the engine's types (Attempter, Env,"
+        " Request, Outcome) under TYPE_CHECKING, and the engine calls them; the types are"
+        " to be split from the loop",
     frozenset({"gateway.live.attempter", "gateway.live.stream_head"}):
-        "the attempter and the stream head share the attempt's types; to be split",
+        "the stream head names the attempter's Crossing under TYPE_CHECKING, and the"
+        " attempter calls it; Crossing is to be split from the attempter",
 }  # fmt: skip
 
 

@@ -25,9 +25,6 @@ from gateway.web.policy_env import policy_dir_of
 
 log = structlog.get_logger("gateway")
 
-#: What every gateway serves: the routes of its ports and the policy file watcher.
-SERVING = Serving(routes.make_handler, routes.ROUTES, routes.METRICS, reload.watch)
-
 
 def create_app(
     settings: GatewaySettings | None = None,
@@ -40,7 +37,8 @@ def create_app(
     settings = settings or GatewaySettings()
     if policies is None:
         policies = load_policy_dir(policy_dir_of(settings))
-    return Gateway(settings, policies, metrics or Metrics(), SERVING)
+    serving = Serving(routes.make_handler, routes.ROUTES, routes.METRICS, reload.watch)
+    return Gateway(settings, policies, metrics or Metrics(), serving)
 
 
 def serve(settings: GatewaySettings) -> int:
