@@ -22,7 +22,6 @@ from gateway.formats.event_kinds import ERROR as ERROR
 from gateway.formats.event_kinds import FINAL as FINAL
 from gateway.formats.event_kinds import MALFORMED as MALFORMED
 from gateway.formats.event_kinds import Kind as Kind
-from gateway.formats.parts import token_count as token_count
 
 if TYPE_CHECKING:
     from gateway.formats.usage import Usage
@@ -300,7 +299,8 @@ def usage_of(obj: Any, endpoint: EventEndpoint, so_far: Usage | None = None) -> 
     (:meth:`~gateway.formats.Format.event_usage`; ``so_far``: what its earlier events
     reported). Counts are the stream's so far (an Anthropic ``message_delta`` repeats the
     input tokens of ``message_start``, or brings them when they were not known then). A
-    count that is not one (:func:`token_count`) is 0; usage of the wrong shape is none."""
+    count that is not one (:func:`~gateway.formats.usage.token_count`) is 0; usage of the
+    wrong shape is none."""
     if not isinstance(obj, dict):
         return None
     try:
