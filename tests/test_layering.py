@@ -285,7 +285,7 @@ def module_names(root: Path) -> dict[str, Path]:
 def import_graph(root: Path) -> dict[str, set[str]]:
     """Each module of the package at ``root`` -> the modules of it that it imports, every
     import counted (top level, in a function, under ``TYPE_CHECKING``). ``from p import x``
-    is the module ``p.x`` when there is one, else ``p``."""
+    imports the module ``p.x`` when there is one, else ``p`` (where ``x`` is defined)."""
     modules = module_names(root)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -299,8 +299,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                 if node.level:
                     up = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*up, base] if base else up)
-                subs = {f"{base}.{a.name}" for a in node.names} & modules.keys()
-                found.update(subs or ({base} & modules.keys()))
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    found.update({sub if sub in modules else base} & modules.keys())
         graph[name] = found - {name}
     return graph
 
@@ -452,23 +453,24 @@ def test_the_module_tables_name_every_module() -> None:
 def test_the_checks_catch_a_planted_cycle(tmp_path: Path) -> None:
     """Two modules of two packages that import each other, one inside a function and one
     under ``TYPE_CHECKING``: the module cycle, the package cycle and the import that goes
-    up a layer are each found."""
+    up a layer are each found (and a relative import of a name and a module, within a
+    package, is read as both)."""
     root = tmp_path / "planted"
     for path, text in {
         "__init__.py": "",
         "low/__init__.py": "",
         "low/a.py": "def f():\n    from planted.high import b\n    return b\n",
-        "high/__init__.py": "",
+        "high/__init__.py": "VALUE = 1\n",
         "high/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                      "    from planted.low.a import f\n",
-        "high/c.py": "from . import b\n",  # relative, within its package: no cycle
+        "high/c.py": "from . import VALUE, b\n",  # relative, within its package: no cycle
     }.items():  # fmt: skip
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
     graph = import_graph(root)
     assert graph["planted.low.a"] == {"planted.high.b"}
     assert graph["planted.high.b"] == {"planted.low.a"}
-    assert graph["planted.high.c"] == {"planted.high.b"}
+    assert graph["planted.high.c"] == {"planted.high", "planted.high.b"}
     assert cycles(graph) == [["planted.high.b", "planted.low.a"]]
     assert cycles(package_graph(graph)) == [["planted.high", "planted.low"]]
     rank = {"planted": 0, "planted.low": 1, "planted.high": 2}
