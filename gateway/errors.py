@@ -58,12 +58,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import orjson
 
-if TYPE_CHECKING:
-    from gateway.formats import Format
+
+class ErrorFormat(Protocol):
+    """A wire format as it writes the gateway's own errors (a :class:`gateway.formats.Format`):
+    declared here, so that the lowest layer imports no format."""
+
+    def error_body(self, err: GatewayError) -> dict[str, object]: ...
 
 
 class Category(enum.StrEnum):
@@ -179,7 +183,7 @@ class GatewayError(Exception):
         etype = etype or ANTHROPIC_TYPE_OF_STATUS.get(self.status, "api_error")
         return {"type": "error", "error": {"type": etype, "message": self.message}}
 
-    def body_bytes(self, fmt: Format) -> bytes:
+    def body_bytes(self, fmt: ErrorFormat) -> bytes:
         """The error as the body of ``fmt``'s errors (:meth:`Format.error_body`)."""
         return orjson.dumps(fmt.error_body(self))
 

@@ -20,7 +20,8 @@ from gateway.policy.merge import deep_merge
 from gateway.routing.policyset import hash_key
 from gateway.settings import GatewaySettings
 from gateway.testing import FakeProvider
-from gateway.web.app import Gateway, create_app
+from gateway.web.app import create_app
+from gateway.web.gateway import Gateway
 from tests.waiting import eventually
 
 CLIENT_KEY = "team-a-client-key"

@@ -13,8 +13,8 @@ import pytest
 from gateway import formats
 from gateway.errors import GatewayError
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
+from gateway.formats.endpoints import Endpoint
 from gateway.policy.schema import Compaction, OutputRecovery
-from gateway.providers import Endpoint
 from gateway.resilience import compaction, continuation, conversation, followup
 from gateway.routing.policyset import formats_of
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from gateway.providers.sim import SimProvider
 from gateway.routing.load import bundled_policy_dir, load_policy_dir
+from gateway.testing.sim import SimProvider
 from gateway.web.routes import V1
 from tests import readme_clients as rc
 from tests.process import GatewayProcess

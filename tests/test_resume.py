@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.formats import MESSAGES
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.splice import Diverged, Splice, Transcript, partial_response
 from gateway.formats.sse import Event, Kind, Splitter, classify_event
-from gateway.providers import Endpoint
 from gateway.resilience.continuation import continuation_request, join_texts
 from gateway.testing import shapes
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import GatewayError
-from gateway.providers import Endpoint
+from gateway.formats.endpoints import Endpoint
 from gateway.translate.request_check import check
 from gateway.web.shapes import INTEGER_FIELDS, TOKEN_FIELDS, check_shape
 from tests.fuzz.test_fuzz_nested import SEEDS

@@ -10,8 +10,8 @@ import pytest
 
 from gateway.formats import sse
 from gateway.formats.chat_stream import read_choice, read_texts
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.transcript import Transcript
-from gateway.providers import Endpoint
 
 CHUNK = (
     b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'

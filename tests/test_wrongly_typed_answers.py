@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.formats import sse
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.transcript import Transcript, partial_response
-from gateway.formats.usage import Usage
-from gateway.providers import Endpoint
+from gateway.formats.usage import Usage, token_count
 from gateway.resilience import continuation
 from gateway.testing import shapes
 from gateway.translate import usage as tusage
@@ -163,7 +163,7 @@ def test_answer_readers_never_raise_on_wrong_types(case: tuple[Endpoint, dict[st
 @FUZZ
 @given(JSON)
 def test_token_counts_are_non_negative_64_bit_integers(value: Any) -> None:
-    n = sse.token_count(value)
+    n = token_count(value)
     assert type(n) is int and 0 <= n <= MAX
     whole = type(value) is int or (type(value) is float and math.isfinite(value) and value % 1 == 0)
     assert n == (int(value) if whole and 0 <= value <= MAX else 0)

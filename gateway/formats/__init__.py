@@ -12,7 +12,7 @@ a resumed stream spliced into it.
 
 Everything outside this package and :mod:`gateway.translate` asks the object
 (``fmt.cut_at_length(answer)``, ``fmt.entries_key``); nothing branches on a format's
-name. An endpoint carries its format (:attr:`gateway.providers.Endpoint.fmt`), a
+name. An endpoint carries its format (:attr:`gateway.formats.endpoints.Endpoint.fmt`), a
 deployment the formats it speaks (resolved from the policy's ``api`` and ``upstream_api``
 when the policy set is built). Adding a format is one module here defining a
 :class:`Format` subclass (with its stream rules when clients call it directly), registered

@@ -2,7 +2,7 @@
 (:class:`ChatStream`, the stream rules of :data:`gateway.formats.CHAT`).
 
 Chunks carry ``choices``; a choice's text is ``delta.content`` (legacy completions: the
-choice's own ``text``, :attr:`gateway.providers.Endpoint.text_key`), a ``finish_reason``
+choice's own ``text``, :attr:`gateway.formats.endpoints.Endpoint.text_key`), a ``finish_reason``
 ends it, and a chunk with no choices but ``usage`` closes the stream. Pure.
 """
 

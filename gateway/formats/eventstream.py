@@ -40,7 +40,7 @@ from __future__ import annotations
 import struct
 from binascii import a2b_base64
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from zlib import crc32
 
 from botocore.eventstream import DuplicateHeader, EventStreamHeaderParser
@@ -48,9 +48,23 @@ from orjson import JSONDecodeError, dumps, loads
 
 if TYPE_CHECKING:
     from gateway.formats.usage import Usage
-    from gateway.translate.convert import Splitter
 
-__all__ = ["CORRUPT", "EventStreamSplitter", "error_event"]
+__all__ = ["CORRUPT", "EventStreamSplitter", "Inner", "error_event"]
+
+
+class Inner(Protocol):
+    """The splitter the events go through when they are translated (a
+    :class:`gateway.translate.convert.Splitter`): whole SSE events in, the client's out."""
+
+    def feed(self, piece: bytes) -> list[bytes]: ...
+    def close(self) -> list[bytes]: ...
+    @property
+    def pending(self) -> bytes: ...
+    @property
+    def malformed(self) -> int: ...
+    @property
+    def usage(self) -> Usage | None: ...
+
 
 #: The error type of the event that ends a stream whose framing broke.
 CORRUPT = "internalServerException"
@@ -116,7 +130,7 @@ class EventStreamSplitter:
     __slots__ = ("_broken", "_dropped", "_head", "_held", "_inner", "_name", "_named", "_need",
                  "_parts", "_plan", "_prefix")  # fmt: skip
 
-    def __init__(self, inner: Splitter | None = None) -> None:
+    def __init__(self, inner: Inner | None = None) -> None:
         self._parts: list[bytes] = []  # a frame begun, as read so far
         self._held = 0  # their length
         self._need = 0  # the length that makes it whole (12 until its prelude is read)

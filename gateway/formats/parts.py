@@ -1,13 +1,11 @@
 """Readers of a JSON body's parts that every format uses: a message's role and content
-blocks, a Responses item's type, the readable text of a content value, a token count.
+blocks, a Responses item's type, the readable text of a content value.
 Read-only and forgiving: a part of the wrong JSON type reads as absent."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
-
-from gateway.formats.usage import token_count as token_count  # re-exported: the formats' own use
 
 #: Content part types that are images (each counts as a fixed number of tokens).
 IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})

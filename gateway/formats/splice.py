@@ -58,15 +58,40 @@ Pure: no aiohttp, asyncio, time or random.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.formats.overlap import Diverged, Out, Pipe
 from gateway.formats.sse import Event, Kind
-from gateway.formats.transcript import Transcript, partial_response, sse_event
+from gateway.formats.transcript import (
+    Transcript,
+    TranscriptEndpoint,
+    TranscriptRules,
+    partial_response,
+    sse_event,
+)
 from gateway.formats.usage import Usage
-from gateway.providers import Endpoint
 
 __all__ = ["Diverged", "Splice", "Transcript", "partial_response"]
+
+
+class SpliceRules(TranscriptRules, Protocol):
+    """What a splice asks of its stream's format (a :class:`~gateway.formats.Format`)."""
+
+    @property
+    def named_events(self) -> bool: ...
+    @property
+    def sequenced(self) -> bool: ...
+    @property
+    def trims_prefill(self) -> bool: ...
+    def splice_event(self, s: Splice, obj: dict[str, Any], kind: Kind) -> Out | Diverged: ...
+
+
+class SpliceEndpoint(TranscriptEndpoint, Protocol):
+    """An endpoint as a splice reads it (a :class:`gateway.formats.endpoints.Endpoint`):
+    declared here, so that the stream objects load no format."""
+
+    @property
+    def fmt(self) -> SpliceRules: ...
 
 
 class Splice:
@@ -77,14 +102,14 @@ class Splice:
     def __init__(
         self,
         transcript: Transcript,
-        endpoint: Endpoint,
+        endpoint: SpliceEndpoint,
         *,
         regenerate: bool,
         base: Usage | None = None,
     ) -> None:
         if endpoint is not transcript.endpoint:
             raise ValueError("the splice and the transcript must be of the same endpoint")
-        if endpoint is Endpoint.embeddings:
+        if endpoint.value == "/v1/embeddings":
             raise ValueError("embeddings are not streamed")
         fmt = endpoint.fmt
         self.t = transcript

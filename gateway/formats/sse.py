@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orjson import JSONDecodeError, loads
 
@@ -22,11 +22,26 @@ from gateway.formats.event_kinds import ERROR as ERROR
 from gateway.formats.event_kinds import FINAL as FINAL
 from gateway.formats.event_kinds import MALFORMED as MALFORMED
 from gateway.formats.event_kinds import Kind as Kind
-from gateway.formats.parts import token_count as token_count
 
 if TYPE_CHECKING:
     from gateway.formats.usage import Usage
-    from gateway.providers import Endpoint
+
+
+class EventRules(Protocol):
+    """What reading an upstream event asks of a stream's format (a
+    :class:`~gateway.formats.Format`)."""
+
+    @property
+    def final_events(self) -> frozenset[str] | None: ...
+    def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None: ...
+
+
+class EventEndpoint(Protocol):
+    """An endpoint as the framing reads it (a :class:`gateway.formats.endpoints.Endpoint`):
+    declared here, so that the framing loads no format."""
+
+    @property
+    def fmt(self) -> EventRules: ...
 
 
 @dataclass(slots=True)
@@ -117,13 +132,13 @@ def _data_of(event: bytes) -> bytes | None:
 _ERROR_TYPES = frozenset({"error", "response.failed"})
 
 
-def classify_event(raw: bytes, endpoint: Endpoint) -> Event:
+def classify_event(raw: bytes, endpoint: EventEndpoint) -> Event:
     """What one upstream event means for the relay."""
     finals = endpoint.fmt.final_events
     return Event(*(_classify_choices(raw) if finals is None else _classify_typed(raw, finals)))
 
 
-def classifier(endpoint: Endpoint) -> Callable[[bytes], Classified]:
+def classifier(endpoint: EventEndpoint) -> Callable[[bytes], Classified]:
     """:func:`classify_event` for the events of one endpoint's stream (the relay's, decided
     once a stream), as a :data:`Classified` tuple. The usual event takes a fast path that
     returns what :func:`_classify` would (tests/test_sse_fast.py holds them to it)."""
@@ -279,12 +294,13 @@ def _preamble(obj: dict[str, Any]) -> bool:
     return True
 
 
-def usage_of(obj: Any, endpoint: Endpoint, so_far: Usage | None = None) -> Usage | None:
+def usage_of(obj: Any, endpoint: EventEndpoint, so_far: Usage | None = None) -> Usage | None:
     """The stream's usage after one decoded event, if the event carries any
     (:meth:`~gateway.formats.Format.event_usage`; ``so_far``: what its earlier events
     reported). Counts are the stream's so far (an Anthropic ``message_delta`` repeats the
     input tokens of ``message_start``, or brings them when they were not known then). A
-    count that is not one (:func:`token_count`) is 0; usage of the wrong shape is none."""
+    count that is not one (:func:`~gateway.formats.usage.token_count`) is 0; usage of the
+    wrong shape is none."""
     if not isinstance(obj, dict):
         return None
     try:

@@ -12,13 +12,38 @@ Pure: no aiohttp, asyncio, time or random.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from gateway.formats.parts import text_size
 from gateway.formats.sse import DATA, DONE, FINAL, Event, Kind
-from gateway.providers import Endpoint
+
+
+class TranscriptRules(Protocol):
+    """What a transcript asks of its stream's format (a :class:`~gateway.formats.Format`)."""
+
+    def stream_read(self, t: Transcript, obj: dict[str, Any], hold: bool = False) -> bool: ...
+    def stream_closes(self, t: Transcript, obj: dict[str, Any]) -> bool: ...
+    def stream_resumable(self, t: Transcript) -> bool: ...
+    def text_answer(
+        self, text: str, *, id: Any, model: Any, created: Any, index: int, item_id: Any
+    ) -> dict[str, Any]: ...
+
+
+class TranscriptEndpoint(Protocol):
+    """An endpoint as a transcript reads it (a :class:`gateway.formats.endpoints.Endpoint`):
+    declared here, so that the stream objects load no format."""
+
+    @property
+    def value(self) -> str: ...
+    @property
+    def fmt(self) -> TranscriptRules: ...
+    @property
+    def text_key(self) -> str: ...
+    @property
+    def continuable(self) -> bool: ...
+
 
 #: What reading an event with a field of the wrong type raises.
 UNREADABLE = (AttributeError, TypeError, ValueError, KeyError, IndexError)
@@ -34,7 +59,7 @@ class Transcript:
     forwards). How an event is read is the endpoint's format's
     (:meth:`~gateway.formats.Format.stream_read`); the fields are what the formats record."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: TranscriptEndpoint) -> None:
         self.endpoint = endpoint
         fmt = endpoint.fmt
         # the format's readers, bound once per stream

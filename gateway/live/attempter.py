@@ -19,6 +19,7 @@ from aiohttp import web
 
 from gateway.errors import Category, GatewayError, Refused, UpstreamFailure
 from gateway.formats import MESSAGES, Format, sse
+from gateway.formats.endpoints import Endpoint, endpoint_of
 from gateway.formats.usage import Usage, limit
 from gateway.live.stream_head import (
     USAGE_CHUNK,
@@ -32,7 +33,7 @@ from gateway.live.stream_head import (
 from gateway.observe.events import Events
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import Tracing
-from gateway.providers import Endpoint, Target, Wiring, endpoint_of, target
+from gateway.providers import Target, Wiring, target
 from gateway.providers.cloud_target import cloud_target
 from gateway.recovery.admission import past_deadline, untranslatable
 from gateway.recovery.billing import bill_failed, estimate

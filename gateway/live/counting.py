@@ -20,9 +20,10 @@ from yarl import URL
 
 from gateway.errors import Category
 from gateway.formats import MESSAGES
+from gateway.formats.endpoints import endpoint_of
 from gateway.live.attempter import HttpAttempter
 from gateway.policy.schema import Compaction
-from gateway.providers import Target, Wiring, endpoint_of, target
+from gateway.providers import Target, Wiring, target
 from gateway.providers.cloud_target import cloud_target
 from gateway.recovery.admission import past_deadline
 from gateway.recovery.seams import Outcome, Request

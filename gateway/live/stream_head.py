@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category, UpstreamFailure
 from gateway.formats import sse
-from gateway.providers import Endpoint
+from gateway.formats.endpoints import Endpoint
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import FIRST_BYTE_TIMEOUT
 from gateway.resilience.failure import Failure

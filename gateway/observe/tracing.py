@@ -34,8 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.formats.endpoints import ENDPOINT_OF, Endpoint
 from gateway.observe.request_log import RequestLog
-from gateway.providers import ENDPOINT_OF, Endpoint
 
 log = logging.getLogger("gateway.tracing")
 

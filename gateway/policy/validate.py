@@ -17,9 +17,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from gateway.errors import Problem
+from gateway.policy.cert_files import check_files
+from gateway.policy.egress import FILE_FIELDS
 from gateway.policy.schema import Model, Policy, PolicyFile, Provider, Team
 from gateway.policy.source import Loc, Source
-from gateway.upstream.egress import FILE_FIELDS, check_files
 
 #: Top-level sections of a file, in the order they are checked; their value types
 #: are those of :class:`PolicyFile` (a test keeps the two in step).

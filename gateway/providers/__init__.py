@@ -1,5 +1,6 @@
-"""The client endpoints and how a provider is reached (no sockets): where a request goes
-and with which headers. What a body holds is its format's (:mod:`gateway.formats`).
+"""How a provider is reached on each client endpoint (no sockets): where a request goes
+and with which headers. The endpoints themselves are :mod:`gateway.formats.endpoints`',
+what a body holds is its format's (:mod:`gateway.formats`).
 
 ``api: openai``     base_url is the URL that ``/chat/completions`` etc. follow.
 ``api: anthropic``  base_url is the root; the gateway adds ``/v1/messages``.
@@ -10,7 +11,6 @@ and with which headers. What a body holds is its format's (:mod:`gateway.formats
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,49 +19,12 @@ from urllib.parse import quote
 from yarl import URL
 
 from gateway import formats
-from gateway.formats import Format
+from gateway.formats.endpoints import Endpoint
 from gateway.policy.schema import Provider
 from gateway.providers.kinds import KINDS, Authorizer, Cloud, cloud_of, native_paths
 
-
-class Endpoint(enum.StrEnum):
-    chat = "/v1/chat/completions"
-    responses = "/v1/responses"
-    completions = "/v1/completions"
-    embeddings = "/v1/embeddings"
-    messages = "/v1/messages"
-
-    #: The endpoint's format: how its bodies hold a conversation and its answer, how its
-    #: errors and stream events look (legacy completions and embeddings: chat's). A plain
-    #: attribute, set below (a property costs a call on every request).
-    fmt: Format
-    #: Where a streamed choice of this endpoint holds its text: ``content`` of its
-    #: ``delta`` (chat), or ``text`` of the choice itself (legacy completions).
-    text_key: str
-    #: An answer of this endpoint can be continued or resumed (chat, Messages, Responses).
-    #: A plain attribute too, set below.
-    continuable: bool
-
-
-_CONTINUABLE = frozenset({Endpoint.chat, Endpoint.messages, Endpoint.responses})
-for _ep in Endpoint:
-    _ep.fmt = formats.of_path(_ep.value)
-    _ep.text_key = "content"
-    _ep.continuable = _ep in _CONTINUABLE
-Endpoint.completions.text_key = "text"
-
-
-def endpoint_of(fmt: Format) -> Endpoint:
-    """The endpoint a request in ``fmt`` is sent to (its conversation endpoint)."""
-    return ENDPOINT_OF[fmt.paths[0]]
-
-
-#: The endpoint of each path (a dict lookup: ``Endpoint(path)`` is slow).
-ENDPOINT_OF: dict[str, Endpoint] = {}
-
 # Provider headers a client may set for the provider; everything else stays at the gateway.
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
-ENDPOINT_OF.update((ep.value, ep) for ep in Endpoint)
 
 
 @dataclass(slots=True)

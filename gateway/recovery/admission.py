@@ -26,9 +26,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category, GatewayError, bad_request
+from gateway.formats.endpoints import Endpoint
 from gateway.money.budgets import iso
 from gateway.observe.request_log import RequestLog
-from gateway.providers import Endpoint, serves
+from gateway.providers import serves
 from gateway.recovery.compacting import compact_ahead
 from gateway.recovery.seams import Request
 from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE

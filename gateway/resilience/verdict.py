@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gateway.errors import Category
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.sse import Event
-from gateway.providers import Endpoint
 from gateway.resilience.classify import transport_failure
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure

@@ -160,7 +160,7 @@ def build_policy_set(
 
 def _missing_extras(providers: Mapping[str, Entry]) -> Iterator[Problem]:
     """A cloud provider whose library is not installed, with the command that installs it."""
-    from gateway.upstream.credentials import missing_extra  # imports no cloud library
+    from gateway.upstream.credential_kinds import missing_extra  # imports no cloud library
 
     for entry in providers.values():
         api = entry.value.api
@@ -181,7 +181,7 @@ def _credential_warnings(
         p = entry.value
         if name not in used or p.api not in clouds.KINDS or p.api_key_env is not None:
             continue
-        from gateway.upstream.credentials import credential_of  # imports no cloud library
+        from gateway.upstream.credential_kinds import credential_of  # imports no cloud library
 
         credential = credential_of(name, p)
         problem = credential.check() if credential is not None else None

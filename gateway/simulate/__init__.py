@@ -44,11 +44,11 @@ import structlog
 
 from gateway.errors import GatewayError, PolicyError
 from gateway.formats import CHAT, Format
+from gateway.formats.endpoints import ENDPOINT_OF, Endpoint
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Model, Policy
-from gateway.providers import ENDPOINT_OF, Endpoint
 from gateway.recovery.admission import prepare, request_for, resolve
 from gateway.recovery.continuing import continue_answer, follow_stream
 from gateway.recovery.engine import recover

@@ -11,10 +11,10 @@ import orjson
 
 from gateway.errors import Category, GatewayError
 from gateway.formats import CHAT, Format
+from gateway.formats.endpoints import endpoint_of
 from gateway.money.pricing import Price
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
-from gateway.providers import endpoint_of
 from gateway.recovery.admission import past_deadline, untranslatable
 from gateway.recovery.seams import Outcome, RecoveryEvents
 from gateway.resilience.classify import classify_response, transport_failure

@@ -5,8 +5,8 @@ relay classifies them, so the live verdicts apply to them unchanged."""
 from __future__ import annotations
 
 from gateway.formats import sse
+from gateway.formats.endpoints import Endpoint
 from gateway.policy.schema import Policy
-from gateway.providers import Endpoint
 from gateway.resilience.classify import classify_error_event
 from gateway.resilience.failure import Failure
 from gateway.testing import shapes

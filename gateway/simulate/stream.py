@@ -25,8 +25,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category
+from gateway.formats.endpoints import endpoint_of
 from gateway.observe.request_log import RequestLog
-from gateway.providers import endpoint_of
 from gateway.recovery.continuing import Segment, same_model
 from gateway.recovery.engine import recover
 from gateway.recovery.seams import Env, Request

@@ -5,7 +5,8 @@
 :mod:`gateway.testing.script` for the script steps. :class:`FakeVertex` and
 :class:`FakeAzure` serve the same answers and steps on Google Vertex AI's and Azure
 OpenAI's paths, with their credentials and errors (:mod:`gateway.testing.fake_vertex`,
-:mod:`gateway.testing.fake_azure`).
+:mod:`gateway.testing.fake_azure`). ``serve --demo``'s built-in provider is made of it
+(:mod:`gateway.testing.sim`).
 """
 
 from gateway.testing.conversation import tokens_of

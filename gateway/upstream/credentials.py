@@ -18,14 +18,14 @@ up neither the gateway's start nor its exit; the libraries' own requests are giv
 :data:`REQUEST_TIMEOUT_S` where they take one (Google, Azure; botocore bounds its own).
 
 The cloud libraries are optional extras: a kind's module imports its library, and
-:func:`credential_of` imports that module only when a policy names the kind.
+:func:`gateway.upstream.credential_kinds.credential_of` imports that module only when a
+policy names the kind. This module is what the kinds share; it imports none of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import logging
 import math
 import threading
@@ -45,17 +45,10 @@ from gateway.upstream.refresh import (
 if TYPE_CHECKING:
     from yarl import URL
 
-    from gateway.policy.schema import Provider
 
 #: Called with the provider's name and its new ``problem`` (None: usable again).
 OnChange = Callable[[str, "str | None"], None]
 
-#: Per kind: the libraries a credential needs, and the extra that installs them.
-_EXTRAS = {
-    "bedrock": (("botocore", "awscrt"), "aws"),
-    "vertex": (("google.auth", "requests"), "gcp"),
-    "azure": (("azure.identity",), "azure"),
-}
 #: The longest piece of a library's error message a problem repeats.
 _MESSAGE_CHARS = 600
 #: The longest a cloud library's own request for a token waits for an answer (seconds;
@@ -305,43 +298,3 @@ def quiet_library_logs(*names: str) -> None:
         logger = logging.getLogger(name)
         if logger.level < logging.ERROR:
             logger.setLevel(logging.ERROR)
-
-
-def missing_extra(api: str) -> str | None:
-    """The command that installs what a provider kind's credentials need, when one of its
-    libraries is not importable; None when they are (or the kind needs no cloud library)."""
-    if api not in _EXTRAS:
-        return None
-    modules, extra = _EXTRAS[api]
-    return None if all(map(_importable, modules)) else f"pip install 'llm-gateway[{extra}]'"
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # its parent package (google, azure) is missing
-        return False
-
-
-def credential_of(
-    name: str, provider: Provider, on_change: OnChange | None = None, *,
-    timeout: float = FETCH_TIMEOUT,
-) -> Credential[Any] | None:  # fmt: skip
-    """The credential provider ``name`` needs: AWS for ``bedrock`` without ``api_key_env``,
-    Google for ``vertex``, Entra ID for ``azure`` without ``api_key_env``; None otherwise
-    (a static key is sent as it is). ``timeout``: how long its first fetch may take.
-    Imports the kind's library."""
-    if provider.api == "bedrock" and provider.api_key_env is None:
-        from gateway.upstream.aws_credentials import AwsCredential
-
-        region, profile = provider.region or "", provider.aws_profile
-        return AwsCredential(name, region, profile, on_change, timeout=timeout)
-    if provider.api == "vertex":
-        from gateway.upstream.google_credentials import GoogleCredential
-
-        return GoogleCredential(name, on_change, timeout=timeout)
-    if provider.api == "azure" and provider.api_key_env is None:
-        from gateway.upstream.azure_credentials import AzureCredential
-
-        return AzureCredential(name, on_change, timeout=timeout)
-    return None

@@ -50,24 +50,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from gateway.errors import EgressError
-from gateway.policy.egress import EGRESS_FIELDS, FILE_FIELDS, check_proxy_url
+from gateway.policy.egress import FILE_FIELDS
 from gateway.upstream.egress_proxy import host_port, proxy_for, redact_url
-from gateway.upstream.egress_tls import existing_dirs, pem_reason, refuse_password, ssl_for
+from gateway.upstream.egress_tls import existing_dirs, ssl_for
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider
 
-__all__ = [
-    "EGRESS_FIELDS",
-    "FILE_FIELDS",
-    "Egress",
-    "check_files",
-    "check_proxy_url",
-    "egress_for",
-    "redact_url",
-    "warnings",
-]
+__all__ = ["Egress", "egress_for", "redact_url", "warnings"]
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -114,47 +104,6 @@ def egress_for(provider: Provider, base_url: str, env: Mapping[str, str]) -> Egr
         port = None
     proxy = proxy_for(provider, scheme, parts.hostname or "", port, env)
     return Egress(proxy, ssl_for(provider, env) if scheme == "https" else True)
-
-
-def check_files(provider: Provider) -> list[tuple[str, str]]:
-    """``(field, message)`` for each certificate file of ``provider`` that cannot be used.
-
-    Paths are used as given (the policy loader makes them absolute first). A CA file
-    must hold at least one PEM certificate; the client certificate and key must load
-    together (matching, key not encrypted).
-    """
-    found: list[tuple[str, str]] = []
-    unreadable: set[str] = set()
-    for name in FILE_FIELDS:
-        path = getattr(provider, name)
-        if path is None:
-            continue
-        try:
-            with open(path, "rb") as f:
-                f.read(1)
-        except OSError as exc:
-            found.append((name, f"cannot read {path}: {exc.strerror or exc}"))
-            unreadable.add(name)
-    if provider.ca_file and "ca_file" not in unreadable:
-        try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=provider.ca_file)
-        except (OSError, ssl.SSLError):
-            found.append(("ca_file", f"{provider.ca_file} holds no PEM certificate"))
-    if (
-        provider.client_cert
-        and provider.client_key
-        and not {"client_cert", "client_key"} & unreadable
-    ):
-        try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(
-                provider.client_cert, provider.client_key, password=refuse_password
-            )
-        except EgressError as exc:
-            found.append(("client_key", str(exc)))
-        except (OSError, ssl.SSLError) as exc:
-            reason = pem_reason(exc, "they are not a PEM certificate and its PEM private key")
-            found.append(("client_cert", f"cannot use client_cert with client_key: {reason}"))
-    return found
 
 
 def warnings(providers: Mapping[str, Provider], env: Mapping[str, str] | None = None) -> list[str]:

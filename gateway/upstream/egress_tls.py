@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import EgressError
+from gateway.policy.cert_files import ENCRYPTED_KEY, pem_reason
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Provider
@@ -47,7 +48,7 @@ class _Trust:
 
 
 def refuse_password() -> bytes:
-    raise EgressError("client_key is encrypted: give an unencrypted PEM key")
+    raise EgressError(ENCRYPTED_KEY)
 
 
 def existing_dirs(spec: str | None) -> str | None:
@@ -100,23 +101,6 @@ def _context(trust: _Trust) -> ssl.SSLContext:
             raise EgressError(f"cannot load client_cert / client_key: {pem_reason(exc)}") from None
     ctx.set_alpn_protocols(_ALPN)
     return ctx
-
-
-def pem_reason(
-    exc: OSError | ssl.SSLError, not_pem: str = "not a PEM file of the expected kind"
-) -> str:
-    """What went wrong loading a PEM file, in words (``not_pem``: when it is no PEM of the
-    kind asked for)."""
-    if isinstance(exc, ssl.SSLError):
-        reason = exc.reason or ""
-        if reason == "KEY_VALUES_MISMATCH":
-            return "client_key does not match client_cert"
-        if reason in ("NO_CERTIFICATE_OR_CRL_FOUND", "NO_START_LINE", "PEM_LIB") or not reason:
-            return not_pem
-        return reason.replace("_", " ").lower()
-    if exc.filename is not None:
-        return f"cannot read {exc.filename}: {exc.strerror or exc}"
-    return exc.strerror or str(exc)
 
 
 def ssl_for(provider: Provider, env: Mapping[str, str]) -> ssl.SSLContext | bool:

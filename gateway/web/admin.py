@@ -26,7 +26,7 @@ from gateway.money.budgets import describe
 from gateway.web.bearer import bears
 
 if TYPE_CHECKING:
-    from gateway.web.app import Gateway
+    from gateway.web.gateway import Gateway
 
 
 def _refused(gw: Gateway, request: web.BaseRequest) -> web.Response | None:

@@ -16,13 +16,13 @@ import orjson
 from aiohttp import web
 
 from gateway.errors import Category, GatewayError, exhausted
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.usage import INPUT, Usage, from_chat, from_responses, limit
 from gateway.live.attempter import HttpAttempter
 from gateway.live.relay import end, relay
 from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
 from gateway.observe.tracing import finish_reasons
-from gateway.providers import Endpoint
 from gateway.recovery.billing import bill_answer, checked
 from gateway.recovery.continuing import continue_answer
 from gateway.recovery.engine import recover

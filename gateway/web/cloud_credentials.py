@@ -111,7 +111,7 @@ class CloudCredentials:
         fresh: list[Any] = []
         if not wanted:
             return fresh
-        from gateway.upstream.credentials import credential_of  # imports no cloud library
+        from gateway.upstream.credential_kinds import credential_of  # imports no cloud library
 
         for name, p in wanted.items():
             if name not in self._held:

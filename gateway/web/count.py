@@ -18,9 +18,9 @@ from aiohttp import web
 
 from gateway.errors import bad_request
 from gateway.formats import MESSAGES
+from gateway.formats.endpoints import endpoint_of
 from gateway.live.counting import CountAttempter, counts, estimate, without_compaction
 from gateway.observe.request_log import RequestLog
-from gateway.providers import endpoint_of
 from gateway.recovery.admission import admit, has_limits, prepare, request_for, resolve
 from gateway.recovery.engine import recover
 from gateway.web.answer import fail
@@ -33,7 +33,7 @@ from gateway.web.handlers import (
 )
 
 if TYPE_CHECKING:
-    from gateway.web.app import Gateway
+    from gateway.web.gateway import Gateway
 
 PATH = "/v1/messages/count_tokens"
 #: The endpoint whose rules a count follows (its body's shape, its routes).

@@ -27,7 +27,7 @@ from gateway.web.listener import requests_arriving
 from gateway.web.policy_env import warn_egress
 
 if TYPE_CHECKING:
-    from gateway.web.app import Gateway
+    from gateway.web.gateway import Gateway
 
 log = structlog.get_logger("gateway")
 

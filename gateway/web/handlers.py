@@ -12,9 +12,10 @@ from aiohttp import web
 
 from gateway.errors import GatewayError, bad_request
 from gateway.formats.body_parts import decode, restore
+from gateway.formats.endpoints import ENDPOINT_OF, Endpoint
 from gateway.live.attempter import HttpAttempter
 from gateway.observe.request_log import RequestLog
-from gateway.providers import ENDPOINT_OF, PASSED_HEADERS, Endpoint
+from gateway.providers import PASSED_HEADERS
 from gateway.recovery.admission import (
     admit,
     has_limits,
@@ -32,7 +33,7 @@ from gateway.web.bearer import bearer, bears
 from gateway.web.shapes import check_parts, check_raw, check_shape
 
 if TYPE_CHECKING:
-    from gateway.web.app import Gateway
+    from gateway.web.gateway import Gateway
 
 #: Bodies larger than this are parsed with the cyclic GC paused (see parse_body).
 _BIG_BODY = 64 * 1024

@@ -1,7 +1,7 @@
 """Where a policy set comes from and how its providers are reached from this process: the
 policy dir (the bundled policies in demo mode) and each provider's egress (proxy, TLS),
 read from the environment once per set; an environment proxy or certificate that will
-not do rejects the set like a policy problem. Used by the gateway (gateway/web/app.py),
+not do rejects the set like a policy problem. Used by the gateway (gateway/web/gateway.py),
 its start (gateway/web/drain.py) and the supervisor's check (gateway/web/workers.py).
 """
 

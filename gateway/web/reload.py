@@ -1,7 +1,7 @@
 """The policy file watcher: reload when the files change, debounced.
 
 Polls the policy directory's fingerprint (path, mtime, size of each policy file: cheap)
-and asks :meth:`gateway.web.app.Gateway.reload` once a change has settled. SIGHUP and
+and asks :meth:`gateway.web.gateway.Gateway.reload` once a change has settled. SIGHUP and
 ``POST /admin/reload`` (:mod:`gateway.web.admin`) reload at once.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gateway.web.app import Gateway
+    from gateway.web.gateway import Gateway
 
 #: What a directory's policy files look like to the watcher: (relative path, mtime_ns, size).
 Fingerprint = tuple[tuple[str, int, int], ...]

@@ -1,7 +1,7 @@
 """Which handler answers a request, and what every ``/v1/`` request gets around it:
 a request id, the access log, the in-flight gauge, errors in the caller's API format.
 
-This is the one handler of aiohttp's low-level ``web.Server`` (``gateway/web/app.py``): a
+This is the one handler of aiohttp's low-level ``web.Server`` (``gateway/web/gateway.py``): a
 dict lookup instead of aiohttp's router and middleware chain, which the gateway's
 handful of fixed paths does not need.
 """
@@ -21,15 +21,15 @@ from aiohttp import web
 
 from gateway import formats
 from gateway.errors import GatewayError
+from gateway.formats.endpoints import Endpoint
 from gateway.live.relay import ClientStalled
 from gateway.observe.request_log import RequestLog
-from gateway.providers import Endpoint
 from gateway.upstream.deadlines import Limit
 from gateway.web import admin, count, handlers
 from gateway.web.listener import GUARDS
 
 if TYPE_CHECKING:
-    from gateway.web.app import Gateway
+    from gateway.web.gateway import Gateway
 
 Handler = Callable[["Gateway", web.BaseRequest], Awaitable[web.StreamResponse]]
 V1Handler = Callable[["Gateway", web.BaseRequest, RequestLog], Awaitable[web.StreamResponse]]

@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import GatewayError, bad_request, huge_integer, wrong_type
-from gateway.providers import Endpoint
+from gateway.formats.endpoints import Endpoint
 from gateway.settings import RequestLimits
 
 __all__ = ["ENCODABLE_DEPTH", "INTEGER_FIELDS", "TOKEN_FIELDS", "check_raw", "check_shape"]

@@ -321,6 +321,7 @@ def _worker(
     """Run worker ``i`` (in the forked child): the gateway on the parent's sockets."""
     from gateway.web import app
     from gateway.web.drain import run
+    from gateway.web.gateway import Worker
 
     with contextlib.suppress(ImportError):
         import uvloop
@@ -341,7 +342,7 @@ def _worker(
         for p in e.problems:
             log.error("policy_rejected", file=p.file, line=p.line, message=p.message)
         return 1
-    gw.worker = app.Worker(i, socks, metrics_socks, ready, admin_reloaded)
+    gw.worker = Worker(i, socks, metrics_socks, ready, admin_reloaded)
 
     async def main() -> int:
         # Once a second every worker sets its state gauge and writes its per-request

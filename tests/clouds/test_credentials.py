@@ -18,13 +18,12 @@ from yarl import URL
 from gateway.policy.schema import Provider
 from gateway.upstream.aws_credentials import AwsCredential
 from gateway.upstream.azure_credentials import AzureCredential
+from gateway.upstream.credential_kinds import credential_of, missing_extra
 from gateway.upstream.credentials import (
     BearerCredential,
     Credential,
     CredentialUnavailable,
     Held,
-    credential_of,
-    missing_extra,
 )
 from gateway.upstream.google_credentials import GoogleCredential
 from tests.clouds.cloud_env import isolate, until
@@ -111,7 +110,7 @@ def test_the_core_install_loads_no_cloud_library() -> None:
     azure-identity (only the namespace packages google and azure, to look)."""
     code = """
 import json, sys
-from gateway.upstream.credentials import credential_of, missing_extra
+from gateway.upstream.credential_kinds import credential_of, missing_extra
 from gateway.policy.schema import Provider
 credential_of("p", Provider.model_validate({"api": "openai", "base_url": "https://x/v1"}))
 missing_extra("bedrock"); missing_extra("vertex"); missing_extra("azure")

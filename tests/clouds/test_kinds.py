@@ -7,8 +7,9 @@ import orjson
 import pytest
 
 from gateway.formats import CHAT, MESSAGES, RESPONSES
+from gateway.formats.endpoints import Endpoint
 from gateway.policy.schema import Provider
-from gateway.providers import Endpoint, serves, speaks, wiring_of
+from gateway.providers import serves, speaks, wiring_of
 from gateway.providers.kinds import cloud_of, formats_of, native_paths
 
 BEDROCK = Provider(api="bedrock", region="us-east-1")

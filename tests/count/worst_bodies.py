@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from gateway.formats import MESSAGES, Format
-from gateway.providers import endpoint_of
+from gateway.formats.endpoints import endpoint_of
 from gateway.settings import GatewaySettings
 from gateway.web.shapes import check_raw, check_shape
 

@@ -13,9 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gateway.observe.metrics import Metrics
-from gateway.providers.sim import SimProvider
 from gateway.settings import GatewaySettings
-from gateway.web.app import Gateway, create_app
+from gateway.testing.sim import SimProvider
+from gateway.web.app import create_app
+from gateway.web.gateway import Gateway
 
 BUNDLED = Path(__file__).resolve().parents[2] / "policies"
 HELLO = [{"role": "user", "content": "Hello"}]

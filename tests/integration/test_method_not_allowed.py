@@ -10,7 +10,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from gateway.providers import Endpoint
+from gateway.formats.endpoints import Endpoint
 from gateway.testing import FakeProvider
 from tests.harness import CLIENT_KEY, Harness
 

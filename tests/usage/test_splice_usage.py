@@ -7,9 +7,9 @@ import orjson
 import pytest
 
 from gateway.formats import sse
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.splice import Splice
 from gateway.formats.usage import Usage, from_anthropic, from_chat, from_responses, update_anthropic
-from gateway.providers import Endpoint
 from tests.test_resume import ENDPOINTS, T, answer, check, continuation, cut, parse, upstream
 
 BASE = Usage(100, 16, cache_read=30, cache_creation=5, reasoning=2)  # the parts before

@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from gateway.formats import sse
+from gateway.formats.endpoints import Endpoint
 from gateway.formats.parts import text_size
 from gateway.formats.transcript import Transcript
-from gateway.providers import Endpoint
 from gateway.testing.answer import FakeAnswer, FakeEvent, FakeToolCall
 from gateway.testing.anthropic_shapes import messages_events
 from gateway.testing.openai_shapes import chat_events, completion_events
