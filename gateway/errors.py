@@ -40,11 +40,19 @@ The exceptions, what each means, who raises it and who catches it::
     │                          mapping) and live/ (a stream's head or body); caught by
     │                          live/attempter and live/stream_head, which make it a failure
     │                          for the engine.
+    ├── CredentialUnavailable  no usable cloud credential for a provider (a token service
+    │                          down or refusing, keys expired); the message never holds a
+    │                          secret. Raised by upstream/credentials; caught by
+    │                          providers/cloud_target (a failed attempt, so a sibling or
+    │                          fallback deployment takes over).
     └── ValueError
         ├── EgressError        the environment or a certificate file does not let the
         │                      gateway reach a provider. Raised by upstream/egress_proxy and
         │                      egress_tls; caught by upstream/egress and web/policy_env (a
         │                      policy problem).
+        ├── Malformed          a provider's JSON answer of a shape its format does not have.
+        │                      Raised by translate/convert and live/attempter (not JSON at
+        │                      all); caught by live/attempter (retried like a server error).
         ├── WrongType          a field of a provider's JSON answer of a type its format does
         │                      not have. Raised by translate/fields; caught by
         │                      translate/convert (a malformed answer: retried like a server
@@ -285,6 +293,14 @@ class EgressError(ValueError):
 
     The message never holds a proxy's credentials.
     """
+
+
+class CredentialUnavailable(Exception):
+    """No usable credential for a provider; the message says why, never a secret."""
+
+
+class Malformed(ValueError):
+    """A provider's JSON answer of a shape its format does not have (a broken provider)."""
 
 
 class WrongType(ValueError):

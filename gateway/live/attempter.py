@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from gateway.errors import Category, GatewayError, Refused, UpstreamFailure
+from gateway.errors import Category, GatewayError, Malformed, Refused, UpstreamFailure
 from gateway.formats import MESSAGES, Format, sse
 from gateway.formats.endpoints import Endpoint, endpoint_of
 from gateway.formats.usage import Usage, limit
@@ -344,11 +344,11 @@ class HttpAttempter:
         data = json_object(raw)
         try:
             if data is None:
-                raise translate.Malformed("the provider's answer is not JSON")
+                raise Malformed("the provider's answer is not JSON")
             answer = translate.answer(
                 data, crossing.upstream_fmt, crossing.client_fmt, crossing.model, crossing.names
             )
-        except translate.Malformed as e:  # a broken provider: retried like a server error
+        except Malformed as e:  # a broken provider: retried like a server error
             f = transport_failure(Category.server_error, str(e))
             self._count(provider, model, f)
             return Outcome(f, status=502)

@@ -38,7 +38,7 @@ def cloud_target(
     raw = orjson.dumps(shaped)
     credential = wiring.credential
     if credential is not None:
-        from gateway.upstream.credentials import CredentialUnavailable
+        from gateway.errors import CredentialUnavailable
 
         try:
             credential.authorize("POST", url, headers, raw)

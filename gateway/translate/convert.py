@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gateway.errors import Malformed
 from gateway.formats import Format, sse
 from gateway.formats.usage import Usage
 from gateway.translate import answers, request_check, requests
@@ -74,10 +75,6 @@ def request(
     if target.usage_if_asked and out.get("stream") is True:
         out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
     return out, drops.names
-
-
-class Malformed(ValueError):
-    """A provider's JSON answer of a shape its format does not have (a broken provider)."""
 
 
 def answer(

@@ -13,7 +13,7 @@ SDK's types. Two rules, one for each way an answer comes:
   dropped silently. A field that is absent or ``null`` is absent (a chat message's
   ``content`` of ``null`` is no text); a field of any other wrong type raises
   :class:`WrongType`, and the answer is a broken provider's: retried like a server error
-  (:class:`gateway.translate.convert.Malformed`).
+  (:class:`gateway.errors.Malformed`).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from gateway.errors import CredentialUnavailable
 from gateway.upstream.refresh import (
     FETCH_TIMEOUT,
     RETRY_CAP,
@@ -55,10 +56,6 @@ _MESSAGE_CHARS = 600
 #: Google's default is 120, azure-core's 300): a request that hung ends as a failed fetch,
 #: tried again with backoff.
 REQUEST_TIMEOUT_S = 15.0
-
-
-class CredentialUnavailable(Exception):
-    """No usable credential for a provider; the message says why, never a secret."""
 
 
 T = TypeVar("T")

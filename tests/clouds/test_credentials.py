@@ -15,16 +15,12 @@ from typing import Any
 import pytest
 from yarl import URL
 
+from gateway.errors import CredentialUnavailable
 from gateway.policy.schema import Provider
 from gateway.upstream.aws_credentials import AwsCredential
 from gateway.upstream.azure_credentials import AzureCredential
 from gateway.upstream.credential_kinds import credential_of, missing_extra
-from gateway.upstream.credentials import (
-    BearerCredential,
-    Credential,
-    CredentialUnavailable,
-    Held,
-)
+from gateway.upstream.credentials import BearerCredential, Credential, Held
 from gateway.upstream.google_credentials import GoogleCredential
 from tests.clouds.cloud_env import isolate, until
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from yarl import URL as Url
 
+from gateway.errors import CredentialUnavailable
 from gateway.testing.fake_aws_credentials import FakeAwsCredentials, Secrets, sigv4_problem
 from gateway.upstream.aws_credentials import AwsCredential, seconds_left
-from gateway.upstream.credentials import CredentialUnavailable
 from tests.clouds.cloud_env import Ticker, isolate, leaked, until
 
 KEY_ID, SECRET = "AKIAFAKEKEY0000000001", "fake/secret/key/0000000000000000000000001"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from yarl import URL
 
+from gateway.errors import CredentialUnavailable
 from gateway.testing.fake_azure_identity import API_VERSION, FakeAzureIdentity
 from gateway.upstream import azure_credentials
 from gateway.upstream.azure_credentials import SCOPE, AzureCredential
-from gateway.upstream.credentials import CredentialUnavailable
 from tests.clouds.cloud_env import Ticker, isolate, leaked, until
 
 

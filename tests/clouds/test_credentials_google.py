@@ -15,9 +15,9 @@ import pytest
 from google.auth import jwt
 from yarl import URL
 
+from gateway.errors import CredentialUnavailable
 from gateway.testing.fake_google_token import JWT_BEARER, FakeGoogleToken
 from gateway.upstream import google_credentials
-from gateway.upstream.credentials import CredentialUnavailable
 from gateway.upstream.google_credentials import SCOPE, GoogleCredential
 from tests.clouds.cloud_env import Ticker, isolate, leaked, until
 
