@@ -142,59 +142,66 @@ class EventStreamSplitter:
         else:
             data = piece
         out: list[bytes] = []
-        pos, size = 0, len(data)
         try:
-            while size - pos >= 12:
-                total, hlen, crc = _PRELUDE(data, pos)
-                if crc32(data[pos : pos + 8]) != crc:
-                    raise _Corrupt("a frame failed its CRC")
-                if hlen > _MAX_HEADERS or not 16 <= total - hlen <= _MAX_REST:
-                    raise _Corrupt("a frame's lengths are out of bounds")
-                end = pos + total
-                if end > size:
-                    break
-                end -= 4  # where its payload ends and its CRC begins
-                if crc32(data[pos + 8 : end], crc) != _CRC(data, end)[0]:
-                    raise _Corrupt("a frame failed its CRC")
-                start = pos + 12 + hlen
-                if (head := data[pos + 12 : start]) != self._head:  # not the last frame's
-                    self._head, self._plan = head, _plan(head)
-                pos = end + 4
-                plan = self._plan
-                if plan is _CHUNK:
-                    # the usual payload, {"bytes":"<base64 of {"type":"...>", ...}, read
-                    # without decoding its JSON: base64 has no quote, and a value with an
-                    # escape in it (``\/``) is not base64 as is, decoded as JSON by _chunk
-                    if (
-                        data[start : start + 22] == _USUAL
-                        and start < (q := data.find(34, start + 22)) < end
-                    ):
-                        try:
-                            inner = a2b_base64(data[start + 10 : q], strict_mode=True)
-                        except ValueError:  # binascii.Error
-                            inner = b""
-                        if inner[9 : self._named] == self._name or self._new_type(inner):
-                            if 10 in inner or 13 in inner:
-                                inner = _one_line(inner)
-                            out.append(b"".join((self._prefix, inner, b"\n\n")))
-                            continue
-                    ev = _chunk(data[start:end])
-                else:
-                    ev = _other(plan, data[start:end])
-                if ev is None:
-                    self._dropped += 1
-                else:
-                    out.append(ev)
+            pos = self._frames(data, out)
         except _Corrupt as e:
             self._broken = True
             out.append(error_event(CORRUPT, f"the Bedrock event stream is corrupt ({e})"))
             return self._through(out)
-        if pos < size:
+        if pos < len(data):  # a frame begun: held until it is whole
             rest = data[pos:] if pos else data
             self._parts.append(rest)
             self._held = len(rest)
             self._need = _PRELUDE(rest)[0] if len(rest) >= 12 else 12
         return self._through(out) if self._inner is not None else out
+
+    def _frames(self, data: bytes, out: list[bytes]) -> int:
+        """The events of the whole frames at the start of ``data`` onto ``out``; where the
+        first frame not whole begins. Raises :class:`_Corrupt` on a frame that cannot be
+        read."""
+        pos, size = 0, len(data)
+        while size - pos >= 12:
+            total, hlen, crc = _PRELUDE(data, pos)
+            if crc32(data[pos : pos + 8]) != crc:
+                raise _Corrupt("a frame failed its CRC")
+            if hlen > _MAX_HEADERS or not 16 <= total - hlen <= _MAX_REST:
+                raise _Corrupt("a frame's lengths are out of bounds")
+            end = pos + total
+            if end > size:
+                break
+            end -= 4  # where its payload ends and its CRC begins
+            if crc32(data[pos + 8 : end], crc) != _CRC(data, end)[0]:
+                raise _Corrupt("a frame failed its CRC")
+            start = pos + 12 + hlen
+            if (head := data[pos + 12 : start]) != self._head:  # not the last frame's
+                self._head, self._plan = head, _plan(head)
+            pos = end + 4
+            plan = self._plan
+            if plan is _CHUNK:
+                # the usual payload, {"bytes":"<base64 of {"type":"...>", ...}, read
+                # without decoding its JSON: base64 has no quote, and a value with an
+                # escape in it (``\/``) is not base64 as is, decoded as JSON by _chunk
+                if (
+                    data[start : start + 22] == _USUAL
+                    and start < (q := data.find(34, start + 22)) < end
+                ):
+                    try:
+                        inner = a2b_base64(data[start + 10 : q], strict_mode=True)
+                    except ValueError:  # binascii.Error
+                        inner = b""
+                    if inner[9 : self._named] == self._name or self._new_type(inner):
+                        if 10 in inner or 13 in inner:
+                            inner = _one_line(inner)
+                        out.append(b"".join((self._prefix, inner, b"\n\n")))
+                        continue
+                ev = _chunk(data[start:end])
+            else:
+                ev = _other(plan, data[start:end])
+            if ev is None:
+                self._dropped += 1
+            else:
+                out.append(ev)
+        return pos
 
     def _new_type(self, inner: bytes) -> bool:
         """Whether ``inner`` (``{"type":"...``) has its type's end, taken as the type of
