@@ -1,3 +1,4 @@
+# long: one class, Metrics: every metric declared, counted per request, collected per scrape
 """The gateway's Prometheus metrics (docs/operations.md, Metrics); the only module that
 creates Prometheus objects.
 

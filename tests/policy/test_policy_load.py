@@ -19,6 +19,8 @@ from gateway.routing.load import (
 )
 from gateway.routing.policyset import PolicySet
 
+pytestmark = pytest.mark.fast
+
 Load = Callable[..., PolicySet]
 Problems = Callable[..., list[str]]
 

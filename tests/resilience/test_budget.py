@@ -14,6 +14,8 @@ from gateway.resilience.budget import (
     retry_allowed,
 )
 
+pytestmark = pytest.mark.fast
+
 
 def spend_all(w: RetryBudgetWindow, now: float, budget: RetryBudget, cap: int = 10_000) -> int:
     n = 0

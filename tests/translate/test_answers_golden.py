@@ -17,6 +17,8 @@ from openai.types.responses import Response
 from gateway.translate import answers
 from tests.translate.test_requests_helpers import fixture, fixtures
 
+pytestmark = pytest.mark.fast
+
 FORMAT = {"chat": "openai", "responses": "responses", "anthropic": "anthropic"}
 NAMES = fixtures("answers")
 CASES = [

@@ -19,6 +19,8 @@ from tests.translate.test_requests_helpers import (
     fixtures,
 )
 
+pytestmark = pytest.mark.fast
+
 FORMAT = {"chat": "openai", "responses": "responses", "anthropic": "anthropic"}
 NAMES = fixtures("requests")
 CASES = [

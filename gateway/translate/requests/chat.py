@@ -1,3 +1,4 @@
+# long: both directions of one format, read and write, so that each field's two rules sit together
 """OpenAI Chat Completions requests <-> the neutral :class:`Conv`.
 
 Reference: https://platform.openai.com/docs/api-reference/chat/create
