@@ -33,7 +33,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_serve(sub)
+    _add_check(sub)
+    sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a policy file",
+        description="Print the JSON Schema (draft 2020-12) of one policy file, for editors and CI.",
+    )
+    _add_simulate(sub)
+    sub.add_parser(
+        "hash-key",
+        help="print the sha256: form of a key read on stdin",
+        description="Read a client key on stdin and print the sha256: form for a team file.",
+    )
+    return parser
 
+
+_Subparsers = argparse._SubParsersAction  # argparse's own name for what add_subparsers returns
+
+
+def _add_serve(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser(
         "serve",
         help="run the gateway",
@@ -56,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="bundled policies and the simulated provider; any client key is accepted",
     )
 
+
+def _add_check(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     check = sub.add_parser(
         "check",
         help="validate a policy directory",
@@ -72,12 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="treat warnings (unset api_key_env variables) as errors: exit 1",
     )
 
-    sub.add_parser(
-        "schema",
-        help="print the JSON Schema of a policy file",
-        description="Print the JSON Schema (draft 2020-12) of one policy file, for editors and CI.",
-    )
 
+def _add_simulate(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     simulate = sub.add_parser(
         "simulate",
         help="replay scripted upstream outcomes through the real decision code",
@@ -145,13 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
             " transcript with long tool results that compaction can shrink"
         ),
     )
-
-    sub.add_parser(
-        "hash-key",
-        help="print the sha256: form of a key read on stdin",
-        description="Read a client key on stdin and print the sha256: form for a team file.",
-    )
-    return parser
 
 
 def _workers(value: str) -> int | str:

@@ -3,7 +3,11 @@ accept window must not cut)."""
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.web.listener import Guard
+
+pytestmark = pytest.mark.fast
 
 
 class Inner:

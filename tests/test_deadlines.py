@@ -15,6 +15,8 @@ from gateway.upstream import deadlines
 from gateway.upstream.deadlines import TICK, Limit
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.fast
+
 
 async def test_a_limit_that_runs_out_raises_timeout_error() -> None:
     """The wait is cancelled about when the limit runs out, and TimeoutError is raised."""

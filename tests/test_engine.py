@@ -10,6 +10,8 @@ import asyncio
 import random
 from typing import Any
 
+import pytest
+
 from gateway.formats import CHAT
 from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
@@ -23,6 +25,8 @@ from gateway.resilience.failure import Failure
 from gateway.routing.policyset import Deployed
 from gateway.simulate import VirtualClock
 from gateway.state.memory import MemoryState
+
+pytestmark = pytest.mark.fast
 
 BODY = b'{"error": {"message": "boom", "type": "server_error"}}'
 

@@ -18,6 +18,8 @@ from gateway.policy.schema import Compaction, OutputRecovery
 from gateway.resilience import compaction, continuation, conversation, followup
 from gateway.routing.policyset import formats_of
 
+pytestmark = pytest.mark.fast
+
 GATEWAY = Path(__file__).resolve().parent.parent / "gateway"
 NAMES = frozenset({"openai", "anthropic", "responses", "converse"})
 # Where a format's name may be read: the formats themselves, the translators (keyed by

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.fast
+# Marked fast test by test: the fresh-interpreter tests below start a subprocess.
 
 GATEWAY = Path(__file__).resolve().parent.parent / "gateway"
 
@@ -113,6 +113,7 @@ def _is(name: str, banned: frozenset[str]) -> bool:
     return any(".".join(parts[:i]) in banned for i in range(1, len(parts) + 1))
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("package", sorted(PURE))
 def test_pure_code_imports_no_io_in_its_closure(package: str) -> None:
     """No gateway module a pure module loads (through any chain of imports, lazy ones
@@ -162,6 +163,7 @@ print(json.dumps(loaded))
     assert not wrong
 
 
+@pytest.mark.fast
 def test_the_closure_walk_follows_chains_and_lazy_imports() -> None:
     """The walk reaches a module through another (the schema's egress settings, from the
     recovery core) and counts an import inside a function (the proxy's translation)."""
@@ -171,6 +173,7 @@ def test_the_closure_walk_follows_chains_and_lazy_imports() -> None:
     assert "gateway.translate.convert" in all_imports(GATEWAY / "live" / "attempter.py")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("module", "owner"),
     [("prometheus_client", {"observe/metrics.py", "observe/counts.py"}),
@@ -188,6 +191,7 @@ def test_one_chokepoint_per_dependency(module: str, owner: set[str]) -> None:
     assert users <= owner
 
 
+@pytest.mark.fast
 def test_only_upstream_uses_the_http_client() -> None:
     """Upstream HTTP is aiohttp's ClientSession, opened in upstream/client.py only."""
 
@@ -202,6 +206,7 @@ def test_only_upstream_uses_the_http_client() -> None:
     assert users == {"upstream/client.py"}
 
 
+@pytest.mark.fast
 def test_every_imported_package_is_declared() -> None:
     """Each third-party package gateway/ imports is a dependency in pyproject.toml (or, for
     optional ones, an extra), not something another package happens to bring along."""
@@ -405,12 +410,14 @@ def documented_layers() -> dict[str, int]:
 GRAPH = import_graph(GATEWAY)
 
 
+@pytest.mark.fast
 def test_no_cycle_between_modules() -> None:
     """No module of gateway/ imports itself through others, every import counted."""
     wrong = [c for c in cycles(GRAPH) if not any(set(c) <= known for known in KNOWN_CYCLES)]
     assert not wrong, "\n".join(shown(c, GRAPH) for c in wrong)
 
 
+@pytest.mark.fast
 def test_the_known_cycles_are_still_there() -> None:
     """Each cycle :data:`KNOWN_CYCLES` excuses still exists (a cut one leaves the list)."""
     found = [set(c) for c in cycles(GRAPH)]
@@ -418,24 +425,28 @@ def test_the_known_cycles_are_still_there() -> None:
     assert not gone, f"no longer cycles, take them out of KNOWN_CYCLES: {gone}"
 
 
+@pytest.mark.fast
 def test_no_cycle_between_packages() -> None:
     """No package of gateway/ (nor root module) imports itself through others."""
     packages = package_graph(GRAPH)
     assert not (found := cycles(packages)), "\n".join(shown(c, packages) for c in found)
 
 
+@pytest.mark.fast
 def test_the_layers_name_every_package_once() -> None:
     """docs/architecture.md, Layers, puts each package and root module of gateway/ in one
     layer, and names nothing else."""
     assert set(documented_layers()) == set(package_graph(GRAPH))
 
 
+@pytest.mark.fast
 def test_every_import_goes_down_the_layers() -> None:
     """Each import from one package (or root module) to another goes to a lower layer of
     docs/architecture.md, Layers: none goes up, none goes sideways within a layer."""
     assert not (wrong := upward(GRAPH, documented_layers())), "\n".join(wrong)
 
 
+@pytest.mark.fast
 def test_the_module_tables_name_every_module() -> None:
     """docs/architecture.md, Modules, has one row per package and per module of gateway/
     (its first cell names it, as ``web/`` or ``web/app.py``), and each row is one."""
@@ -445,6 +456,7 @@ def test_the_module_tables_name_every_module() -> None:
     assert {_as_module(n) for n in written} == set(GRAPH)
 
 
+@pytest.mark.fast
 def test_the_checks_catch_a_planted_cycle(tmp_path: Path) -> None:
     """Two modules of two packages that import each other, one inside a function and one
     under ``TYPE_CHECKING``: the module cycle, the package cycle and the import that goes
@@ -472,6 +484,7 @@ def test_the_checks_catch_a_planted_cycle(tmp_path: Path) -> None:
     assert upward(graph, rank) == ["planted.low.a -> planted.high.b (layer 1 imports layer 2)"]
 
 
+@pytest.mark.fast
 def test_cycles_finds_each_component() -> None:
     """A synthetic graph: a three-module ring with a module hanging off it, a pair, and a
     chain that closes no ring."""

@@ -10,6 +10,8 @@ from gateway.errors import EXHAUSTED, Category, exhausted
 from gateway.recovery.seams import Outcome, json_object
 from gateway.web.bearer import bearer, bears
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("authorization", "token"),

@@ -35,7 +35,7 @@ from gateway.resilience.failure import Failure
 from gateway.routing.policyset import Deployed
 from gateway.state.memory import MemoryState
 
-pytestmark = pytest.mark.fast
+# Marked fast test by test: the fresh-interpreter tests below start a subprocess.
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATE = str(Path("gateway", "simulate"))
@@ -46,10 +46,10 @@ from gateway.observe.events import Events
 from gateway.observe.metrics import Metrics
 from gateway.routing.load import load_policy_dir
 from gateway.settings import GatewaySettings
-from gateway.web.app import Gateway
+from gateway.web.app import create_app
 
 async def main():
-    gw = Gateway(GatewaySettings(), load_policy_dir(Path("policies")), Metrics())
+    gw = create_app(GatewaySettings(), policies=load_policy_dir(Path("policies")), metrics=Metrics())
     assert type(gw.env.events) is Events, type(gw.env.events)
 
 asyncio.run(main())
@@ -67,6 +67,7 @@ def test_the_live_gateway_loads_no_simulate_code() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.fast
 def test_the_recorder_wraps_the_emitter_and_overrides_none_of_it() -> None:
     """simulate's recorder is no subclass of the live emitter (whose class tree is its
     own), and it declares every event of the seam itself."""
@@ -111,6 +112,7 @@ class Answers:
         self.clock.now += seconds
 
 
+@pytest.mark.fast
 async def test_a_live_requests_events_call_no_simulate_code() -> None:
     """Retries, deployments out, the route's fallback: every event a live request reports
     runs in the live emitter, and no function of gateway/simulate/ is called."""
@@ -140,6 +142,7 @@ async def test_a_live_requests_events_call_no_simulate_code() -> None:
     assert not [(f, n) for f, n in called if SIMULATE in f]
 
 
+@pytest.mark.fast
 def test_the_seam_names_what_the_loops_report() -> None:
     """Every event the live emitter has for a request's recovery is one of the seam's,
     with the same parameters, so the two cannot drift apart."""

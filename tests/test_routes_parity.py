@@ -15,6 +15,8 @@ from aiohttp.test_utils import make_mocked_request
 from gateway.errors import GatewayError
 from gateway.web import routes
 
+pytestmark = pytest.mark.fast
+
 PLAIN = {**routes.ROUTES, **routes.METRICS}
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH")
 NEAR_MISSES = (

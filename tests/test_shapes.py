@@ -19,6 +19,8 @@ from gateway.translate.request_check import check
 from gateway.web.shapes import INTEGER_FIELDS, TOKEN_FIELDS, check_shape
 from tests.fuzz.test_fuzz_nested import SEEDS
 
+pytestmark = pytest.mark.fast
+
 CHAT, MESSAGES, RESPONSES = Endpoint.chat, Endpoint.messages, Endpoint.responses
 COMPLETIONS, EMBEDDINGS = Endpoint.completions, Endpoint.embeddings
 USER = [{"role": "user", "content": "hi"}]

@@ -13,6 +13,8 @@ from gateway.formats.chat_stream import read_choice, read_texts
 from gateway.formats.endpoints import Endpoint
 from gateway.formats.transcript import Transcript
 
+pytestmark = pytest.mark.fast
+
 CHUNK = (
     b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
     b'"choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}\n\n'

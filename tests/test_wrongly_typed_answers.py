@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,8 @@ from gateway.resilience import continuation
 from gateway.testing import shapes
 from gateway.translate import usage as tusage
 from tests.json_paths import paths
+
+pytestmark = pytest.mark.fast
 
 ANSWER = shapes.FakeAnswer(
     id="x1", model="m", text="Hello there, a cut answer", finish="length",

@@ -30,22 +30,11 @@ class ChatStream:
     """Chat completions (and legacy completions) streams: see the module docstring."""
 
     def stream_read(self, t: Transcript, obj: dict[str, Any], hold: bool = False) -> bool:
-        if hold:  # the usual event, inline: what stream_closes says
-            choices = obj.get("choices")
-            if not choices and isinstance(choices, list) and obj.get("usage") is not None:
-                return True
-        else:
-            choices = obj.get("choices")
+        choices = obj.get("choices")
+        if not choices:  # the closing usage chunk, or a chunk without output
+            return _read_no_choices(t, obj, choices, hold)
         if t.id is None and isinstance(obj.get("id"), str):
-            t.id = obj["id"]
-            t.created = obj.get("created")
-            t.model = obj.get("model")
-            t.has_fingerprint = "system_fingerprint" in obj
-            t.fingerprint = obj.get("system_fingerprint")
-        if not choices:
-            if isinstance(choices, list) and obj.get("usage") is not None:
-                t.closed = True
-            return False
+            _read_head(t, obj)
         if not isinstance(choices, list):
             return False
         if t.text_key != "content":
@@ -152,6 +141,28 @@ def chat_usage(block: dict[str, Any], u: Usage) -> dict[str, Any]:
     return out
 
 
+def _read_no_choices(t: Transcript, obj: dict[str, Any], choices: Any, hold: bool) -> bool:
+    """A chunk with no choices: the closing one when it has ``usage`` (with ``hold``, what
+    :meth:`ChatStream.stream_closes` says, before it is read)."""
+    closes = isinstance(choices, list) and obj.get("usage") is not None
+    if closes and hold:
+        return True
+    if t.id is None and isinstance(obj.get("id"), str):
+        _read_head(t, obj)
+    if closes:
+        t.closed = True
+    return False
+
+
+def _read_head(t: Transcript, obj: dict[str, Any]) -> None:
+    """The stream's id, time and model, from its first chunk that has an id."""
+    t.id = obj["id"]
+    t.created = obj.get("created")
+    t.model = obj.get("model")
+    t.has_fingerprint = "system_fingerprint" in obj
+    t.fingerprint = obj.get("system_fingerprint")
+
+
 def read_choice(t: Transcript, c: Any) -> None:
     """A chat choice in any shape (the general path of :meth:`ChatStream.stream_read`)."""
     if not isinstance(c, dict):
@@ -223,10 +234,9 @@ def _splice_choice(s: Splice, c: dict[str, Any]) -> bool | Diverged:
         if s.had_output:
             for name in ("reasoning_content", "reasoning"):
                 holder.pop(name, None)
-        if holder.get("tool_calls") or holder.get("function_call"):
-            if s.regenerate and not s.pipe.settled:
-                return Diverged("regenerated answer calls a tool before covering the text sent")
-            flush_now = True
+        flush_now = bool(holder.get("tool_calls") or holder.get("function_call"))
+        if flush_now and s.regenerate and not s.pipe.settled:
+            return Diverged("regenerated answer calls a tool before covering the text sent")
     text = holder.get(key)
     out = ""
     if isinstance(text, str) and text:

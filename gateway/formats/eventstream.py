@@ -143,16 +143,10 @@ class EventStreamSplitter:
         self._prefix = b""  # and the start of its event
 
     def feed(self, piece: bytes) -> list[bytes]:
-        if self._held:
-            held = self._held + len(piece)
-            self._parts.append(piece)
-            if held < self._need:
-                self._held = held
+        if self._held or self._broken:  # a frame begun in an earlier read, or a stream broken
+            data = self._join(piece)
+            if data is None:
                 return []
-            data = b"".join(self._parts)
-            self._parts, self._held = [], 0
-        elif self._broken:
-            return []
         else:
             data = piece
         out: list[bytes] = []
@@ -160,10 +154,12 @@ class EventStreamSplitter:
         try:
             while size - pos >= 12:
                 total, hlen, crc = _PRELUDE(data, pos)
-                if crc32(data[pos : pos + 8]) != crc:
-                    raise _Corrupt("a frame failed its CRC")
-                if hlen > _MAX_HEADERS or not 16 <= total - hlen <= _MAX_REST:
-                    raise _Corrupt("a frame's lengths are out of bounds")
+                if (
+                    crc32(data[pos : pos + 8]) != crc
+                    or hlen > _MAX_HEADERS
+                    or not 16 <= total - hlen <= _MAX_REST
+                ):
+                    raise _Corrupt(_prelude_fault(data, pos, crc))
                 end = pos + total
                 if end > size:
                     break
@@ -175,26 +171,25 @@ class EventStreamSplitter:
                     self._head, self._plan = head, _plan(head)
                 pos = end + 4
                 plan = self._plan
-                if plan is _CHUNK:
-                    # the usual payload, {"bytes":"<base64 of {"type":"...>", ...}, read
-                    # without decoding its JSON: base64 has no quote, and a value with an
-                    # escape in it (``\/``) is not base64 as is, decoded as JSON by _chunk
-                    if (
-                        data[start : start + 22] == _USUAL
-                        and start < (q := data.find(34, start + 22)) < end
-                    ):
-                        try:
-                            inner = a2b_base64(data[start + 10 : q], strict_mode=True)
-                        except ValueError:  # binascii.Error
-                            inner = b""
-                        if inner[9 : self._named] == self._name or self._new_type(inner):
-                            if 10 in inner or 13 in inner:
-                                inner = _one_line(inner)
-                            out.append(b"".join((self._prefix, inner, b"\n\n")))
-                            continue
-                    ev = _chunk(data[start:end])
-                else:
-                    ev = _other(plan, data[start:end])
+                # the usual chunk payload, {"bytes":"<base64 of {"type":"...>", ...}, read
+                # without decoding its JSON: base64 has no quote, and a value with an
+                # escape in it (``\/``) is not base64 as is, decoded as JSON by _chunk
+                if (
+                    plan is _CHUNK
+                    and data[start : start + 22] == _USUAL
+                    and start < (q := data.find(34, start + 22)) < end
+                ):
+                    try:
+                        inner = a2b_base64(data[start + 10 : q], strict_mode=True)
+                    except ValueError:  # binascii.Error
+                        inner = b""
+                    if inner[9 : self._named] == self._name or self._new_type(inner):
+                        if 10 in inner or 13 in inner:
+                            inner = _one_line(inner)
+                        out.append(b"".join((self._prefix, inner, b"\n\n")))
+                        continue
+                payload = data[start:end]
+                ev = _chunk(payload) if plan is _CHUNK else _other(plan, payload)
                 if ev is None:
                     self._dropped += 1
                 else:
@@ -209,6 +204,20 @@ class EventStreamSplitter:
             self._held = len(rest)
             self._need = _PRELUDE(rest)[0] if len(rest) >= 12 else 12
         return self._through(out) if self._inner is not None else out
+
+    def _join(self, piece: bytes) -> bytes | None:
+        """The frame begun in earlier reads with ``piece``, once it can be read on (None:
+        held until it is whole, or dropped after a broken frame)."""
+        if self._broken:
+            return None
+        held = self._held + len(piece)
+        self._parts.append(piece)
+        if held < self._need:
+            self._held = held
+            return None
+        data = b"".join(self._parts)
+        self._parts, self._held = [], 0
+        return data
 
     def _new_type(self, inner: bytes) -> bool:
         """Whether ``inner`` (``{"type":"...``) has its type's end, taken as the type of
@@ -250,6 +259,13 @@ class EventStreamSplitter:
     def usage(self) -> Usage | None:
         """A translating ``inner``'s counts so far (the events it yields carry their own)."""
         return self._inner.usage if self._inner is not None else None
+
+
+def _prelude_fault(data: bytes, pos: int, crc: int) -> str:
+    """Why the prelude of the frame at ``pos`` cannot be read."""
+    if crc32(data[pos : pos + 8]) != crc:
+        return "a frame failed its CRC"
+    return "a frame's lengths are out of bounds"
 
 
 def _one_line(data: bytes) -> bytes:

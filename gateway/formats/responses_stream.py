@@ -50,31 +50,12 @@ class ResponsesStream:
         etype = obj.get("type")
         oi = obj.get("output_index")
         if etype in _PREAMBLE:
-            response = obj.get("response") or {}
             if t.id is None:
-                t.id = response.get("id")
-                t.created = response.get("created_at")
-                t.model = response.get("model")
+                _read_ids(t, obj)
         elif etype == "response.output_item.added" and isinstance(oi, int):
-            t.next_index = max(t.next_index, oi + 1)
-            item = obj.get("item") or {}
-            kind = item.get("type")
-            if kind == "message":
-                t.item_id, t.output_index = item.get("id"), oi
-                t.content_index, t.part_open, t.text_closed = None, False, False
-            else:
-                if is_tool(kind):
-                    t.tool = True
-                else:
-                    t.open_other.add(oi)
-                t.other += self.stream_output(obj)
+            self._read_item_added(t, obj, oi)
         elif etype == "response.content_part.added" and oi == t.output_index:
-            part = obj.get("part") or {}
-            if part.get("type") == "output_text" and t.content_index is None:
-                t.content_index, t.part_open = obj.get("content_index"), True
-                t.part_text = []
-            else:
-                t.non_text = True
+            _read_part_added(t, obj)
         elif etype == _TEXT_DELTA:
             text = obj.get("delta") or ""
             t.add(text)
@@ -84,19 +65,31 @@ class ResponsesStream:
             t.other += self.stream_output(obj)
             if etype == _REFUSAL:
                 t.non_text = True
-        elif etype in _TEXT_DONE:
-            if oi == t.output_index:
-                t.part_open, t.text_closed = False, True
+        elif etype in _TEXT_DONE and oi == t.output_index:
+            t.part_open, t.text_closed = False, True
         elif etype == "response.output_item.done" and isinstance(oi, int):
-            t.done_items[oi] = obj.get("item")
-            t.open_other.discard(oi)
-            if oi == t.output_index:
-                t.text_closed = True
+            _read_item_done(t, obj, oi)
         elif etype in _CLOSED:
             t.closed = True
         if isinstance(etype, str) and "function_call" in etype:
             t.tool = True
         return False
+
+    def _read_item_added(self, t: Transcript, obj: dict[str, Any], oi: int) -> None:
+        """An output item opened: the message (whose text the transcript follows), or any
+        other item (a tool call, reasoning: output besides the text)."""
+        t.next_index = max(t.next_index, oi + 1)
+        item = obj.get("item") or {}
+        kind = item.get("type")
+        if kind == "message":
+            t.item_id, t.output_index = item.get("id"), oi
+            t.content_index, t.part_open, t.text_closed = None, False, False
+            return
+        if is_tool(kind):
+            t.tool = True
+        else:
+            t.open_other.add(oi)
+        t.other += self.stream_output(obj)
 
     def stream_output(self, obj: dict[str, Any]) -> int:
         etype = obj.get("type")
@@ -124,31 +117,19 @@ class ResponsesStream:
         etype = obj.get("type")
         oi = obj.get("output_index")
         t = s.t
-        if etype in _PREAMBLE:
-            return Out()
         if etype == "response.output_item.added" and isinstance(oi, int):
             return _item_added(s, obj, oi, kind)
-        if isinstance(oi, int) and oi in s.drop:
+        if etype in _PREAMBLE or (isinstance(oi, int) and oi in s.drop):
             return Out()
         data = dict(obj)
-        if isinstance(oi, int):
-            if oi not in s.map:
-                s.map[oi] = s.next_index
-                s.next_index += 1
-            data["output_index"] = s.map[oi]
+        if isinstance(oi, int):  # renumbered after the client's items
+            data["output_index"] = s.map[oi] if oi in s.map else _new_index(s, oi)
         ours = isinstance(oi, int) and oi == s.msg
         if ours and "item_id" in data:
             data["item_id"] = s.msg_id
         mine = ours and obj.get("content_index") == s.part
         if etype == "response.content_part.added" and ours:
-            part = obj.get("part") or {}
-            if part.get("type") == "output_text" and s.part is None:
-                s.part = obj.get("content_index")
-                if t.part_open:
-                    s.part_to = t.content_index
-                    return Out()
-                s.part_to = s.part
-            return Out([(data, kind)])
+            return _part_added(s, obj, data, kind)
         if mine:
             data["content_index"] = s.part_to
         if etype == "response.output_text.delta" and mine:
@@ -167,21 +148,37 @@ class ResponsesStream:
             data["part"] = {**(obj.get("part") or {}), "text": "".join(t.part_text)}
             return Out([(data, kind)])
         if etype == "response.output_item.done" and ours:
-            item = dict(obj.get("item") or {})
-            item["id"] = s.msg_id
-            item["content"] = [
-                {**p, "text": "".join(t.part_text)}
-                if isinstance(p, dict) and p.get("type") == "output_text"
-                else p
-                for p in item.get("content") or []
-            ]
-            data["item"] = item
+            data["item"] = _message_done(s, obj)
             return Out([(data, kind)])
         if etype in _FINAL:
-            if s.regenerate and not s.pipe.settled:
-                return Diverged("regenerated answer ended before covering the text sent")
-            return Out([(_final(s, data), kind)])
+            return _ended(s, data, kind)
         return Out([(data, kind)])
+
+
+def _read_ids(t: Transcript, obj: dict[str, Any]) -> None:
+    """The response's id, time and model, from the first event of the stream's preamble."""
+    response = obj.get("response") or {}
+    t.id = response.get("id")
+    t.created = response.get("created_at")
+    t.model = response.get("model")
+
+
+def _read_part_added(t: Transcript, obj: dict[str, Any]) -> None:
+    """A content part opened in the message: its text part, or output that is not text."""
+    part = obj.get("part") or {}
+    if part.get("type") == "output_text" and t.content_index is None:
+        t.content_index, t.part_open = obj.get("content_index"), True
+        t.part_text = []
+    else:
+        t.non_text = True
+
+
+def _read_item_done(t: Transcript, obj: dict[str, Any], oi: int) -> None:
+    """An output item closed: kept whole for the final response."""
+    t.done_items[oi] = obj.get("item")
+    t.open_other.discard(oi)
+    if oi == t.output_index:
+        t.text_closed = True
 
 
 def _item_added(s: Splice, obj: dict[str, Any], oi: int, kind: Kind) -> Out | Diverged:
@@ -198,6 +195,39 @@ def _item_added(s: Splice, obj: dict[str, Any], oi: int, kind: Kind) -> Out | Di
         reasoning = itype == "reasoning"
         return s.before_text(obj, "output_index", oi, kind, f"{itype} item", reasoning)
     return s.renumbered(obj, "output_index", oi, kind)
+
+
+def _new_index(s: Splice, oi: int) -> int:
+    """The number of the resumed stream's item ``oi``, first seen: the next after the
+    client's items."""
+    s.map[oi] = n = s.next_index
+    s.next_index += 1
+    return n
+
+
+def _part_added(s: Splice, obj: dict[str, Any], data: dict[str, Any], kind: Kind) -> Out:
+    """A content part opened in the resumed message: its text part continues the client's
+    open one (the event dropped), or numbers after it."""
+    part = obj.get("part") or {}
+    if part.get("type") == "output_text" and s.part is None:
+        s.part = obj.get("content_index")
+        if s.t.part_open:
+            s.part_to = s.t.content_index
+            return Out()
+        s.part_to = s.part
+    return Out([(data, kind)])
+
+
+def _message_done(s: Splice, obj: dict[str, Any]) -> dict[str, Any]:
+    """The message item closed: the client's id, and its text part's whole text."""
+    item = dict(obj.get("item") or {})
+    item["id"] = s.msg_id
+    text = "".join(s.t.part_text)
+    item["content"] = [
+        {**p, "text": text} if isinstance(p, dict) and p.get("type") == "output_text" else p
+        for p in item.get("content") or []
+    ]
+    return item
 
 
 def _text_done(s: Splice, data: dict[str, Any], kind: Kind) -> Out | Diverged:
@@ -236,6 +266,14 @@ def responses_usage(block: dict[str, Any], u: Usage) -> dict[str, Any]:
         done = block.get("output_tokens_details") or {}
         out["output_tokens_details"] = {**done, "reasoning_tokens": u.reasoning}
     return out
+
+
+def _ended(s: Splice, data: dict[str, Any], kind: Kind) -> Out | Diverged:
+    """The final event, with the client's ids and the whole output; a regenerated answer
+    that ends before covering the text already sent has diverged."""
+    if s.regenerate and not s.pipe.settled:
+        return Diverged("regenerated answer ended before covering the text sent")
+    return Out([(_final(s, data), kind)])
 
 
 def _final(s: Splice, data: dict[str, Any]) -> dict[str, Any]:

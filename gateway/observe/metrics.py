@@ -1,3 +1,4 @@
+# long: one class, Metrics: every metric declared, counted per request, collected per scrape
 """The gateway's Prometheus metrics (docs/operations.md, Metrics); the only module that
 creates Prometheus objects.
 
@@ -171,6 +172,12 @@ class Metrics:
         self.budgets: Budgets | None = None
         # Registered in this order, as /metrics lists them; the per-request ones as
         # collectors of the counts above.
+        self._add_requests(r)
+        self._add_recovery(r)
+        self._add_process(r)
+
+    def _add_requests(self, r: CollectorRegistry) -> None:
+        """Requests, their attempts, retries and fallbacks."""
         counter, histogram = CounterMetricFamily, HistogramMetricFamily
         self.requests = self._family(_REQUESTS, counter, self._collect_requests)
         self.duration = self._family(_DURATION, histogram, self._collect_duration)
@@ -198,6 +205,10 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",  # workers: active on any of them
         )
+
+    def _add_recovery(self, r: CollectorRegistry) -> None:
+        """Deployments, budgets, compaction and continuation; tokens and cost."""
+        counter = CounterMetricFamily
         self.deployment_up = self._family(
             _DEPLOYMENT_UP, GaugeMetricFamily, self._collect_deployment_up
         )
@@ -223,6 +234,10 @@ class Metrics:
         )
         self.tokens = self._family(_TOKENS, counter, self._collect_tokens)
         self.cost = self._family(_COST, counter, self._collect_cost)
+
+    def _add_process(self, r: CollectorRegistry) -> None:
+        """What the process as a whole sees: requests in flight, clients gone, reloads,
+        recovery stopped, the shared state."""
         self.inflight = Gauge(
             P + "inflight_requests", "Requests in flight", registry=r, multiprocess_mode="livesum"
         )

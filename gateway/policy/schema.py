@@ -1,3 +1,4 @@
+# long: the whole policy file format, one frozen model per section, in the order a file reads
 """The policy file format (docs/policies.md) as frozen pydantic models.
 
 Every model forbids unknown keys; every field has the documented default, so

@@ -1,3 +1,4 @@
+# long: the compaction strategies and the summary request share the walks over a body's entries
 """Prompt-too-long recovery: make a request smaller, one strategy at a time.
 
 The engine applies ``policy.strategies`` in order, cumulatively: each strategy

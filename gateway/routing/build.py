@@ -1,3 +1,4 @@
+# long: every cross-check between the policy files' sections, in the one pass that builds the set
 """Assembling the :class:`PolicySet` from parsed files, and cross-checking it.
 
 Files are validated (:mod:`gateway.policy.validate`) and merged (a name defined in

@@ -1,3 +1,4 @@
+# long: one class, the Redis backend of all recovery state, under its key layout's documentation
 """Recovery state shared by every replica through Redis (``GATEWAY_STATE_URL=redis://...``).
 
 Keys (all prefixed ``llm-gateway:``)::

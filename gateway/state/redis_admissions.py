@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway.policy.schema import TeamLimits
 from gateway.resilience.team_limits import LIMIT_WINDOW_S, Lease
@@ -82,25 +82,12 @@ class Admissions:
         task.add_done_callback(self._sends.discard)
 
     async def _round_trip(self, batch: dict[str, _Waiting]) -> None:
-        ttl = 2 * LIMIT_WINDOW_S
         sizes = [w.lease.size(w.now, w.limits, len(w.futures)) for w in batch.values()]
         try:
             async with asyncio.timeout(self._timeout):
-                if len(batch) == 1:
-                    [(requests, w)] = batch.items()
-                    replies = [await self._script(keys=[requests, w.tokens], args=[ttl, sizes[0]])]
-                else:
-                    async with self._redis.pipeline(transaction=False) as pipe:
-                        for (requests, w), n in zip(batch.items(), sizes, strict=True):
-                            await self._script(
-                                keys=[requests, w.tokens], args=[ttl, n], client=pipe
-                            )
-                        replies = await pipe.execute()
+                replies = await self._reserve(batch, sizes)
         except Exception as exc:  # each waiter falls back to local state
-            for w in batch.values():
-                for future in w.futures:
-                    if not future.done():
-                        future.set_exception(exc)
+            _fail(batch, exc)
             return
         except BaseException:  # cancelled (close): so are the waiters
             for w in batch.values():
@@ -108,25 +95,35 @@ class Admissions:
                     future.cancel()
             raise
         try:
-            for (requests, w), n, (count, used, bad) in zip(
-                batch.items(), sizes, replies, strict=True
-            ):
-                if bad & 1:
-                    self._ignored(requests, "not an integer: the counter starts again")
-                if bad & 2:
-                    self._ignored(w.tokens, "not a string")
-                used = self._ignored.counter(w.tokens, used)  # count: INCRBY's own integer
-                over = w.lease.reserved(w.now, n, count, used, w.limits)
-                if over:
-                    self._give_back(requests, over)
-                for future in w.futures:
-                    if not future.done():  # a waiter may have been cancelled
-                        future.set_result(w.lease.take(w.now))
+            self._settle(batch, sizes, replies)
         except Exception as exc:  # never leave a waiter waiting: it falls back to local state
-            for w in batch.values():
-                for future in w.futures:
-                    if not future.done():
-                        future.set_exception(exc)
+            _fail(batch, exc)
+
+    async def _reserve(self, batch: dict[str, _Waiting], sizes: list[int]) -> list[Any]:
+        """The script's replies, one per team window: one call alone, or a pipeline."""
+        ttl = 2 * LIMIT_WINDOW_S
+        if len(batch) == 1:
+            [(requests, w)] = batch.items()
+            return [await self._script(keys=[requests, w.tokens], args=[ttl, sizes[0]])]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for (requests, w), n in zip(batch.items(), sizes, strict=True):
+                await self._script(keys=[requests, w.tokens], args=[ttl, n], client=pipe)
+            return await pipe.execute()
+
+    def _settle(self, batch: dict[str, _Waiting], sizes: list[int], replies: list[Any]) -> None:
+        """Each window's reservation into its lease, then each waiter admitted or refused."""
+        for (requests, w), n, (count, used, bad) in zip(batch.items(), sizes, replies, strict=True):
+            if bad & 1:
+                self._ignored(requests, "not an integer: the counter starts again")
+            if bad & 2:
+                self._ignored(w.tokens, "not a string")
+            used = self._ignored.counter(w.tokens, used)  # count: INCRBY's own integer
+            over = w.lease.reserved(w.now, n, count, used, w.limits)
+            if over:
+                self._give_back(requests, over)
+            for future in w.futures:
+                if not future.done():  # a waiter may have been cancelled
+                    future.set_result(w.lease.take(w.now))
 
     async def close(self) -> None:
         for task in list(self._sends):
@@ -134,6 +131,14 @@ class Admissions:
         for task in list(self._sends):
             with contextlib.suppress(BaseException):
                 await task
+
+
+def _fail(batch: dict[str, _Waiting], exc: Exception) -> None:
+    """Every waiter of ``batch`` still waiting gets ``exc`` (and falls back to local state)."""
+    for w in batch.values():
+        for future in w.futures:
+            if not future.done():
+                future.set_exception(exc)
 
 
 @dataclass(slots=True)

@@ -1,3 +1,4 @@
+# long: its docstring is the fake provider's user guide (78 lines), above the one server class
 """A scripted fake LLM provider: a real aiohttp server speaking the OpenAI and Anthropic APIs.
 
 Use it to test the gateway (or your own policies) against real sockets, with faults

@@ -1,3 +1,4 @@
+# long: the catalogue of script steps; Error alone holds every provider's ready-made error answer
 """Script steps for :class:`gateway.testing.FakeProvider`.
 
 A *step* decides how the fake provider answers one request. Steps are plain frozen

@@ -1,3 +1,4 @@
+# long: one TypedDict per JSON object of three request formats: the types pydantic validates
 """Pydantic models of the request bodies: the fields the gateway and its translators read,
 with their JSON types, nested (messages, content parts by type, tool calls, tools,
 ``tool_choice``, image and file sources, Responses input items, Anthropic system blocks).

@@ -106,12 +106,8 @@ def _check_types(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
         value = get("input")
         if value is not None and not isinstance(value, str):
             _objects(value, "input", "a string or an array")
-    elif endpoint is _COMPLETIONS:
-        _text_or_array(get("prompt"), "prompt")
-    elif endpoint is _EMBEDDINGS:
-        value = get("input")
-        if value is not None or "input" in body:
-            _text_or_array(value, "input", nullable=False)
+    elif endpoint is _COMPLETIONS or endpoint is _EMBEDDINGS:
+        _check_prompt(endpoint, body)
     if _OPTIONAL.isdisjoint(body):
         return
     stream = get("stream")
@@ -125,6 +121,16 @@ def _check_types(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
         value = get(name)
         if type(value) is float and huge_integer(value):
             raise wrong_type(name, "an integer", value)
+
+
+def _check_prompt(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
+    """Completions' ``prompt``, embeddings' ``input``: a string or an array."""
+    if endpoint is _COMPLETIONS:
+        _text_or_array(body.get("prompt"), "prompt")
+        return
+    value = body.get("input")
+    if value is not None or "input" in body:
+        _text_or_array(value, "input", nullable=False)
 
 
 def _objects(value: Any, name: str, expected: str, each: str = "an object") -> None:
@@ -252,11 +258,10 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
         if type(entry) is not dict:
             continue
         kind = entry.get("type")
-        if kind is not None:
-            if type(kind) is not str:
-                _check_type(entry, name, i)
-            if kind == "function_call":  # a Responses call: arguments in the item
-                _check_arguments(entry, f"{name}[{i}]", depth, 3)
+        if kind is not None and type(kind) is not str:
+            _check_type(entry, name, i)
+        if kind == "function_call":  # a Responses call: arguments in the item
+            _check_arguments(entry, f"{name}[{i}]", depth, 3)
         for key in _PART_LISTS:
             parts = entry.get(key)
             if type(parts) is not list:
@@ -268,13 +273,18 @@ def _check_parts(entries: list[Any], name: str, depth: int) -> None:
                 if kind is not None and type(kind) is not str:
                     _check_type(part, name, i, key, j)
                 inner = part.get("content")
-                if type(inner) is list:
-                    for k, block in enumerate(inner):
-                        if type(block) is dict:
-                            _check_type(block, name, i, key, j, "content", k)
+                if type(inner) is list:  # a tool result's blocks
+                    _check_blocks(inner, name, i, key, j)
                 if key == "tool_calls" and type(function := part.get("function")) is dict:
                     where = f"{name}[{i}].tool_calls[{j}].function"
                     _check_arguments(function, where, depth, 6)
+
+
+def _check_blocks(blocks: list[Any], name: str, *at: str | int) -> None:
+    """The ``type`` of each block a part holds (a tool result's content)."""
+    for k, block in enumerate(blocks):
+        if type(block) is dict:
+            _check_type(block, name, *at, "content", k)
 
 
 def _check_type(value: dict[str, Any], name: str, *at: str | int) -> None:

@@ -8,6 +8,8 @@ import pytest
 from gateway.errors import PolicyError
 from gateway.routing.load import load_policy_texts
 
+pytestmark = pytest.mark.fast
+
 BASE = """
 providers:
   p: {api: openai, base_url: "http://127.0.0.1:9/v1"}

@@ -18,6 +18,8 @@ from gateway.money.budgets import (
 )
 from gateway.policy.schema import Budget
 
+pytestmark = pytest.mark.fast
+
 
 def at(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()

@@ -12,6 +12,8 @@ from gateway.policy.schema import Provider
 from gateway.providers.kinds import cloud_of
 from gateway.resilience.classify import classify_error_event, classify_response
 
+pytestmark = pytest.mark.fast
+
 BEDROCK = cloud_of(Provider(api="bedrock", region="us-east-1"), "")
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from gateway.upstream.refresh import RETRY_CAP, refresh_delay, retry_delay, unusable_at
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("lifetime", "ahead"),

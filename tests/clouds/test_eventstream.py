@@ -23,6 +23,8 @@ from gateway.testing.eventstream_frames import (
 )
 from gateway.translate.convert import Splitter as TranslatingSplitter
 
+pytestmark = pytest.mark.fast
+
 START = {
     "type": "message_start",
     "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",

@@ -12,6 +12,8 @@ from gateway.policy.schema import Provider
 from gateway.providers import serves, speaks, wiring_of
 from gateway.providers.kinds import cloud_of, formats_of, native_paths
 
+pytestmark = pytest.mark.fast
+
 BEDROCK = Provider(api="bedrock", region="us-east-1")
 VERTEX = Provider(api="vertex", project="acme-ml", region="europe-west1")
 AZURE = Provider(api="azure", base_url="https://acme-eu.openai.azure.com/")

@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from gateway.formats import CHAT, MESSAGES
 from gateway.live.counting import ESTIMATE_HEADER, estimate
 from gateway.policy.schema import Compaction
 from gateway.resilience.compaction import SNIP_MARKER, summary_request
 from gateway.resilience.conversation import estimate_tokens, text_size
+
+pytestmark = pytest.mark.fast
 
 CORPUS = Path(__file__).resolve().parents[2] / "bench" / "count_corpus"
 ZH = "请把下面这段话改写得更简洁，保留原意。"

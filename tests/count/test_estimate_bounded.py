@@ -15,6 +15,8 @@ from gateway.formats import CHAT, MESSAGES, RESPONSES, Format
 from gateway.resilience.conversation import estimate_tokens
 from tests.count.worst_bodies import WORST
 
+pytestmark = pytest.mark.fast
+
 
 class Trap(dict[str, Any]):
     """A JSON object that fails the test if anything reads it."""

@@ -16,6 +16,8 @@ from gateway.routing.load import load_policy_dir, load_policy_texts
 from gateway.routing.policyset import PolicySet
 from tests.egress.support import Certs
 
+pytestmark = pytest.mark.fast
+
 Load = Callable[..., PolicySet]
 Problems = Callable[..., list[str]]
 

@@ -17,6 +17,8 @@ from gateway.upstream.egress import Egress, egress_for, redact_url, warnings
 from gateway.upstream.egress_scrub import scrub, secrets_of
 from tests.egress.support import Certs, egress, provider
 
+pytestmark = pytest.mark.fast
+
 OPENAI = "https://api.openai.com/v1"
 PLAIN = "http://vllm.internal:8000/v1"
 

@@ -7,7 +7,11 @@ import base64
 import json
 from urllib.parse import quote
 
+import pytest
+
 from gateway.upstream.egress_scrub import scrub, scrub_bytes, secrets_of
+
+pytestmark = pytest.mark.fast
 
 SIGV4 = (
     "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE0001/20260101/us-east-1/bedrock/aws4_request, "

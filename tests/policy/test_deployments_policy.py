@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from gateway.routing.load import check_policy_dir
 from gateway.routing.policyset import Deployed, PolicySet
+
+pytestmark = pytest.mark.fast
 
 Load = Callable[..., PolicySet]
 Problems = Callable[..., list[str]]

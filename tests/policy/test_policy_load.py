@@ -13,6 +13,8 @@ from gateway.policy.schema import Policy, PolicyFile
 from gateway.routing.load import SECTIONS, load_policy_dir, load_policy_texts, parse_yaml
 from gateway.routing.policyset import PolicySet
 
+pytestmark = pytest.mark.fast
+
 Load = Callable[..., PolicySet]
 Problems = Callable[..., list[str]]
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from gateway.policy.merge import deep_merge
+
+pytestmark = pytest.mark.fast
 
 
 def test_mappings_merge_recursively() -> None:

@@ -12,6 +12,8 @@ from gateway.formats import CHAT, MESSAGES, RESPONSES
 from gateway.policy.schema import Policy, Timeouts, parse_duration, policy_json_schema
 from gateway.routing.load import bundled_policy_dir, load_policy_dir, parse_yaml
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("value", "seconds"),

@@ -12,6 +12,8 @@ from gateway.routing import policyset
 from gateway.routing.load import load_policy_texts
 from gateway.routing.policyset import PolicySet, ResolvedRoute, hash_key
 
+pytestmark = pytest.mark.fast
+
 SET = """
 providers:
   sim: {api: sim}

@@ -15,6 +15,8 @@ from gateway.policy.schema import RateLimitBackoff, RetryPolicy, TransientBackof
 from gateway.resilience.backoff import MAX_HINT_S, go_duration, retry_wait, server_hint
 from gateway.resilience.failure import Failure
 
+pytestmark = pytest.mark.fast
+
 NOW = 1_750_000_000.0
 ALMOST_1 = math.nextafter(1.0, 0.0)
 DEFAULT = RetryPolicy()

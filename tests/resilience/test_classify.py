@@ -26,6 +26,8 @@ from gateway.resilience.classify import (
 )
 from gateway.resilience.keywords import KEYWORDS
 
+pytestmark = pytest.mark.fast
+
 NOW = 1_750_000_000.0
 RL = Category.rate_limit
 QUOTA = Category.quota_exhausted

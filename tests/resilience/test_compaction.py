@@ -44,6 +44,8 @@ from tests.resilience.transcripts import (
     tool_round,
 )
 
+pytestmark = pytest.mark.fast
+
 APIS = (CHAT, MESSAGES, RESPONSES)
 POLICY = Compaction()
 NOTE_MARK = "llm-gateway removed"

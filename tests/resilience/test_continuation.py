@@ -17,6 +17,8 @@ from gateway.resilience.continuation import (
     merge_parts,
 )
 
+pytestmark = pytest.mark.fast
+
 POLICY = OutputRecovery()
 FREE = OutputRecovery(respect_client_max_tokens=False)
 

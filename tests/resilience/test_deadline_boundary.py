@@ -39,6 +39,8 @@ from gateway.routing.policyset import Deployed
 from gateway.simulate import Scenario, VirtualClock, simulate
 from gateway.state.memory import MemoryState
 
+pytestmark = pytest.mark.fast
+
 TOTAL = 30.0
 NO_JITTER = Policy.model_validate(
     {"retry": {"rate_limit": {"retry_after_jitter": 0}}, "turn_retry": {"max": 0},

@@ -19,6 +19,8 @@ from gateway.resilience.decide import (
 )
 from gateway.resilience.failure import Failure
 
+pytestmark = pytest.mark.fast
+
 
 class Fixed:
     def __init__(self, value: float = 0.0) -> None:

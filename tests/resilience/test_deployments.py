@@ -6,12 +6,16 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
+
 from gateway.errors import Category
 from gateway.policy.schema import Policy
 from gateway.resilience import deployments as dep
 from gateway.resilience.decide import Progress, Retry, decide
 from gateway.resilience.deployments import DeploymentState, Pick, Rules, Wait
 from gateway.resilience.failure import Failure
+
+pytestmark = pytest.mark.fast
 
 UP = DeploymentState()
 RULES = Rules(retry_after_cap=30.0, quota_cooldown=3600.0, eject_after=2, eject_for=60.0)

@@ -22,6 +22,8 @@ from gateway.resilience.fallback import (
     record,
 )
 
+pytestmark = pytest.mark.fast
+
 FB = Fallback(chain=("fb-1",), after_consecutive_server_errors=2, cooldown=60.0)
 FB3 = Fallback(chain=("fb-1", "fb-2", "fb-3"), after_consecutive_server_errors=2, cooldown=60.0)
 

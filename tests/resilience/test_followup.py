@@ -28,6 +28,8 @@ from tests.resilience.test_continuation import (
     responses_answer,
 )
 
+pytestmark = pytest.mark.fast
+
 POLICY = OutputRecovery()
 FREE = OutputRecovery(respect_client_max_tokens=False)
 

@@ -7,6 +7,8 @@ import pytest
 from gateway.policy.schema import StreamPolicy
 from gateway.resilience.followup import Stop, after_break
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     "policy", [StreamPolicy(), StreamPolicy(on_midstream_failure="continue", max_resumes=5)]

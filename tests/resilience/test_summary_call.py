@@ -3,6 +3,8 @@ every deployment is out (decide.every_deployment_out), on a virtual clock."""
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.errors import Category
 from gateway.resilience import deployments as dep
 from gateway.resilience.decide import (
@@ -16,6 +18,8 @@ from gateway.resilience.decide import (
 from gateway.resilience.deployments import DeploymentState, Pick, Wait
 from gateway.resilience.failure import Failure
 from gateway.resilience.summary_call import TIMEOUT, Ask, NoSummary, next_try
+
+pytestmark = pytest.mark.fast
 
 AUTH = Failure(Category.auth, 401)
 S500 = Failure(Category.server_error, 500)

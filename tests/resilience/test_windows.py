@@ -8,6 +8,8 @@ from gateway.policy.schema import RetryAllowance, TeamLimits
 from gateway.resilience.retry_allowance import ALLOWANCE_WINDOW_S, AllowanceWindow, retry_allowed
 from gateway.resilience.team_limits import Lease, TeamWindow, limit_wait
 
+pytestmark = pytest.mark.fast
+
 
 def spend_all(w: AllowanceWindow, now: float, budget: RetryAllowance, cap: int = 10_000) -> int:
     n = 0

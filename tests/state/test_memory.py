@@ -9,6 +9,8 @@ from gateway.resilience.fallback import FallbackState
 from gateway.state import MemoryState, StateBackend, open_state
 from gateway.state import memory as memory_mod
 
+pytestmark = pytest.mark.fast
+
 FB = Fallback(chain=("x",))
 
 

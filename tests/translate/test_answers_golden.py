@@ -17,6 +17,8 @@ from openai.types.responses import Response
 from gateway.translate import answers
 from tests.translate.test_requests_helpers import fixture, fixtures
 
+pytestmark = pytest.mark.fast
+
 FORMAT = {"chat": "chat", "responses": "responses", "anthropic": "messages"}  # by fixture prefix
 NAMES = fixtures("answers")
 CASES = [

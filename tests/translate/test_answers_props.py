@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.translate import answers
 from gateway.translate.ir import seal_signature
 from tests.translate.test_answers_golden import facts
+
+pytestmark = pytest.mark.fast
 
 TEXT = st.text(string.ascii_letters + string.digits + " .,\n", min_size=1, max_size=20)
 ARGS = st.dictionaries(st.sampled_from(["a", "b", "city"]), st.one_of(TEXT, st.integers(0, 9)),

@@ -24,6 +24,8 @@ from tests.translate.test_answers_golden import NAMES, facts, sdk_body, source_f
 from tests.translate.test_converse import converse_answer
 from tests.translate.test_streams_props import TEXT_KEYS
 
+pytestmark = pytest.mark.fast
+
 CLIENTS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}
 
 #: A chat answer whose content is a list of parts (Mistral's, with its thinking).

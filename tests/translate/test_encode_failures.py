@@ -13,6 +13,8 @@ from gateway.recovery.seams import Request
 from gateway.translate.ir import Dropped, ToolCall
 from gateway.translate.requests.common import ARGUMENTS_DEPTH, call_input
 
+pytestmark = pytest.mark.fast
+
 
 def _deep(levels: int) -> str:
     return '{"a":' * levels + "1" + "}" * levels

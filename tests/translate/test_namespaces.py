@@ -25,6 +25,8 @@ from gateway.translate.requests import translate
 from tests.translate.test_streams import parse
 from tests.translate.test_streams import translate as translate_stream
 
+pytestmark = pytest.mark.fast
+
 SPAWN = {"type": "function", "name": "spawn_agent", "description": "Spawn a sub-agent.",
          "strict": False, "parameters": {"type": "object", "properties": {
              "message": {"type": "string"}}, "required": ["message"]}}  # fmt: skip

@@ -19,6 +19,8 @@ from tests.translate.test_requests_helpers import (
     fixtures,
 )
 
+pytestmark = pytest.mark.fast
+
 FORMAT = {"chat": "chat", "responses": "responses", "anthropic": "messages"}  # by fixture prefix
 NAMES = fixtures("requests")
 CASES = [

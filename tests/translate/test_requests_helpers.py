@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 import orjson
+import pytest
 from typing_extensions import is_typeddict
+
+pytestmark = pytest.mark.fast
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.translate.requests import translate
 from tests.translate.test_requests_helpers import ANTHROPIC_SAMPLING, NORMAL, check_request
+
+pytestmark = pytest.mark.fast
 
 TEXT = st.text(string.ascii_letters + string.digits + " .,?!é\n", min_size=1, max_size=16)
 B64 = st.from_regex(r"[A-Za-z0-9+/]{4,12}={0,2}", fullmatch=True)

@@ -14,6 +14,8 @@ from gateway.translate.ir import Caps
 from gateway.translate.requests import translate
 from tests.translate.test_requests_helpers import ANTHROPIC_SAMPLING, check_request
 
+pytestmark = pytest.mark.fast
+
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 RESP: dict[str, Any] = {"model": "m", "input": "hi"}
 ANTH: dict[str, Any] = {

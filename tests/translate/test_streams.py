@@ -17,6 +17,8 @@ from gateway.formats.usage import Usage
 from gateway.translate import stops, usage
 from gateway.translate.streams import StreamTranslator
 
+pytestmark = pytest.mark.fast
+
 FIXTURES = Path(__file__).parent / "fixtures" / "streams"
 MODEL = "public-model"
 CREATED = 1_750_000_000

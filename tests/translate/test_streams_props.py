@@ -28,6 +28,8 @@ from tests.translate.test_streams import (
     translator,
 )
 
+pytestmark = pytest.mark.fast
+
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

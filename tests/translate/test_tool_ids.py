@@ -17,6 +17,8 @@ from gateway.translate import convert
 from gateway.translate.requests import translate
 from gateway.translate.requests.anthropic_write import tool_id
 
+pytestmark = pytest.mark.fast
+
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
          for n in ("a", "b")]  # fmt: skip

@@ -19,6 +19,8 @@ from gateway.formats.usage import (
     update_anthropic,
 )
 
+pytestmark = pytest.mark.fast
+
 MOST = limit(None)
 GUESS = Usage(40, 25)
 

@@ -12,6 +12,8 @@ from gateway.formats.splice import Splice
 from gateway.formats.usage import Usage, from_anthropic, from_chat, from_responses, update_anthropic
 from tests.test_resume import ENDPOINTS, T, answer, check, continuation, cut, parse, upstream
 
+pytestmark = pytest.mark.fast
+
 BASE = Usage(100, 16, cache_read=30, cache_creation=5, reasoning=2)  # the parts before
 
 

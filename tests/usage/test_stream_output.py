@@ -22,6 +22,8 @@ from gateway.testing.anthropic_shapes import messages_events
 from gateway.testing.openai_shapes import chat_events, completion_events
 from gateway.testing.responses_shapes import responses_events
 
+pytestmark = pytest.mark.fast
+
 TEXT = "Grüße aus Zürich, 東京 and plain ASCII. " * 5
 CALL = FakeToolCall("get_weather", '{"city": "Zürich", "days": 3}', "call_1")
 SHAPES: dict[Endpoint, Callable[[FakeAnswer], list[FakeEvent]]] = {

@@ -70,11 +70,7 @@ def read(body: dict[str, Any], drops: Dropped) -> Conv:
         elif key == "output_config":
             _read_output_config(conv, value, drops)
         elif key == "metadata":
-            user = value.get("user_id")
-            if isinstance(user, str) and len(user) > MAX_OPENAI_USER:
-                drops.add("metadata.user_id")
-            elif user is not None:
-                conv.user = user
+            _read_metadata(conv, value, drops)
         elif key in REFUSED:
             raise Refused(key, REFUSED[key])
         else:
@@ -118,6 +114,15 @@ def fold_system(body: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
         blocks[:0] = system
     out["system"] = blocks
     return out
+
+
+def _read_metadata(conv: Conv, value: dict[str, Any], drops: Dropped) -> None:
+    """``metadata.user_id``: the neutral ``user`` (dropped when too long for OpenAI's)."""
+    user = value.get("user_id")
+    if isinstance(user, str) and len(user) > MAX_OPENAI_USER:
+        drops.add("metadata.user_id")
+    elif user is not None:
+        conv.user = user
 
 
 def _read_thinking(conv: Conv, value: dict[str, Any], drops: Dropped) -> None:

@@ -1,3 +1,4 @@
+# long: both directions of one format, read and write, so that each field's two rules sit together
 """OpenAI Chat Completions requests <-> the neutral :class:`Conv`.
 
 Reference: https://platform.openai.com/docs/api-reference/chat/create
@@ -238,19 +239,7 @@ _READERS: dict[str, Any] = {
 
 
 def write(conv: Conv, drops: Dropped, caps: Caps = DEFAULT_CAPS) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = [_write_plain(m, drops) for m in conv.system]
-    for m in conv.messages:
-        if m.role == "assistant":
-            msg = _write_assistant(m, drops)
-            if msg is not None:
-                messages.append(msg)
-        elif m.role == "tool":
-            for p in m.parts:
-                if isinstance(p, ToolResult):
-                    messages.append(_write_result(p, drops))
-        else:
-            messages.append(_write_plain(m, drops))
-    body: dict[str, Any] = {"model": conv.model, "messages": messages}
+    body: dict[str, Any] = {"model": conv.model, "messages": _write_messages(conv, drops)}
     if conv.tools is not None:
         body["tools"] = [_write_tool(t) for t in conv.tools]
     if conv.tool_choice is not None:
@@ -261,12 +250,7 @@ def write(conv: Conv, drops: Dropped, caps: Caps = DEFAULT_CAPS) -> dict[str, An
         )
     if conv.parallel_tool_calls is not None:
         body["parallel_tool_calls"] = conv.parallel_tool_calls
-    effort = conv.effort
-    if effort is None and conv.thinking_budget is not None:
-        effort = effort_of_budget(conv.thinking_budget)
-    if effort is not None and caps.reasoning is False:
-        drops.add("reasoning_effort")
-        effort = None
+    effort = _effort(conv, drops, caps)
     if conv.max_tokens is not None:
         # reasoning models take only max_completion_tokens; other servers know max_tokens
         field = conv.max_tokens_field or ("max_completion_tokens" if effort else "max_tokens")
@@ -290,6 +274,35 @@ def write(conv: Conv, drops: Dropped, caps: Caps = DEFAULT_CAPS) -> dict[str, An
             # conv.include_usage, for the stream translator
             body["stream_options"] = {"include_usage": True}
     return body
+
+
+def _write_messages(conv: Conv, drops: Dropped) -> list[dict[str, Any]]:
+    """The system turns, then the conversation: a tool turn's results one message each."""
+    messages: list[dict[str, Any]] = [_write_plain(m, drops) for m in conv.system]
+    for m in conv.messages:
+        if m.role == "assistant":
+            msg = _write_assistant(m, drops)
+            if msg is not None:
+                messages.append(msg)
+        elif m.role == "tool":
+            for p in m.parts:
+                if isinstance(p, ToolResult):
+                    messages.append(_write_result(p, drops))
+        else:
+            messages.append(_write_plain(m, drops))
+    return messages
+
+
+def _effort(conv: Conv, drops: Dropped, caps: Caps) -> str | None:
+    """The ``reasoning_effort`` to send: the client's, or its thinking budget's; none (and
+    dropped) where the server takes no reasoning."""
+    effort = conv.effort
+    if effort is None and conv.thinking_budget is not None:
+        effort = effort_of_budget(conv.thinking_budget)
+    if effort is not None and caps.reasoning is False:
+        drops.add("reasoning_effort")
+        effort = None
+    return effort
 
 
 def _write_sampling(conv: Conv, body: dict[str, Any], drops: Dropped, caps: Caps) -> None:

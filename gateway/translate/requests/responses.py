@@ -1,3 +1,4 @@
+# long: both directions of one format, read and write, so that each field's two rules sit together
 """OpenAI Responses requests <-> the neutral :class:`Conv`.
 
 Reference: https://platform.openai.com/docs/api-reference/responses/create
@@ -248,23 +249,7 @@ def _read_tool_choice(conv: Conv, value: Any) -> None:
 
 def write(conv: Conv, drops: Dropped, caps: Caps = DEFAULT_CAPS) -> dict[str, Any]:
     body: dict[str, Any] = {"model": conv.model}
-    items: list[dict[str, Any]] = []
-    system = conv.system
-    if system and system[0].role == "system" and system[0].as_string:
-        body["instructions"] = "".join(p.text for p in system[0].parts if isinstance(p, Text))
-        system = system[1:]
-    for m in system:
-        items.append(_message(m, drops))
-    for m in conv.messages:
-        if m.role == "assistant":
-            _write_assistant(m, items, drops)
-        elif m.role == "tool":
-            for p in m.parts:
-                if isinstance(p, ToolResult):
-                    items.append(_write_result(p, drops))
-        else:
-            items.append(_message(m, drops))
-    body["input"] = items
+    body["input"] = _write_input(conv, body, drops)
     if conv.tools is not None:
         body["tools"] = [_write_tool(t) for t in conv.tools]
     if conv.tool_choice is not None:
@@ -293,6 +278,28 @@ def write(conv: Conv, drops: Dropped, caps: Caps = DEFAULT_CAPS) -> dict[str, An
     if conv.stream is not None:
         body["stream"] = conv.stream
     return body
+
+
+def _write_input(conv: Conv, body: dict[str, Any], drops: Dropped) -> list[dict[str, Any]]:
+    """The ``input`` items; a first system turn written as a string goes to
+    ``instructions`` (set in ``body``) instead."""
+    items: list[dict[str, Any]] = []
+    system = conv.system
+    if system and system[0].role == "system" and system[0].as_string:
+        body["instructions"] = "".join(p.text for p in system[0].parts if isinstance(p, Text))
+        system = system[1:]
+    for m in system:
+        items.append(_message(m, drops))
+    for m in conv.messages:
+        if m.role == "assistant":
+            _write_assistant(m, items, drops)
+        elif m.role == "tool":
+            for p in m.parts:
+                if isinstance(p, ToolResult):
+                    items.append(_write_result(p, drops))
+        else:
+            items.append(_message(m, drops))
+    return items
 
 
 def _write_reasoning(conv: Conv, body: dict[str, Any], drops: Dropped, caps: Caps) -> None:
