@@ -50,6 +50,10 @@ The exceptions, what each means, who raises it and who catches it::
         │                      gateway reach a provider. Raised by upstream/egress_proxy and
         │                      egress_tls; caught by upstream/egress and web/policy_env (a
         │                      policy problem).
+        ├── CorruptFrame       a Bedrock event-stream frame that cannot be read (its CRC, its
+        │                      prelude, its headers). Raised and caught by
+        │                      formats/eventstream, which ends the stream with an error event
+        │                      in the client's format.
         ├── Malformed          a provider's JSON answer of a shape its format does not have.
         │                      Raised by translate/convert and live/attempter (not JSON at
         │                      all); caught by live/attempter (retried like a server error).
@@ -297,6 +301,11 @@ class EgressError(ValueError):
 
 class CredentialUnavailable(Exception):
     """No usable credential for a provider; the message says why, never a secret."""
+
+
+class CorruptFrame(ValueError):
+    """A Bedrock event-stream frame that cannot be read; its argument says why, in words
+    that carry nothing of the stream's content."""
 
 
 class Malformed(ValueError):

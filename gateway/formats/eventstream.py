@@ -46,6 +46,8 @@ from zlib import crc32
 from botocore.eventstream import DuplicateHeader, EventStreamHeaderParser
 from orjson import JSONDecodeError, dumps, loads
 
+from gateway.errors import CorruptFrame
+
 if TYPE_CHECKING:
     from gateway.formats.usage import Usage
 
@@ -84,11 +86,6 @@ _USUAL = b'{"bytes":"eyJ0eXBlIjoi'
 _SSE = b"event: %b\ndata: %b\n\n"
 
 
-class _Corrupt(Exception):
-    """A frame that cannot be read; its argument says why, in words that carry nothing of
-    the stream's content."""
-
-
 def error_event(kind: str, message: str) -> bytes:
     """The SSE error event of an AWS exception ``kind`` (as AWS spells it)."""
     data = dumps({"type": "error", "error": {"type": kind, "message": message}})
@@ -104,9 +101,9 @@ def _plan(head: bytes) -> tuple[int, bytes]:
     try:
         headers = EventStreamHeaderParser().parse(head)
     except DuplicateHeader:
-        raise _Corrupt("a frame repeats a header") from None
+        raise CorruptFrame("a frame repeats a header") from None
     except (struct.error, KeyError, IndexError, UnicodeDecodeError):
-        raise _Corrupt("a frame's headers do not parse") from None
+        raise CorruptFrame("a frame's headers do not parse") from None
     kind = headers.get(":message-type")
     if kind == "event":
         etype = headers.get(":event-type")
@@ -159,13 +156,13 @@ class EventStreamSplitter:
                     or hlen > _MAX_HEADERS
                     or not 16 <= total - hlen <= _MAX_REST
                 ):
-                    raise _Corrupt(_prelude_fault(data, pos, crc))
+                    raise CorruptFrame(_prelude_fault(data, pos, crc))
                 end = pos + total
                 if end > size:
                     break
                 end -= 4  # where its payload ends and its CRC begins
                 if crc32(data[pos + 8 : end], crc) != _CRC(data, end)[0]:
-                    raise _Corrupt("a frame failed its CRC")
+                    raise CorruptFrame("a frame failed its CRC")
                 start = pos + 12 + hlen
                 if (head := data[pos + 12 : start]) != self._head:  # not the last frame's
                     self._head, self._plan = head, _plan(head)
@@ -194,7 +191,7 @@ class EventStreamSplitter:
                     self._dropped += 1
                 else:
                     out.append(ev)
-        except _Corrupt as e:
+        except CorruptFrame as e:
             self._broken = True
             out.append(error_event(CORRUPT, f"the Bedrock event stream is corrupt ({e})"))
             return self._through(out)
