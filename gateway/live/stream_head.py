@@ -33,7 +33,7 @@ from gateway.upstream.deadlines import Limit
 if TYPE_CHECKING:
     from gateway.formats.eventstream import EventStreamSplitter
     from gateway.formats.usage import Usage
-    from gateway.live.attempter import Crossing
+    from gateway.live.context import Crossing
     from gateway.observe.tracing import StreamTrace
     from gateway.translate import convert as translate
 
