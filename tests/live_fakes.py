@@ -309,9 +309,7 @@ def live(
     pol = pol or policy()
     req = Request(fmt, body, model, "route", "team", pol, clock.now + 60.0)
     stream = body.get("stream") is True
-    ctx = LiveRequest(
-        config, POLICIES, ENDPOINT_OF[path], client, req, stream, "req-1", False, None
-    )
+    ctx = LiveRequest(config, POLICIES, ENDPOINT_OF[path], client, req, stream, "req-1", None, None)
     log = RequestLog("req-1", clock.now)
     env = Env(MemoryState(), events, clock.monotonic, clock.wall, random.Random(0))
     return Live(upstream, writer, transport, clock, ctx, HttpAttempter(ctx, log), log, env)

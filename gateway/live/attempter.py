@@ -60,19 +60,63 @@ class HttpAttempter:
         return policies.deployments[model], policies.models[model].balance
 
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
-        a = self._attempt(model, body, progress.deployment)
-        del body  # one encoded copy, let go of once sent (in the attempt)
-        if isinstance(a, Outcome):
-            return a
+        """One attempt on ``model``'s deployment ``progress.deployment``: prepared (translated
+        when the deployment speaks another format; asking for the usage chunk the gateway
+        counts), then carried out (:func:`gateway.live.exchange.exchange`); or the outcome
+        that ends it before it is sent (the deadline passed, a body the translators refuse,
+        a format the deployment cannot take, no credential)."""
+        ctx, log = self.ctx, self.log
+        deployment = progress.deployment
+        d = self._deployment(model, deployment)
+        provider = d.provider
+        log.provider = provider
+        log.deployment = d.name
+        wiring = ctx.live.wiring(provider, d.key_env)
+        remaining = ctx.req.deadline - ctx.live.monotonic()
+        if remaining <= 0:
+            return Outcome(past_deadline())
+        try:
+            crossing = self._crossing(d.fmts, model, body)
+        except GatewayError as e:  # a field the translators read, of the wrong type
+            return self._refused(e)
+        hide_usage = False  # the usage chunk this attempt asks for only for the gateway
+        if crossing is None:
+            if wiring.cloud is None and ctx.endpoint not in wiring.targets:
+                return self._unserved(model, provider)
+            hide_usage = self.hide_usage and ctx.policies.providers[provider].stream_usage
+            if hide_usage:
+                body = with_usage(body)
+        else:
+            translated = self._translate(model, provider, body, crossing)
+            if isinstance(translated, Outcome):
+                return translated
+            body = translated
+        call = self._call(wiring, d, body, crossing, ctx.stream)
+        del body  # one encoded copy, let go of once sent (in the call)
+        if isinstance(call, Failure):
+            self._count(provider, model, call)
+            return Outcome(call, status=0)
+        t, data, eventstream = call
+        a = Attempt(
+            provider, model, deployment, t, wiring, data, remaining, ctx.stream,
+            crossing, hide_usage, eventstream,
+        )  # fmt: skip
+        del data
+        if ctx.tracing is not None:
+            return await self._traced(a, d)
+        if ctx.traceparent is not None:  # traced, not sampled: the context goes on
+            t.headers["traceparent"] = ctx.traceparent
+        return await exchange(ctx, log, self.sent, a)
+
+    async def _traced(self, a: Attempt, d: Deployed) -> Outcome:
+        """:func:`exchange` of ``a`` (on ``d``) in a span of its own, ended with its answer,
+        or with its stream (by the relay)."""
         ctx = self.ctx
-        tracing = ctx.live.tracing
-        if tracing is None or not ctx.traced:
-            if ctx.traceparent is not None:  # traced, not sampled: the context goes on
-                a.target.headers["traceparent"] = ctx.traceparent
-            return await exchange(ctx, self.log, self.sent, a)
-        d = self._deployment(model, progress.deployment)
+        tracing = ctx.tracing
+        assert tracing is not None
+        headers = a.target.headers
         span = tracing.attempt(
-            self.log, ctx.endpoint, a.provider, d.name, model, d.upstream_model, a.target.headers
+            self.log, ctx.endpoint, a.provider, d.name, a.model, d.upstream_model, headers
         )
         out: Outcome | None = None
         try:
@@ -89,48 +133,11 @@ class HttpAttempter:
                 tracing.attempt_done(span, out.status, f.category.value if f else None, answer)
         return out
 
-    def _attempt(self, model: str, body: dict[str, Any], deployment: int) -> Attempt | Outcome:
-        """The attempt on ``model``'s deployment ``deployment``, prepared: translated when
-        it speaks another format, asking for the usage chunk the gateway counts; or the
-        outcome that ends it before it is sent (the deadline passed, a body the
-        translators refuse, a format the deployment cannot take, no credential)."""
-        ctx, log = self.ctx, self.log
-        d = self._deployment(model, deployment)
-        provider = d.provider
-        log.provider = provider
-        log.deployment = d.name
-        wiring = ctx.live.wiring(provider, d.key_env)
-        remaining = ctx.req.deadline - ctx.live.monotonic()
-        if remaining <= 0:
-            return Outcome(past_deadline())
-        try:
-            crossing = self._crossing(d.fmts, model, body)
-        except GatewayError as e:  # a field the translators read, of the wrong type
-            return self._refused(e)
-        hide_usage = False  # the usage chunk this attempt asks for only for the gateway
-        if crossing is None:
-            if wiring.cloud is None and ctx.endpoint not in wiring.targets:
-                kind = ctx.policies.providers[provider].api
-                msg = f"model {model!r} is served by an {kind!r}-format provider"
-                return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
-            hide_usage = self.hide_usage and ctx.policies.providers[provider].stream_usage
-            if hide_usage:
-                body = with_usage(body)
-        else:
-            translated = self._translate(model, provider, body, crossing)
-            if isinstance(translated, Outcome):
-                return translated
-            body = translated
-        call = self._call(wiring, d, body, crossing, ctx.stream)
-        del body
-        if isinstance(call, Failure):
-            self._count(provider, model, call)
-            return Outcome(call, status=0)
-        t, data, eventstream = call
-        return Attempt(
-            provider, model, deployment, t, wiring, data, remaining, ctx.stream,
-            crossing, hide_usage, eventstream,
-        )  # fmt: skip
+    def _unserved(self, model: str, provider: str) -> Outcome:
+        """The client's format is not one the deployment's provider takes: the client's 400."""
+        kind = self.ctx.policies.providers[provider].api
+        msg = f"model {model!r} is served by an {kind!r}-format provider"
+        return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
 
     def _translate(
         self, model: str, provider: str, body: dict[str, Any], crossing: Crossing

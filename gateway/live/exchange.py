@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -19,7 +19,7 @@ import orjson
 from gateway.errors import Category
 from gateway.formats import sse
 from gateway.formats.usage import Usage, limit
-from gateway.live.context import Crossing, LiveRequest
+from gateway.live.context import Crossing, LiveRequest, frozen
 from gateway.live.stream_head import OpenStream, asks_usage, read_head, reported, splitter_for
 from gateway.observe.request_log import RequestLog
 from gateway.providers import Target, Wiring
@@ -36,7 +36,7 @@ from gateway.upstream.egress_scrub import scrub, scrub_bytes, secrets_of
 Sent = list[tuple[Mapping[str, str], str | None]]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Attempt:
     """One request to a provider, prepared: built once per attempt."""
 

@@ -242,7 +242,7 @@ def _marker(side: Side, seg: Segment) -> Callable[[sse.Kind, Any], int]:
     stream is complete; its finish reasons go to the trace, or the access log when
     traced)."""
     log, env, trace = side.log, side.env, side.s.trace
-    rules, traced = side.ctx.req.policy.classify, side.ctx.traced
+    rules, traced = side.ctx.req.policy.classify, side.ctx.tracing is not None
     model = side.model
 
     def mark(kind: sse.Kind, data: Any) -> int:

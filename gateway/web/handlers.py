@@ -230,7 +230,10 @@ async def _completion(
         )
         req = await prepare(req, log, gw.env)
         stream = body.get("stream") is True
-        ctx = live_request(gw, policies, request, req, log, endpoint, stream)
+        ctx = LiveRequest(  # by position (keywords would build a dict of them)
+            gw.live, policies, endpoint, request, req, stream, log.request_id,
+            None if log.span is None else gw.tracing, log.traceparent,
+        )  # fmt: skip
         return await answer(ctx, HttpAttempter(ctx, log), log, gw.env)
     finally:  # what the request cost and used, also when it failed or its client left
         if budget is not None and (cost := log.cost_usd + log.recovery_cost_usd):
@@ -264,7 +267,7 @@ def live_request(
         req,
         stream,
         log.request_id,
-        log.span is not None,
+        None if log.span is None else gw.tracing,
         log.traceparent,
     )
 
