@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 
 class HttpAttempter:
+    __slots__ = ("ctx", "hide_usage", "log", "response", "sent")
+
     def __init__(self, ctx: LiveRequest, log: RequestLog) -> None:
         self.ctx = ctx
         self.log = log
@@ -75,22 +77,21 @@ class HttpAttempter:
         remaining = ctx.req.deadline - ctx.live.monotonic()
         if remaining <= 0:
             return Outcome(past_deadline())
-        try:
-            crossing = self._crossing(d.fmts, model, body)
-        except GatewayError as e:  # a field the translators read, of the wrong type
-            return self._refused(e)
-        hide_usage = False  # the usage chunk this attempt asks for only for the gateway
-        if crossing is None:
-            if wiring.cloud is None and ctx.endpoint not in wiring.targets:
+        endpoint = ctx.endpoint
+        crossing: Crossing | None = None
+        if endpoint.fmt in d.fmts or not endpoint.continuable:  # relayed as it is
+            if wiring.cloud is None and endpoint not in wiring.targets:
                 return self._unserved(model, provider)
+            # the usage chunk this attempt asks for only for the gateway
             hide_usage = self.hide_usage and ctx.policies.providers[provider].stream_usage
             if hide_usage:
                 body = with_usage(body)
         else:
-            translated = self._translate(model, provider, body, crossing)
-            if isinstance(translated, Outcome):
-                return translated
-            body = translated
+            crossed = self._crossing(model, provider, d.fmts, body)
+            if isinstance(crossed, Outcome):
+                return crossed
+            body, crossing = crossed
+            hide_usage = False
         call = self._call(wiring, d, body, crossing, ctx.stream)
         del body  # one encoded copy, let go of once sent (in the call)
         if isinstance(call, Failure):
@@ -139,19 +140,27 @@ class HttpAttempter:
         msg = f"model {model!r} is served by an {kind!r}-format provider"
         return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
 
-    def _translate(
-        self, model: str, provider: str, body: dict[str, Any], crossing: Crossing
-    ) -> dict[str, Any] | Outcome:
-        """``body`` in the deployment's format (what it drops named in the access log); a
-        request the translators refuse: the client's 400."""
+    def _crossing(
+        self, model: str, provider: str, fmts: tuple[Format, ...], body: dict[str, Any]
+    ) -> tuple[dict[str, Any], Crossing] | Outcome:
+        """``body`` translated for a deployment speaking ``fmts`` (into the first of them;
+        what it drops named in the access log), and the translation the answer needs back;
+        a body the translators cannot read (a field of the wrong type, named) or refuse:
+        the client's 400, in its format."""
         from gateway.translate import convert as translate
 
         ctx = self.ctx
+        client = ctx.endpoint.fmt
         try:
-            spec = ctx.policies.models[model]
+            translate.check(body, client)
+            crossing = Crossing(fmts[0], client, model, translate.tool_names(body, client))
+        except GatewayError as e:  # a field the translators read, of the wrong type
+            return self._refused(e)
+        spec = ctx.policies.models[model]
+        try:
             body, dropped = translate.request(
                 body,
-                crossing.client_fmt,
+                client,
                 crossing.upstream_fmt,
                 max_output_tokens=spec.max_output_tokens,
                 reasoning=spec.reasoning,
@@ -161,7 +170,7 @@ class HttpAttempter:
         self.log.drop(dropped)
         if ctx.stream and not ctx.policies.providers[provider].stream_usage:
             body.pop("stream_options", None)  # a server that rejects it: no usage chunk
-        return body
+        return body, crossing
 
     def _call(
         self,
@@ -204,22 +213,6 @@ class HttpAttempter:
         if isinstance(signed, Failure):
             return signed
         return *signed, cloud.eventstream(fmt, stream)
-
-    def _crossing(
-        self, fmts: tuple[Format, ...], model: str, body: dict[str, Any]
-    ) -> Crossing | None:
-        """The translation an attempt on a deployment speaking ``fmts`` needs (into the
-        first of them); None when it speaks the client's format: relayed as it is. Raises
-        a 400 :class:`GatewayError` for a body the translators cannot read (a field of
-        the wrong type, named)."""
-        endpoint = self.ctx.endpoint
-        client = endpoint.fmt
-        if client in fmts or not endpoint.continuable:
-            return None
-        from gateway.translate import convert as translate
-
-        translate.check(body, client)
-        return Crossing(fmts[0], client, model, translate.tool_names(body, client))
 
     def _refused(self, e: GatewayError) -> Outcome:
         """A request this attempt cannot translate: the client's 400, in its format."""

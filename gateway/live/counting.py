@@ -53,6 +53,8 @@ def estimate(body: dict[str, Any]) -> Outcome:
 class CountAttempter(HttpAttempter):
     """The engine's attempts of a count request (never streamed; ``endpoint`` is Messages)."""
 
+    __slots__ = ()
+
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
         ctx = self.ctx
         d = self._deployment(model, progress.deployment)
