@@ -53,12 +53,17 @@ BASE_POLICY: dict[str, Any] = {
 
 
 def policy_set() -> PolicySet:
-    """Two models on one OpenAI-format provider (``gpt-test`` named ``up-model`` there)."""
+    """Two models on an OpenAI-format provider (``gpt-test`` named ``up-model`` there), one
+    on an Anthropic-format provider (``claude-test``)."""
     platform = {
-        "providers": {"up": {"api": "openai", "base_url": UPSTREAM, "api_key_env": "UP_KEY"}},
+        "providers": {
+            "up": {"api": "openai", "base_url": UPSTREAM, "api_key_env": "UP_KEY"},
+            "ant": {"api": "anthropic", "base_url": UPSTREAM, "api_key_env": "UP_KEY"},
+        },
         "models": {
             "gpt-test": {"provider": "up", "upstream_model": "up-model"},
             "gpt-prefill": {"provider": "up", "prefill": True},
+            "claude-test": {"provider": "ant", "upstream_model": "claude-up"},
         },
         "policies": {"p": {}},
     }
@@ -160,6 +165,30 @@ USAGE = (
     b'"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\n'
 )
 DONE = b"data: [DONE]\n\n"
+
+
+def event(name: str, **data: Any) -> bytes:
+    """One event of an Anthropic Messages stream."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
+
+
+START = event(
+    "message_start",
+    message={"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-up",
+             "content": [], "stop_reason": None,
+             "usage": {"input_tokens": 7, "output_tokens": 1}},
+) + event("content_block_start", index=0, content_block={"type": "text", "text": ""})  # fmt: skip
+
+
+def delta(text: str) -> bytes:
+    return event("content_block_delta", index=0, delta={"type": "text_delta", "text": text})
+
+
+STOP = (
+    event("content_block_stop", index=0)
+    + event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 4})
+    + event("message_stop")
+)
 
 
 def stream(*pieces: bytes | BaseException) -> FakeResponse:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.formats import CHAT, MESSAGES, Format
 from gateway.live.relay import relay
 from gateway.live.stream_head import OpenStream
 from gateway.recovery.engine import recover
@@ -21,10 +22,14 @@ from tests.live_fakes import (
     DONE,
     ROLE,
     SECRET,
+    START,
+    STOP,
     USAGE,
     FakeResponse,
     chunk,
     cut,
+    delta,
+    event,
     live,
     policy,
     stream,
@@ -32,26 +37,39 @@ from tests.live_fakes import (
 
 pytestmark = pytest.mark.fast
 
-MESSAGES = [{"role": "user", "content": "hello"}]
-STREAMED = {"model": "gpt-test", "messages": MESSAGES, "stream": True}
+CONVERSATION = [{"role": "user", "content": "hello"}]
+STREAMED = {"model": "gpt-test", "messages": CONVERSATION, "stream": True}
 WITH_USAGE = {**STREAMED, "stream_options": {"include_usage": True}}
 ERROR_EVENT = b'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
+MESSAGES_BODY = {
+    "model": "claude-test",
+    "max_tokens": 100,
+    "messages": CONVERSATION,
+    "stream": True,
+}
 RESUME = {"stream": {"on_midstream_failure": "continue", "keepalive": "30s"}}
 
 
 def text_of(body: bytes) -> str:
-    """The answer's text the client was sent (the chat deltas, in order)."""
+    """The answer's text the client was sent (the chat or Messages deltas, in order)."""
     out = []
     for line in body.split(b"\n"):
         if line.startswith(b"data: {"):
             data = orjson.loads(line[6:])
             for choice in data.get("choices") or []:
                 out.append(choice.get("delta", {}).get("content") or "")
+            if data.get("type") == "content_block_delta":
+                out.append(data["delta"].get("text") or "")
     return "".join(out)
 
 
 def finals(body: bytes) -> int:
-    return body.count(b'"finish_reason":"')
+    return body.count(b'"finish_reason":"') + body.count(b"event: message_stop")
+
+
+def ends(body: bytes) -> bool:
+    """The stream's last event is its end: chat's [DONE], Messages' message_stop."""
+    return body.endswith(DONE) or body.endswith(event("message_stop"))
 
 
 @dataclass
@@ -62,7 +80,8 @@ class Case:
     body: dict[str, Any] = field(default_factory=lambda: dict(STREAMED))
     policy: dict[str, Any] = field(default_factory=dict)
     error: bytes | None = None  # the stream ends with the endpoint's error event, saying this
-    done: bool = True  # the client got the stream's [DONE]
+    done: bool = True  # the client got the stream's end ([DONE], message_stop)
+    fmt: Format = CHAT
     sent: list[bytes] = field(default_factory=list)  # in what the client got
     not_sent: list[bytes] = field(default_factory=list)
     output_tokens: int | None = None  # billed
@@ -97,6 +116,14 @@ CASES = [
           stream(ROLE, chunk("Goodbye"), chunk(finish="stop"), DONE)],
          "Hello", policy=RESUME, error=b"upstream stream interrupted", done=False,
          used=("retry",)),
+    Case("Messages: pass-through", [stream(START, delta("Hel"), delta("lo"), STOP)], "Hello",
+         body=MESSAGES_BODY, fmt=MESSAGES, output_tokens=4),
+    Case("Messages: cut mid-stream, the error event in Messages' format",
+         [stream(START, delta("Hel"), cut())], "Hel", body=MESSAGES_BODY, fmt=MESSAGES,
+         error=b"upstream stream interrupted", done=False, sent=[b"event: error\ndata:"]),
+    Case("chat client, Messages model: the stream translated",
+         [stream(START, delta("Hel"), delta("lo"), STOP)], "Hello",
+         body={**STREAMED, "model": "claude-test"}),
     Case("an answer cut at the token limit: continued in the same stream",
          [stream(ROLE, chunk("Hello"), chunk(finish="length"), DONE),
           stream(ROLE, chunk(" world"), chunk(finish="stop"), DONE)],
@@ -106,7 +133,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 async def test_relay(case: Case) -> None:
-    lv = live(*case.responses, body=case.body, pol=policy(**case.policy))
+    model = case.body["model"]
+    lv = live(*case.responses, body=case.body, model=model, fmt=case.fmt, pol=policy(**case.policy))
     result = await recover(lv.ctx.req, lv.log, lv.env, lv.att)
     assert isinstance(result.outcome.stream, OpenStream)
     out = await relay(lv.ctx, lv.att, result.outcome.stream, lv.log, lv.env, result)
@@ -114,7 +142,7 @@ async def test_relay(case: Case) -> None:
     body = lv.writer.body
     assert lv.writer.status_line == "HTTP/1.1 200 OK" and lv.writer.eof
     assert text_of(body) == case.text
-    assert body.endswith(DONE) == case.done
+    assert ends(body) == case.done
     assert finals(body) == (1 if case.done else 0)
     if case.error is None:
         assert b'"error"' not in body and lv.log.error is None
