@@ -91,6 +91,7 @@ class HttpAttempter:
             if isinstance(crossed, Outcome):
                 return crossed
             body, crossing = crossed
+            del crossed  # the translated body is let go of once sent, as the client's
             hide_usage = False
         call = self._call(wiring, d, body, crossing, ctx.stream)
         del body  # one encoded copy, let go of once sent (in the call)
