@@ -66,79 +66,97 @@ class Side(Protocol):
 
 
 async def pump(side: Side, seg: Segment) -> None:
-    """Relay ``side``'s current stream until it ends, breaks or diverges (how: ``seg``)."""
-    ctx, s = side.ctx, side.s
-    policy = ctx.req.policy
-    idle, write_s = policy.timeouts.stream_idle, ctx.live.write_timeout
-    lim = Limit(None)
-    total = Limit(ctx.req.deadline - time.monotonic(), DEADLINE)  # no work per piece
-    take = _taker(side, seg)
-    broken: UpstreamFailure | None = None
-    try:
-        with total, lim:
-            broken = await _relay(side, seg, take, lim)
-    except TimeoutError:
-        if lim.expired == WRITE:
-            raise ClientStalled(f"the client read nothing for {write_s:g} s") from None
-        if total.expired is not None:
-            broken = UpstreamFailure(Category.timeout, DEADLINE_MESSAGE, "stream")
-        else:
-            message = f"upstream went quiet for {idle:g} s mid-stream"
-            broken = UpstreamFailure(Category.timeout, message, "stream")
-    finally:
-        s.resp.close()
-        if s.splitter.malformed:  # a translated stream's undecodable events, counted at once
-            side.env.events.stream_event_dropped(side.log, side.model, s.splitter.malformed)
-    seg.failure = verdict(
-        seg.complete,
-        seg.failure,
-        seg.diverged,
-        None if broken is None else (broken.category, broken.message),
-        total.expired is not None,
-    )
-    if seg.failure is not None:
-        seg.complete = False
+    """Relay ``side``'s current stream until it ends, breaks or diverges (how: ``seg``).
 
-
-async def _relay(side: Side, seg: Segment, take: Take, lim: Limit) -> UpstreamFailure | None:
-    """The read and write loop, within ``lim`` (set for each wait); what broke the
-    stream, or None when it ended (or failed, or diverged: ``seg``)."""
+    The read and write loop runs in this coroutine's own frame: a wait that suspends it
+    (every read, most writes) passes through no other coroutine."""
     ctx, s, out = side.ctx, side.s, side.out
     idle, write_s = ctx.req.policy.timeouts.stream_idle, ctx.live.write_timeout
     cap = ctx.live.max_event_bytes
     content, splitter = s.resp.content, s.splitter
     feed, classify = splitter.feed, sse.classifier(ctx.endpoint)
-    data = take([(ev.raw, ev.kind, ev.data) for ev in s.head])
-    s.head = []  # relayed: their decoded data is not kept for the rest of the stream
-    while True:
-        if data:
-            lim.set(write_s, WRITE)
-            await out.write(data)  # a client that left raises here: not ours to handle
-        if seg.failure is not None or seg.diverged:
-            return None
-        lim.set(idle, READ)  # no wait until the next set: no need to clear it
-        try:
-            piece = await content.readany()
-        except MAPPED as e:
-            return failure(e, "stream")
-        if not piece:
-            if tail := splitter.close():  # a translated stream's closing events
-                data = take([classify(r) for r in tail])
+    take = _taker(side, seg)
+    lim = Limit(None)
+    total = Limit(ctx.req.deadline - time.monotonic(), DEADLINE)  # no work per piece
+    broken: UpstreamFailure | None = None
+    try:
+        with total, lim:
+            data = take([(ev.raw, ev.kind, ev.data) for ev in s.head])
+            s.head = []  # relayed: their decoded data is not kept for the rest of the stream
+            while True:
                 if data:
                     lim.set(write_s, WRITE)
-                    await out.write(data)
-            return None
-        raws = feed(piece)
-        if len(raws) == 1:  # the usual read: one event (no comprehension to call)
-            data = take((classify(raws[0]),))
-        else:
-            data = take([classify(r) for r in raws]) if raws else b""
-        # what is left over is at most this piece: a piece that yielded events and
-        # is under the cap cannot have put the splitter over it
-        if (not raws or len(piece) > cap) and len(splitter.pending) > cap:
-            return UpstreamFailure(
-                Category.connection, f"upstream event over {cap} bytes", "stream"
-            )
+                    await out.write(data)  # a client that left raises here: not ours to handle
+                if seg.failure is not None or seg.diverged:
+                    break
+                lim.set(idle, READ)  # no wait until the next set: no need to clear it
+                try:
+                    piece = await content.readany()
+                except MAPPED as e:
+                    broken = failure(e, "stream")
+                    break
+                if not piece:
+                    await _tail(side, take, classify, lim)
+                    break
+                raws = feed(piece)
+                if len(raws) == 1:  # the usual read: one event (no comprehension to call)
+                    data = take((classify(raws[0]),))
+                else:
+                    data = take([classify(r) for r in raws]) if raws else b""
+                # what is left over is at most this piece: a piece that yielded events and
+                # is under the cap cannot have put the splitter over it
+                if (not raws or len(piece) > cap) and len(splitter.pending) > cap:
+                    message = f"upstream event over {cap} bytes"
+                    broken = UpstreamFailure(Category.connection, message, "stream")
+                    break
+    except TimeoutError:
+        broken = _timed_out(lim, total, idle, write_s)
+    finally:
+        _close(side)
+    _settle(seg, broken, total.expired is not None)
+
+
+async def _tail(side: Side, take: Take, classify: Any, lim: Limit) -> None:
+    """The end of the upstream stream: a translated stream's closing events, sent."""
+    if tail := side.s.splitter.close():
+        data = take([classify(r) for r in tail])
+        if data:
+            lim.set(side.ctx.live.write_timeout, WRITE)
+            await side.out.write(data)
+
+
+def _timed_out(lim: Limit, total: Limit, idle: float, write_s: float) -> UpstreamFailure:
+    """What a wait that ran out means: a stalled client (raised), the request's deadline,
+    or an upstream gone quiet."""
+    if lim.expired == WRITE:
+        raise ClientStalled(f"the client read nothing for {write_s:g} s") from None
+    if total.expired is not None:
+        return UpstreamFailure(Category.timeout, DEADLINE_MESSAGE, "stream")
+    return UpstreamFailure(
+        Category.timeout, f"upstream went quiet for {idle:g} s mid-stream", "stream"
+    )
+
+
+def _close(side: Side) -> None:
+    """Let the upstream stream go; a translated stream's undecodable events counted at once."""
+    s = side.s
+    s.resp.close()
+    if s.splitter.malformed:
+        side.env.events.stream_event_dropped(side.log, side.model, s.splitter.malformed)
+
+
+def _settle(seg: Segment, broken: UpstreamFailure | None, deadline_passed: bool) -> None:
+    """How the stream ended (:func:`gateway.resilience.verdict.verdict`): ``seg.failure``
+    and ``seg.complete``."""
+    seg.failure = verdict(
+        seg.complete,
+        seg.failure,
+        seg.diverged,
+        None if broken is None else (broken.category, broken.message),
+        deadline_passed,
+    )
+    if seg.failure is not None:
+        seg.complete = False
 
 
 def _taker(side: Side, seg: Segment) -> Take:
