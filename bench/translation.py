@@ -110,7 +110,7 @@ def micro(quick: bool) -> dict[str, Any]:
     """The translation functions alone, in this process (pinned with the load, idle then):
     per request ``request`` + ``answer`` (+ the ``orjson.dumps`` of the answer the
     translated path adds), and per stream the 20 upstream chunks + [DONE] through
-    ``convert.Splitter.feed`` vs ``sse.Splitter.feed`` (what a same-format stream pays)."""
+    ``convert.TranslatingSplitter.feed`` vs ``sse.Splitter.feed`` (what a same-format stream pays)."""
     import orjson
     import upstream as up
 
@@ -133,12 +133,12 @@ def micro(quick: bool) -> dict[str, Any]:
             return orjson.dumps(convert.answer(completion, CHAT, fmt, loadgen.MODEL))
 
         def stream(fmt: Format = fmt) -> None:
-            s = convert.Splitter(CHAT, fmt, loadgen.MODEL, True)
+            s = convert.TranslatingSplitter(CHAT, fmt, loadgen.MODEL, True)
             for e in events:
                 s.feed(e)
             s.close()
 
-        open_stream = convert.Splitter(CHAT, fmt, loadgen.MODEL, True)
+        open_stream = convert.TranslatingSplitter(CHAT, fmt, loadgen.MODEL, True)
         open_stream.feed(events[0])
         open_stream.feed(events[1])  # the text block is open: what follows are deltas
 
@@ -531,7 +531,7 @@ def report(out: dict[str, Any]) -> str:
             "",
             "`request` = `convert.request` of the client's body to chat; `answer` ="
             " `convert.answer` of the upstream's completion + `orjson.dumps`; stream ="
-            f" `convert.Splitter` over the upstream's {mic['events_per_stream']} events"
+            f" `convert.TranslatingSplitter` over the upstream's {mic['events_per_stream']} events"
             " (+ `close`); relay splitter = `sse.Splitter` over the same (what a same-format"
             f" stream pays); per chunk = (stream - relay) / {loadgen.CHUNKS}; per text delta ="
             " one content chunk fed to a stream whose text block is open, minus the same"

@@ -40,11 +40,18 @@ The exceptions, what each means, who raises it and who catches it::
     │                          mapping) and live/ (a stream's head or body); caught by
     │                          live/attempter and live/stream_head, which make it a failure
     │                          for the engine.
+    ├── ClientStalled          (a ConnectionError) the client stopped reading: a write to it
+    │                          made no progress for ``client_write_timeout_s``. Raised by
+    │                          live/pump (and web/routes for a JSON answer); caught by the
+    │                          relay, which lets the upstream go and aborts the connection.
     ├── CredentialUnavailable  no usable cloud credential for a provider (a token service
     │                          down or refusing, keys expired); the message never holds a
     │                          secret. Raised by upstream/credentials; caught by
     │                          providers/cloud_target (a failed attempt, so a sibling or
     │                          fallback deployment takes over).
+    ├── KeyNeedsPassword       a policy's client key asked for a password (raised from the
+    │                          password callback of policy/cert_files; caught there: a policy
+    │                          problem saying the key is encrypted).
     └── ValueError
         ├── EgressError        the environment or a certificate file does not let the
         │                      gateway reach a provider. Raised by upstream/egress_proxy and
@@ -299,6 +306,10 @@ class EgressError(ValueError):
     """
 
 
+class ClientStalled(ConnectionError):
+    """The client stopped reading: a write made no progress for ``client_write_timeout_s``."""
+
+
 class CredentialUnavailable(Exception):
     """No usable credential for a provider; the message says why, never a secret."""
 
@@ -306,6 +317,10 @@ class CredentialUnavailable(Exception):
 class CorruptFrame(ValueError):
     """A Bedrock event-stream frame that cannot be read; its argument says why, in words
     that carry nothing of the stream's content."""
+
+
+class KeyNeedsPassword(Exception):
+    """A client key asked for a password while the policy's certificate files were checked."""
 
 
 class Malformed(ValueError):

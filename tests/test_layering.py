@@ -266,9 +266,6 @@ ARCHITECTURE = GATEWAY.parent / "docs" / "architecture.md"
 #: Module cycles still to be cut, each with why it exists. A cycle found must lie inside one
 #: of these; one that is gone must leave this set (test_the_known_cycles_are_still_there).
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"gateway.live.attempter", "gateway.live.stream_head"}):
-        "the stream head names the attempter's Crossing under TYPE_CHECKING, and the"
-        " attempter calls it; Crossing is to be split from the attempter",
 }  # fmt: skip
 
 

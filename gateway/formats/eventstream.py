@@ -56,7 +56,8 @@ __all__ = ["CORRUPT", "EventStreamSplitter", "Inner", "error_event"]
 
 class Inner(Protocol):
     """The splitter the events go through when they are translated (a
-    :class:`gateway.translate.convert.Splitter`): whole SSE events in, the client's out."""
+    :class:`gateway.translate.convert.TranslatingSplitter`): whole SSE events in, the
+    client's out."""
 
     def feed(self, piece: bytes) -> list[bytes]: ...
     def close(self) -> list[bytes]: ...

@@ -63,7 +63,8 @@ class Splitter:
     __slots__ = ("_buf",)
 
     #: Undecodable events it dropped itself: none (the relay finds them, classifying each
-    #: event); a translating splitter drops and counts them (gateway.translate.Splitter).
+    #: event); a translating splitter drops and counts them
+    #: (gateway.translate.convert.TranslatingSplitter).
     malformed = 0
     #: The counts the provider reported that the events it yields do not carry: none (its
     #: events are the provider's, counts and all); a translating splitter's are those it
@@ -98,7 +99,7 @@ class Splitter:
 
     def close(self) -> list[bytes]:
         """Events owed when the upstream body ended: none (a translating splitter may owe
-        the client's closing events, see :class:`gateway.translate.Splitter`)."""
+        the client's closing events, see :class:`gateway.translate.convert.TranslatingSplitter`)."""
         return []
 
     @property

@@ -12,7 +12,6 @@ true``; a model with no deployment of the first kind is estimated without an att
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
@@ -22,6 +21,7 @@ from gateway.errors import Category
 from gateway.formats import MESSAGES
 from gateway.formats.endpoints import endpoint_of
 from gateway.live.attempter import HttpAttempter
+from gateway.live.exchange import Attempt, exchange
 from gateway.policy.schema import Compaction
 from gateway.providers import Target, Wiring, target
 from gateway.providers.cloud_target import cloud_target
@@ -54,22 +54,27 @@ def estimate(body: dict[str, Any]) -> Outcome:
 class CountAttempter(HttpAttempter):
     """The engine's attempts of a count request (never streamed; ``endpoint`` is Messages)."""
 
+    __slots__ = ()
+
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
+        ctx = self.ctx
         d = self._deployment(model, progress.deployment)
         self.log.provider = d.provider
         self.log.deployment = d.name
-        if not counts(self.policies, d):
+        if not counts(ctx.policies, d):
             return estimate(body)
-        remaining = self.req.deadline - time.monotonic()
+        remaining = ctx.req.deadline - ctx.live.monotonic()
         if remaining <= 0:
             return Outcome(past_deadline())
-        wiring = self.wiring(d.provider, d.key_env)
+        wiring = ctx.live.wiring(d.provider, d.key_env)
         call = self._count_call(wiring, d, body)
         if isinstance(call, Failure):
             self._count(d.provider, model, call)
             return Outcome(call, status=0)
         t, data = call
-        out = await self._exchange(d.provider, model, t, wiring, data, remaining, False)
+        a = Attempt(d.provider, model, progress.deployment, t, wiring, data, remaining, False)
+        del data
+        out = await exchange(ctx, self.log, self.sent, a)
         if out.failure is not None:
             return out
         n = _input_tokens(out.json())
@@ -83,19 +88,21 @@ class CountAttempter(HttpAttempter):
     ) -> tuple[Target, Body] | Failure:
         """The target and body of the count on ``d``, or a failure (no credential). The
         client's query (Claude Code's ``?beta=true``) and provider headers go along."""
+        ctx = self.ctx
+        client = ctx.client
         cloud = wiring.cloud
-        beta = self.request.headers.get("anthropic-beta")
+        beta = client.headers.get("anthropic-beta")
         if cloud is not None:
             body, beta, dropped = cloud.dialect(body, beta)
             if dropped:
                 self.log.drop(dropped)
             url, shaped = cloud.count(d.upstream_model, body, beta)
-            return cloud_target(wiring, d.provider, url, shaped, beta, self.log.request_id)
+            return cloud_target(wiring, d.provider, url, shaped, beta, ctx.request_id)
         base = wiring.targets[endpoint_of(MESSAGES)]
         counting = Target(URL(f"{base.url}/count_tokens"), base.headers)
-        t = target(counting, self.request.headers, self.request.rel_url.raw_query_string)
-        t.headers["x-request-id"] = self.log.request_id
-        return t, Body(self.req.encode(body, d.upstream_model))
+        t = target(counting, client.headers, client.rel_url.raw_query_string)
+        t.headers["x-request-id"] = ctx.request_id
+        return t, Body(ctx.req.encode(body, d.upstream_model))
 
 
 def _input_tokens(data: dict[str, Any] | None) -> int | None:

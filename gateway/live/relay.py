@@ -22,112 +22,107 @@ usage events of a resumed or continued stream tell the client the parts' sum
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.errors import Category, UpstreamFailure, exhausted
+from gateway.errors import Category, ClientStalled, exhausted
 from gateway.formats import sse
-from gateway.formats.splice import Diverged, Splice, Transcript, partial_response
+from gateway.formats.splice import Splice, Transcript, partial_response
 from gateway.formats.usage import Usage, limit
 from gateway.live.attempter import HttpAttempter
+from gateway.live.context import LiveRequest
+from gateway.live.pump import pump
 from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
-from gateway.observe.tracing import finish_reasons
 from gateway.recovery.billing import checked, estimate
 from gateway.recovery.continuing import Segment, follow_stream, same_model
 from gateway.recovery.engine import recover
 from gateway.recovery.seams import Env, Request, Result
 from gateway.resilience import continuation, followup
-from gateway.resilience.classify import classify_error_event, transport_failure
+from gateway.resilience.classify import transport_failure
 from gateway.resilience.failure import Failure
-from gateway.resilience.verdict import DEADLINE_MESSAGE, cut_at_length, verdict
-from gateway.upstream.client import MAPPED, failure
+from gateway.resilience.verdict import cut_at_length
 from gateway.upstream.deadlines import Limit
 
 if TYPE_CHECKING:
     from gateway.money.pricing import Price
 
-DATA, FINAL, ERROR, MALFORMED = sse.DATA, sse.FINAL, sse.ERROR, sse.MALFORMED
-READ, WRITE = "read", "write"  # the waits of a stream
-DEADLINE = "deadline"  # the request's own: timeouts.total, or the client's shorter timeout
-
-
-class ClientStalled(ConnectionError):
-    """The client stopped reading: a write made no progress for ``client_write_timeout_s``."""
+__all__ = ["LiveStream", "end", "relay"]
 
 
 async def relay(
-    att: HttpAttempter, s: OpenStream, req: Request, log: RequestLog, env: Env, result: Result
+    ctx: LiveRequest, att: HttpAttempter, s: OpenStream, log: RequestLog, env: Env, result: Result
 ) -> web.StreamResponse:
-    """Relay the stream ``s``, the answer of the attempt ``result`` tells of."""
+    """Relay the stream ``s``, the answer of the attempt ``result`` tells of; ``att`` makes
+    the attempts of a continuation or a resume, and holds the client's answer once
+    committed."""
     try:
         out = await att.commit()
     except BaseException:
         if s.trace is not None:
             s.trace.end("cancelled")  # the client left before the stream began
         raise
-    ep = att.endpoint
-    active = (out, ep)
-    att.streams.add(active)
+    active = (out, ctx.endpoint)
+    streams = ctx.live.streams
+    streams.add(active)
     try:
-        return await _relay(att, out, s, req, log, env, result)
+        return await _relay(ctx, att, out, s, log, env, result)
     except ClientStalled:
-        transport = att.request.transport
+        transport = ctx.client.transport
         if transport is not None:
             transport.abort()  # drop what it did not read; the connection is done
         raise
     finally:
-        att.streams.discard(active)
+        streams.discard(active)
 
 
 async def _relay(
+    ctx: LiveRequest,
     att: HttpAttempter,
     out: web.StreamResponse,
     s: OpenStream,
-    req: Request,
     log: RequestLog,
     env: Env,
     result: Result,
 ) -> web.StreamResponse:
-    ep = att.endpoint
+    ep, req = ctx.endpoint, ctx.req
     tracked = ep.continuable and followup.tracks_answer(
         req.body, req.fmt, req.policy.output_recovery, req.policy.stream
     )
-    side = LiveStream(att, out, s, req, log, env, Transcript(ep) if tracked else None)
+    side = LiveStream(ctx, att, out, s, log, env, Transcript(ep) if tracked else None)
     side.attempt(result)
     try:
         await follow_stream(side, req, log, env)
     finally:
         side.settle()  # also when the client left: what the provider streamed is billed
-    await end(out, att.write_timeout)
+    await end(out, ctx.live.write_timeout)
     return out
 
 
 class LiveStream:
     """The relay's side of :func:`gateway.recovery.continuing.follow_stream`: real upstream
-    streams, relayed to the client as they arrive."""
+    streams, relayed to the client as they arrive (:func:`gateway.live.pump.pump`)."""
 
     def __init__(
         self,
+        ctx: LiveRequest,
         att: HttpAttempter,
         out: web.StreamResponse,
         s: OpenStream,
-        req: Request,
         log: RequestLog,
         env: Env,
         tx: Transcript | None,
     ) -> None:
-        self.att, self.out, self.s, self.req, self.log, self.env = att, out, s, req, log, env
+        self.ctx, self.att, self.out, self.s, self.log, self.env = ctx, att, out, s, log, env
+        self.req = req = ctx.req
         self.tx = tx  # what the client was sent, kept when a decision may need it
         self.splice: Splice | None = None  # set once a continued / resumed stream is spliced in
         # the answer's parts, billed once its end is known: (usage, price, model, estimated)
         self.parts: list[tuple[Usage, Price | None, str, bool]] = []
-        # the current stream's attempt: its model, price, the request it sent, and where
-        # its output starts in the transcript
+        # the current stream's attempt: its model (the one that answered), price, the
+        # request it sent, and where its output starts in the transcript
         self.model, self.sent, self.output_at = req.model, req.body, 0
         self.price: Price | None = None
         self.most = 0  # the largest count its provider may report (gateway.formats.usage.limit)
@@ -136,18 +131,18 @@ class LiveStream:
         """The current stream is the answer of ``result``'s attempt (billed as it says)."""
         model = result.progress.model
         self.model, self.sent = model, result.body
-        self.price = self.att.price(model, result.progress.deployment)
-        self.most = limit(self.att.policies.models[model].context_window)
+        self.price = self.ctx.price(model, result.progress.deployment)
+        self.most = limit(self.ctx.policies.models[model].context_window)
         self.output_at = self.tx.output if self.tx is not None else 0
 
     async def pump(self) -> Segment:
         s, seg = self.s, Segment()
         try:
             if s.trace is None:
-                await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env, seg)
+                await pump(self, seg)
                 return seg
             try:  # traced: the attempt's span ends with its stream
-                await _pump(self.att, self.out, s, self.tx, self.splice, self.log, self.env, seg)
+                await pump(self, seg)
             except BaseException:
                 s.trace.end("cancelled")  # the client left or stalled
                 raise
@@ -201,7 +196,7 @@ class LiveStream:
         self._bill(recovery=False)
 
     def cut(self, seg: Segment) -> bool:
-        return self.tx is not None and cut_at_length(seg.held, self.att.endpoint)
+        return self.tx is not None and cut_at_length(seg.held, self.ctx.endpoint)
 
     def text(self) -> str:
         return self.tx.text if self.tx is not None else ""
@@ -210,25 +205,24 @@ class LiveStream:
         return self.tx is not None and self.tx.resumable
 
     def prefill(self) -> bool:
-        return self.att.policies.models[self.log.answered_by or self.req.model].prefill
+        return self.ctx.policies.models[self.model].prefill
 
     async def open_continuation(self) -> bool:
         assert self.tx is not None
-        model = self.log.answered_by or self.req.model
         follow = continuation.continuation_request(
             self.req.body, [partial_response(self.tx)], self.req.fmt, prefill=self.prefill()
         )
-        opened = await _open(self.att, same_model(self.req, model, follow), self.log, self.env)
+        opened = await _open(self.att, same_model(self.req, self.model, follow), self.log, self.env)
         if opened is None:
             return False
         self.s, result = opened
-        self.splice = Splice(self.tx, self.att.endpoint, regenerate=False, base=self._sum())
+        self.splice = Splice(self.tx, self.ctx.endpoint, regenerate=False, base=self._sum())
         self.attempt(result)
         return True
 
     async def open_resume(self, modes: tuple[str, ...]) -> bool:
         assert self.tx is not None
-        model = self.log.answered_by or self.req.model
+        model = self.model  # the one that answered
         for mode in modes:
             if mode == followup.PREFILL:
                 follow = continuation.continuation_request(
@@ -244,7 +238,7 @@ class LiveStream:
                     self._bill(recovery=True)
                 self.s, result = opened
                 self.splice = Splice(
-                    self.tx, self.att.endpoint, regenerate=regenerate, base=self._sum()
+                    self.tx, self.ctx.endpoint, regenerate=regenerate, base=self._sum()
                 )
                 self.attempt(result)
                 return True
@@ -257,13 +251,13 @@ class LiveStream:
             await self.fail(f)  # never a stream without its final event
 
     async def fail(self, original: Failure) -> None:
-        ep, tx = self.att.endpoint, self.tx
+        ep, tx = self.ctx.endpoint, self.tx
         original = self.att.scrubbed(original)  # an error event may quote our credentials
         _, etype = exhausted(original.category)
         message = f"upstream stream interrupted ({original.category.value}): {original.message}"
-        rid = (tx.id if tx is not None else None) or f"resp_{self.log.request_id}"
+        rid = (tx.id if tx is not None else None) or f"resp_{self.ctx.request_id}"
         event = ep.fmt.stream_error(etype, message[:500], original.code, rid)
-        write_s = self.att.write_timeout  # the break may have come while a write was waiting
+        write_s = self.ctx.live.write_timeout  # the break may have come while a write was waiting
         try:
             with Limit(write_s):
                 await self.out.write(event)
@@ -278,154 +272,6 @@ async def end(out: web.StreamResponse, write_timeout: float) -> None:
             await out.write_eof()
     except TimeoutError:
         raise ClientStalled(f"the client read nothing for {write_timeout:g} s") from None
-
-
-async def _pump(
-    att: HttpAttempter,
-    out: web.StreamResponse,
-    s: OpenStream,
-    tx: Transcript | None,
-    splice: Splice | None,
-    log: RequestLog,
-    env: Env,
-    seg: Segment,
-) -> None:
-    """Relay one upstream stream until it ends, breaks or diverges (how: ``seg``).
-
-    Pieces are read as they arrive and written at once; a client that does not read
-    holds the next read back (aiohttp then stops reading the upstream socket), up to
-    ``client_write_timeout_s``. One :class:`~gateway.upstream.deadlines.Limit` bounds every wait:
-    the upstream's silence by ``timeouts.stream_idle``, a stalled client by the write
-    timeout. A second one, set once, is the request's deadline: however busy the
-    upstream, the stream breaks there (a timeout that is not resumed).
-    """
-    ep = att.endpoint
-    rules = att.req.policy.classify
-    held = seg.held
-    trace = s.trace  # None unless traced: then it collects what the attempt's span ends with
-    # Where only events with a "usage" key carry usage (chat), the others are not looked
-    # at for it (Format.usage_key).
-    usage_key = ep.fmt.usage_key
-    hide_usage = s.hide_usage  # the chat usage chunk the client did not ask for: not sent
-    output = ep.fmt.stream_output
-
-    def take(batch: Iterable[sse.Classified]) -> bytes:
-        keep: list[bytes] = []
-        for raw, kind, data in batch:
-            if kind is not DATA:  # the usual event is data: it skips these tests
-                if kind is MALFORMED:
-                    env.events.stream_event_dropped(log, log.answered_by)
-                    continue
-                if kind is ERROR:
-                    seg.failure = classify_error_event(data, rules=rules, now=time.time())
-                    break
-                if kind is FINAL:
-                    seg.complete = True
-                    if trace is not None:
-                        trace.final(data)
-                        log.finish_reasons = tuple(trace.reasons)
-                    elif log.span is not None:
-                        log.finish_reasons = tuple(finish_reasons(data))
-            if (
-                data is not None
-                and (usage_key is None or data.get(usage_key) is not None)
-                and (u := sse.usage_of(data, ep, seg.usage)) is not None
-            ):
-                if trace is not None:
-                    before = 0 if seg.usage is None else seg.usage.input
-                    trace.usage((u.input - before, u.output), data)
-                seg.usage = u  # the stream's counts so far (billed when the answer ends)
-                if splice is not None:
-                    splice.usage = u  # what its usage events tell the client, summed
-                if hide_usage and not data.get("choices"):
-                    continue  # the usage chunk only the gateway asked for: counted, not sent
-            if tx is None:  # nothing to keep track of: relayed as it came, its output counted
-                if data is not None:
-                    seg.output += output(data)
-                keep.append(raw)
-            elif held:
-                held.append(sse.Event(raw, kind, data))  # after a closing event: held
-            elif splice is None:
-                if tx.record(kind, data):  # closing: held until we know if the answer goes on
-                    held.append(sse.Event(raw, kind, data))
-                else:
-                    keep.append(raw)
-            elif tx.closes(ev := sse.Event(raw, kind, data)):
-                held.append(ev)
-            else:
-                fed = splice.feed(ev)  # a resumed or continued answer, spliced in
-                if isinstance(fed, Diverged):
-                    seg.diverged = True
-                    break
-                keep.append(fed)
-        return keep[0] if len(keep) == 1 else b"".join(keep)
-
-    idle = att.req.policy.timeouts.stream_idle
-    write_s = att.write_timeout
-    cap = att.upstream.limits.max_event_bytes
-    content = s.resp.content
-    splitter = s.splitter
-    feed, classify = splitter.feed, sse.classifier(ep)
-    lim = Limit(None)
-    total = Limit(att.req.deadline - time.monotonic(), DEADLINE)  # no work per piece
-    broken: UpstreamFailure | None = None
-    try:
-        with total, lim:
-            data = take([(ev.raw, ev.kind, ev.data) for ev in s.head])
-            s.head = []  # relayed: their decoded data is not kept for the rest of the stream
-            while True:
-                if data:
-                    lim.set(write_s, WRITE)
-                    await out.write(data)  # a client that left raises here: not ours to handle
-                if seg.failure is not None or seg.diverged:
-                    break
-                lim.set(idle, READ)  # no wait until the next set: no need to clear it
-                try:
-                    piece = await content.readany()
-                except MAPPED as e:
-                    broken = failure(e, "stream")
-                    break
-                if not piece:
-                    if tail := splitter.close():  # a translated stream's closing events
-                        data = take([classify(r) for r in tail])
-                        if data:
-                            lim.set(write_s, WRITE)
-                            await out.write(data)
-                    break
-                raws = feed(piece)
-                if len(raws) == 1:  # the usual read: one event (no comprehension to call)
-                    data = take((classify(raws[0]),))
-                else:
-                    data = take([classify(r) for r in raws]) if raws else b""
-                # what is left over is at most this piece: a piece that yielded events and
-                # is under the cap cannot have put the splitter over it
-                if (not raws or len(piece) > cap) and len(splitter.pending) > cap:
-                    broken = UpstreamFailure(
-                        Category.connection, f"upstream event over {cap} bytes", "stream"
-                    )
-                    break
-    except TimeoutError:
-        if lim.expired == WRITE:
-            raise ClientStalled(f"the client read nothing for {write_s:g} s") from None
-        if total.expired is not None:
-            broken = UpstreamFailure(Category.timeout, DEADLINE_MESSAGE, "stream")
-        else:
-            broken = UpstreamFailure(
-                Category.timeout, f"upstream went quiet for {idle:g} s mid-stream", "stream"
-            )
-    finally:
-        s.resp.close()
-        if splitter.malformed:  # a translated stream's undecodable events, counted at once
-            env.events.stream_event_dropped(log, log.answered_by, splitter.malformed)
-    seg.failure = verdict(
-        seg.complete,
-        seg.failure,
-        seg.diverged,
-        None if broken is None else (broken.category, broken.message),
-        total.expired is not None,
-    )
-    if seg.failure is not None:
-        seg.complete = False
 
 
 async def _flush(

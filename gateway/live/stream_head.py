@@ -33,11 +33,11 @@ from gateway.upstream.deadlines import Limit
 if TYPE_CHECKING:
     from gateway.formats.eventstream import EventStreamSplitter
     from gateway.formats.usage import Usage
-    from gateway.live.attempter import Crossing
+    from gateway.live.context import Crossing
     from gateway.observe.tracing import StreamTrace
     from gateway.translate import convert as translate
 
-    Splitter = sse.Splitter | translate.Splitter | EventStreamSplitter
+    Splitter = sse.Splitter | translate.TranslatingSplitter | EventStreamSplitter
 
 __all__ = [
     "MAX_HELD",
@@ -72,13 +72,13 @@ def splitter_for(crossing: Crossing | None, eventstream: bool) -> Splitter:
     (``crossing``), with the usage chunk always written (the gateway counts it); out of AWS
     event-stream frames (``eventstream``: Bedrock)."""
     splitter: Splitter
-    inner: translate.Splitter | None = None
+    inner: translate.TranslatingSplitter | None = None
     if crossing is None:
         splitter = sse.Splitter()
     else:
         from gateway.translate import convert as translate
 
-        splitter = inner = translate.Splitter(
+        splitter = inner = translate.TranslatingSplitter(
             crossing.upstream_fmt, crossing.client_fmt, crossing.model, True, crossing.names
         )
     if eventstream:  # Bedrock: AWS event-stream frames, as SSE events of the format

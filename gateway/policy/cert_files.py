@@ -10,6 +10,7 @@ from __future__ import annotations
 import ssl
 from typing import TYPE_CHECKING
 
+from gateway.errors import KeyNeedsPassword
 from gateway.policy.egress import FILE_FIELDS
 
 if TYPE_CHECKING:
@@ -19,12 +20,8 @@ if TYPE_CHECKING:
 ENCRYPTED_KEY = "client_key is encrypted: give an unencrypted PEM key"
 
 
-class _Encrypted(Exception):
-    """The client key asked for a password."""
-
-
 def _refuse_password() -> bytes:
-    raise _Encrypted
+    raise KeyNeedsPassword
 
 
 def check_files(provider: Provider) -> list[tuple[str, str]]:
@@ -60,7 +57,7 @@ def check_files(provider: Provider) -> list[tuple[str, str]]:
             ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(
                 provider.client_cert, provider.client_key, password=_refuse_password
             )
-        except _Encrypted:
+        except KeyNeedsPassword:
             found.append(("client_key", ENCRYPTED_KEY))
         except (OSError, ssl.SSLError) as exc:
             reason = pem_reason(exc, "they are not a PEM certificate and its PEM private key")

@@ -9,7 +9,7 @@ format's name.
 The attempter (:mod:`gateway.live.attempter`) is the only user: when the deployment an attempt
 goes to speaks another format than the client's endpoint, it sends
 :func:`request`'s body, and turns what comes back into the client's format with
-:func:`answer`, :func:`error` or a :class:`Splitter` that translates the stream event by
+:func:`answer`, :func:`error` or a :class:`TranslatingSplitter` that translates the stream event by
 event. Everything else (compaction, continuation, resume, the relay, the transcript)
 works on the client's format, before the request is translated and after the answer is;
 so a fallback chain may cross formats inside one request, streaming included.
@@ -34,7 +34,7 @@ from gateway.translate.ir import Answer, Caps, Dropped, Names
 from gateway.translate.streams import StreamTranslator
 
 __all__ = [
-    "Names", "Splitter", "answer", "check", "error", "request", "tool_names",
+    "Names", "TranslatingSplitter", "answer", "check", "error", "request", "tool_names",
 ]  # fmt: skip
 
 _READ: dict[str, Callable[[dict[str, Any]], Answer]] = {
@@ -114,7 +114,7 @@ def error(status: int, body: bytes, source: Format, target: Format) -> bytes:
     return translate_error(status, body, source.name, target.name)
 
 
-class Splitter:
+class TranslatingSplitter:
     """:class:`gateway.formats.sse.Splitter` for a stream of another format: whole upstream
     events in, the client's events out (:class:`StreamTranslator`).
 

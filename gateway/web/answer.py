@@ -19,6 +19,7 @@ from gateway.errors import Category, GatewayError, exhausted
 from gateway.formats.endpoints import Endpoint
 from gateway.formats.usage import INPUT, Usage, from_chat, from_responses, limit
 from gateway.live.attempter import HttpAttempter
+from gateway.live.context import LiveRequest
 from gateway.live.relay import end, relay
 from gateway.live.stream_head import OpenStream
 from gateway.observe.request_log import RequestLog
@@ -26,7 +27,7 @@ from gateway.observe.tracing import finish_reasons
 from gateway.recovery.billing import bill_answer, checked
 from gateway.recovery.continuing import continue_answer
 from gateway.recovery.engine import recover
-from gateway.recovery.seams import Env, Request, Result
+from gateway.recovery.seams import Env, Result
 from gateway.resilience.conversation import text_size, tokens_for
 from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
@@ -44,24 +45,25 @@ _EMBEDDINGS = Endpoint.embeddings
 
 
 async def answer(
-    attempter: HttpAttempter, req: Request, log: RequestLog, env: Env
+    ctx: LiveRequest, attempter: HttpAttempter, log: RequestLog, env: Env
 ) -> web.StreamResponse:
+    req = ctx.req
     result = await recover(req, log, env, attempter)
     out = result.outcome
     if out.failure is not None:
-        return await fail(attempter, result, log)
+        return await fail(ctx, attempter, result, log)
     if isinstance(out.stream, OpenStream):
-        return await relay(attempter, out.stream, req, log, env, result)
+        return await relay(ctx, attempter, out.stream, log, env, result)
     body = out.body
-    data = out.json() if attempter.endpoint is not _EMBEDDINGS else None
+    data = out.json() if ctx.endpoint is not _EMBEDDINGS else None
     model = result.progress.model
     # the usual answer is complete: decided here, without entering the continuation loop
-    if attempter.endpoint.continuable and data is not None and req.fmt.cut_at_length(data):
-        prefill = attempter.policies.models[model].prefill
+    if ctx.endpoint.continuable and data is not None and req.fmt.cut_at_length(data):
+        prefill = ctx.policies.models[model].prefill
         body, data = await continue_answer(attempter, req, result, data, log, env, prefill=prefill)
     else:
-        price = attempter.price(model, result.progress.deployment)
-        window = attempter.policies.models[model].context_window
+        price = ctx.price(model, result.progress.deployment)
+        window = ctx.policies.models[model].context_window
         if data is None:
             _bill_embeddings(log, body, result.body, price, model, window)
         else:
@@ -137,7 +139,9 @@ def embedding_estimate(sent: dict[str, Any]) -> Usage:
     return Usage(tokens_for(chars, 0) + tokens)
 
 
-async def fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.StreamResponse:
+async def fail(
+    ctx: LiveRequest, att: HttpAttempter, result: Result, log: RequestLog
+) -> web.StreamResponse:
     out = result.outcome
     f = out.failure
     assert f is not None
@@ -146,13 +150,13 @@ async def fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Strea
     if att.response is not None:  # already committed (keepalives): only an in-band event is left
         _, etype = exhausted(f.category)
         await att.response.write(
-            att.endpoint.fmt.stream_error(
+            ctx.endpoint.fmt.stream_error(
                 etype,
                 err.message if err else f"upstream failed ({f.category.value}): {f.message}"[:500],
                 f.code,
             )
         )
-        await end(att.response, att.write_timeout)
+        await end(att.response, ctx.live.write_timeout)
         return att.response
     headers = log.headers()
     headers["x-should-retry"] = "false"
@@ -160,7 +164,7 @@ async def fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Strea
         log.status = err.status
         headers.update(err.headers)
         headers["content-type"] = "application/json"
-        body = err.body_bytes(att.endpoint.fmt)
+        body = err.body_bytes(ctx.endpoint.fmt)
         return web.Response(body=body, status=err.status, headers=headers)
     # The provider answered: pass its body on as it said it. A server-side failure that
     # recovery could not get past is the gateway's 502/503/504 (docs/recovery.md, "What the
@@ -171,7 +175,7 @@ async def fail(att: HttpAttempter, result: Result, log: RequestLog) -> web.Strea
     log.status = status
     if out.status == 429 and f.category is Category.rate_limit:
         # What the client should honour: the server's hint, else our own rate-limit floor.
-        wait = f.retry_after if f.retry_after is not None else att.req.policy.retry.rate_limit.base
+        wait = f.retry_after if f.retry_after is not None else ctx.req.policy.retry.rate_limit.base
         headers["retry-after"] = str(max(1, math.ceil(wait)))
     headers["content-type"] = out.content_type.split(";")[0]
     return web.Response(body=out.body, status=status, headers=headers)

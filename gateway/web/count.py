@@ -25,9 +25,9 @@ from gateway.recovery.admission import admit, has_limits, prepare, request_for, 
 from gateway.recovery.engine import recover
 from gateway.web.answer import fail
 from gateway.web.handlers import (
-    attempter_of,
     check_passed_headers,
     holding_slot,
+    live_request,
     parse_body,
     read_body,
 )
@@ -68,11 +68,12 @@ async def _count(
     else:
         req = request_for(MESSAGES, body, route, spec.context_window, log.started, request.headers)
         req = await prepare(without_compaction(req), log, gw.env)
-        attempter = attempter_of(CountAttempter, gw, policies, request, req, log, _MESSAGES, False)
+        ctx = live_request(gw, policies, request, req, log, _MESSAGES, False)
+        attempter = CountAttempter(ctx, log)
         result = await recover(req, log, gw.env, attempter)
         out = result.outcome
         if out.failure is not None:
-            return await fail(attempter, result, log)
+            return await fail(ctx, attempter, result, log)
     log.status = 200
     headers = log.headers()
     headers.update(out.headers)

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from gateway.errors import PolicyError, Problem
 from gateway.formats.endpoints import Endpoint
+from gateway.live.context import LiveConfig
 from gateway.money.budgets import describe, team_budgets
 from gateway.observe import logs, tracing
 from gateway.observe.events import Events
@@ -133,6 +134,11 @@ class Gateway:
             self.env.board, lambda: self.policies, timeout=settings.cloud_token_timeout_s
         )
         self.tracing = tracing.configure(os.environ)  # None unless OTEL_* asks for traces
+        # what every request's live path uses (gateway/live/context.py), built once
+        self.live = LiveConfig(
+            self.upstream, self.events, self.wiring, settings.client_write_timeout_s,
+            self.streams, self.tracing,
+        )  # fmt: skip
 
     def reload(self, trigger: str) -> bool:
         """Load the policy dir again and swap it in whole; on any problem keep the old set.

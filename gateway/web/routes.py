@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway import formats
-from gateway.errors import GatewayError
+from gateway.errors import ClientStalled, GatewayError
 from gateway.formats.endpoints import Endpoint
-from gateway.live.relay import ClientStalled
 from gateway.observe.request_log import RequestLog
 from gateway.upstream.deadlines import Limit
 from gateway.web import admin, count, handlers

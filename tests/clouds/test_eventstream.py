@@ -21,7 +21,7 @@ from gateway.testing.eventstream_frames import (
     exception_frame,
     frame,
 )
-from gateway.translate.convert import Splitter as TranslatingSplitter
+from gateway.translate.convert import TranslatingSplitter
 
 pytestmark = pytest.mark.fast
 

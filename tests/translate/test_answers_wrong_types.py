@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.errors import Malformed
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
 from gateway.translate import convert
 from tests.test_wrongly_typed_answers import broken
@@ -92,7 +93,7 @@ def check(source: Format, data: dict[str, Any], client: str) -> None:
     """The translation of ``data`` for ``client``: malformed, or read whole by its SDK."""
     try:
         out = convert.answer(data, source, CLIENTS[client], "public-model")
-    except convert.Malformed:
+    except Malformed:
         return
     typed(out)
     again = orjson.loads(orjson.dumps(out))
@@ -181,7 +182,7 @@ def test_a_field_of_another_wrong_type_makes_the_answer_malformed(
     data = replaced(body, path, value)
     for fmt in CLIENTS.values():
         if fmt is not source:
-            with pytest.raises(convert.Malformed, match=re.escape(said)) as e:
+            with pytest.raises(Malformed, match=re.escape(said)) as e:
                 convert.answer(data, source, fmt, "m")
             assert "secret" not in str(e.value)
 

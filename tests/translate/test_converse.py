@@ -15,7 +15,7 @@ from botocore.session import get_session
 from botocore.validate import ParamValidator
 
 from gateway import formats, simulate
-from gateway.errors import GatewayError, Refused
+from gateway.errors import GatewayError, Malformed, Refused
 from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
 from gateway.formats.usage import Usage
 from gateway.policy.schema import Compaction, Policy
@@ -744,7 +744,7 @@ def test_a_tool_use_answer_reaches_every_client(target: str) -> None:
 
 def test_an_answer_of_the_wrong_shape_is_malformed() -> None:
     """A body that is not a Converse answer is a broken provider (retried as such)."""
-    with pytest.raises(convert.Malformed):
+    with pytest.raises(Malformed):
         convert.answer({"output": ["x"]}, CONVERSE, CHAT, "m")
 
 

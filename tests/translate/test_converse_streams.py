@@ -144,7 +144,7 @@ def pieces(raw: bytes, size: int) -> list[bytes]:
 
 def through_splitter(raw: bytes, target: str, size: int = 7) -> list[bytes]:
     """The stream as the attempter reads it: arbitrary reads, convert's Splitter."""
-    split = convert.Splitter(CONVERSE, CLIENTS[target], "public-model", True)
+    split = convert.TranslatingSplitter(CONVERSE, CLIENTS[target], "public-model", True)
     out: list[bytes] = []
     for piece in pieces(raw, size):
         out += split.feed(piece)

@@ -175,6 +175,6 @@ def test_a_streamed_call_is_named_in_its_namespace() -> None:
     assert (call.name, call.namespace, call.arguments) == (  # type: ignore[union-attr]
         "spawn_agent", "multi_agent_v1", '{"message": "hi"}')  # fmt: skip
     # the Splitter the attempter uses carries them too
-    splitter = convert.Splitter(MESSAGES, RESPONSES, "m", True, names)
+    splitter = convert.TranslatingSplitter(MESSAGES, RESPONSES, "m", True, names)
     done = [orjson.loads(e.split(b"data: ", 1)[1]) for e in splitter.feed(raw)]
     assert done[-1]["response"]["output"][0]["namespace"] == "multi_agent_v1"
