@@ -489,7 +489,7 @@ async def test_a_malformed_answer_to_translate_is_a_502_in_the_clients_format(
     resp = await send_and_read(gw.url, req)
     assert resp.status == 502, resp
     err = json.loads(resp.body)
-    assert (err["type"] == "error" and "not a openai answer" in err["error"]["message"]) or (
+    assert (err["type"] == "error" and "not a chat answer" in err["error"]["message"]) or (
         "not JSON" in err["error"]["message"]
     ), err
     assert len(up.requests) > 1  # retried
