@@ -43,7 +43,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
     """Attempt, decide, act, until an answer or a named reason to give up.
 
     Each attempt goes to the deployment :class:`Deployments` chooses; on a route with a
-    fallback chain its outcome is noted in the route's state (:func:`_record`); a failure
+    fallback chain its outcome is noted in the route's state; a failure
     is decided on and acted upon by :func:`_after_failure` until the next attempt is due.
     The usual request (one deployment, no chain, the first attempt answers) takes none of
     those steps."""
@@ -79,7 +79,11 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             p.deployments_tried.add(pick.index)
         activated: int | None = None
         if key and on_chain and sibling != 0.0:  # a sibling answers: not the model's
-            activated = await _record(key, out.failure, p, probe, back_to, req, log, env)
+            label = _outcome_label(out.failure)  # noted in the route's fallback state
+            t = await env.state.record(key, fb, p.chain_index, label, env.wall(), probe=probe)
+            activated = _announce(t, req, env.events, log)
+            if probe and label == "server_error":
+                activated = back_to  # the primary is still down: back to the fallback now
             probe = False
         if out.failure is None:
             log.answered_by = p.model
@@ -89,27 +93,6 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
         if isinstance(acted, Result):
             return acted
         body, on_chain = acted
-
-
-async def _record(
-    key: str,
-    f: Failure | None,
-    p: Progress,
-    probe: bool,
-    back_to: int,
-    req: Request,
-    log: RequestLog,
-    env: Env,
-) -> int | None:
-    """The attempt's outcome noted in the route's fallback state ``key``: the chain index
-    the route moved to, if it moved (a failed probe: ``back_to``, the fallback, at once)."""
-    label = _outcome_label(f)
-    fb = req.policy.fallback
-    t = await env.state.record(key, fb, p.chain_index, label, env.wall(), probe=probe)
-    activated = _announce(t, req, env.events, log)
-    if probe and label == "server_error":
-        return back_to  # the primary is still down: back to the fallback now
-    return activated
 
 
 async def _after_failure(
