@@ -25,8 +25,9 @@ The exceptions, what each means, who raises it and who catches it::
     ├── GatewayError           a request the gateway answers itself (status, type, code,
     │   │                      param), in the client's format. Raised by web/ (body, key,
     │   │                      route, size checks), recovery/admission (limits, budgets,
-    │   │                      deadline) and recovery/engine (gave up); caught by web/routes
-    │   │                      (the answer), live/attempter and simulate.
+    │   │                      deadline) and recovery/seams (a body that cannot be
+    │   │                      encoded); caught by web/routes (the answer), live/attempter
+    │   │                      and simulate.
     │   └── Refused            a request field with no equivalent in the provider's format
     │                          whose loss would change the request: a 400 naming the field.
     │                          Raised by translate/requests; caught by live/attempter (the
@@ -38,12 +39,13 @@ The exceptions, what each means, who raises it and who catches it::
     ├── UpstreamFailure        a provider not reached or not read (category, stage).
     │                          Raised by upstream/client (aiohttp's and the OS's errors, one
     │                          mapping) and live/ (a stream's head or body); caught by
-    │                          live/attempter and live/stream_head, which make it a failure
+    │                          live/exchange and live/stream_head, which make it a failure
     │                          for the engine.
     ├── ClientStalled          (a ConnectionError) the client stopped reading: a write to it
     │                          made no progress for ``client_write_timeout_s``. Raised by
-    │                          live/pump (and web/routes for a JSON answer); caught by the
-    │                          relay, which lets the upstream go and aborts the connection.
+    │                          live/pump and live/relay (and web/routes for a JSON
+    │                          answer); caught by the relay, which lets the upstream go and
+    │                          aborts the connection.
     ├── CredentialUnavailable  no usable cloud credential for a provider (a token service
     │                          down or refusing, keys expired); the message never holds a
     │                          secret. Raised by upstream/credentials; caught by
@@ -55,15 +57,14 @@ The exceptions, what each means, who raises it and who catches it::
     └── ValueError
         ├── EgressError        the environment or a certificate file does not let the
         │                      gateway reach a provider. Raised by upstream/egress_proxy and
-        │                      egress_tls; caught by upstream/egress and web/policy_env (a
-        │                      policy problem).
+        │                      egress_tls; caught by web/policy_env (a policy problem).
         ├── CorruptFrame       a Bedrock event-stream frame that cannot be read (its CRC, its
         │                      prelude, its headers). Raised and caught by
         │                      formats/eventstream, which ends the stream with an error event
         │                      in the client's format.
         ├── Malformed          a provider's JSON answer of a shape its format does not have.
-        │                      Raised by translate/convert and live/attempter (not JSON at
-        │                      all); caught by live/attempter (retried like a server error).
+        │                      Raised by translate/convert and live/exchange (not JSON at
+        │                      all); caught by live/exchange (retried like a server error).
         ├── WrongType          a field of a provider's JSON answer of a type its format does
         │                      not have. Raised by translate/fields; caught by
         │                      translate/convert (a malformed answer: retried like a server

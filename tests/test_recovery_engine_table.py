@@ -28,6 +28,7 @@ from gateway.resilience.classify import classify_response, transport_failure
 from gateway.resilience.decide import Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.routing.policyset import Deployed
+from gateway.simulate import VirtualClock
 from gateway.state.memory import MemoryState
 
 pytestmark = pytest.mark.fast
@@ -46,21 +47,12 @@ DOWN = b'{"error": {"message": "boom", "type": "server_error"}}'
 Answer = int | tuple[int, dict[str, str]] | str
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def wall(self) -> float:
-        return 1_700_000_000.0 + self.now
-
-
 class Table:
     """The attempter: each attempt on a model takes that model's next answer (then 200)."""
 
-    def __init__(self, clock: Clock, answers: dict[str, list[Answer]], two: set[str]) -> None:
+    def __init__(
+        self, clock: VirtualClock, answers: dict[str, list[Answer]], two: set[str]
+    ) -> None:
         self.clock = clock
         self.answers = {m: list(a) for m, a in answers.items()}
         self.two = two  # the models with two deployments
@@ -266,7 +258,7 @@ CASES = {
 
 
 async def run_case(case: Case) -> tuple[Result, Table, Seen, RequestLog, Request]:
-    clock, seen = Clock(), Seen()
+    clock, seen = VirtualClock(), Seen()
     table = Table(clock, case.answers, set(case.two))
     env = Env(MemoryState(), seen, clock.monotonic, clock.wall, random.Random(0))  # type: ignore[arg-type]
     policy = Policy.model_validate(case.policy)

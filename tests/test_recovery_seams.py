@@ -81,6 +81,7 @@ def test_the_recorder_wraps_the_emitter_and_overrides_none_of_it() -> None:
 
 
 class Clock:
+    # not gateway.simulate's VirtualClock: the test below checks that no simulate code runs
     def __init__(self) -> None:
         self.now = 0.0
 
