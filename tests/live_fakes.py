@@ -341,6 +341,7 @@ def live(
     stream = body.get("stream") is True
     ctx = LiveRequest(config, POLICIES, ENDPOINT_OF[path], client, req, stream, "req-1", None, None)
     log = RequestLog("req-1", clock.now)
+    log.bill = req.bill  # as the handler does: the access log reports the request's bill
     env = Env(MemoryState(), events, clock.monotonic, clock.wall, random.Random(0))
     return Live(upstream, writer, transport, clock, ctx, HttpAttempter(ctx, log), log, env)
 

@@ -5,6 +5,7 @@ every path and method of a table that includes the near misses."""
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,14 +31,19 @@ PATHS = (*routes.V1, *PLAIN, *NEAR_MISSES)
 
 
 def dispatcher() -> web.UrlDispatcher:
-    """aiohttp's router with the gateway's routes, GET also answering HEAD (``add_get``)."""
+    """aiohttp's router with the gateway's routes, GET also answering HEAD (``add_get``).
+    Some of the gateway's handlers are plain functions that return their coroutine (the
+    model endpoints: one frame less per request); aiohttp's router warns of those, which
+    does not matter here: it only resolves paths, the gateway never registers them."""
     d = web.UrlDispatcher()
-    for path, methods in {**routes.V1, **PLAIN}.items():
-        for method, handler in methods.items():
-            if method == "GET":
-                d.add_get(path, handler)
-            else:
-                d.add_route(method, path, handler)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for path, methods in {**routes.V1, **PLAIN}.items():
+            for method, handler in methods.items():
+                if method == "GET":
+                    d.add_get(path, handler)
+                else:
+                    d.add_route(method, path, handler)
     return d
 
 
@@ -45,8 +51,8 @@ async def aiohttp_says(d: web.UrlDispatcher, request: web.Request) -> tuple[Any,
     """(handler,) or (status, allowed methods) as aiohttp's router resolves ``request``."""
     match = await d.resolve(request)
     exc = match.http_exception
-    if exc is None:
-        return (match.handler,)
+    if exc is None:  # a plain function's async wrapper names the function it wraps
+        return (getattr(match.handler, "__wrapped__", match.handler),)
     allowed = getattr(exc, "allowed_methods", set())
     return (exc.status, frozenset(allowed))
 

@@ -172,7 +172,7 @@ def _bill_failed(ctx: LiveRequest, log: RequestLog, a: Attempt, u: Usage | None)
         req, model = ctx.req, a.model
         window = ctx.policies.models[model].context_window
         bill_failed(
-            log, u, ctx.price(model, a.deployment), model, limit(window),
+            req.bill, log, u, ctx.price(model, a.deployment), model, limit(window),
             lambda: estimate(req.body, req.fmt, 0),
         )  # fmt: skip
 

@@ -180,8 +180,9 @@ class LiveStream:
         return u, self.price, self.model, estimated
 
     def _bill(self, recovery: bool) -> None:
+        bill = self.req.bill
         for u, price, model, estimated in self.parts:
-            self.log.bill(u, price, model, recovery=recovery, estimated=estimated)
+            bill.add(u, price, model, recovery, estimated)
         self.parts.clear()
 
     def _sum(self) -> Usage:

@@ -31,10 +31,10 @@ doubted: set[tuple[str, str]] = set()
 
 def price_unknown(r: RequestLog) -> None:
     """The event ``price_unknown``, once per model per process: ``r`` billed a part of
-    :attr:`RequestLog.unpriced` without a price. ``deployment`` and ``provider`` are those
+    its bill's ``unpriced`` model without a price. ``deployment`` and ``provider`` are those
     of the request's last attempt when that was the model's, else null (a recovery call
     of another model: a compaction summary)."""
-    model = r.unpriced
+    model = r.bill.unpriced
     if model is None or model in told:
         return
     told.add(model)

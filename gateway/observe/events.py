@@ -58,12 +58,13 @@ class Events:
     def request_completed(self, r: RequestLog, now: float) -> None:
         duration = now - r.started
         model = r.answered_by or r.model
-        cost_usd, recovery_usd = r.cost_usd, r.recovery_cost_usd
+        bill = r.bill
+        cost_usd, recovery_usd = bill.cost_usd, bill.recovery_cost_usd
+        prompt, completion = bill.prompt_tokens, bill.completion_tokens
         self.metrics.request_done(
-            r.team, model, r.status, duration, r.ttfb, r.prompt_tokens, r.completion_tokens,
-            cost_usd, recovery_usd,
-        )  # fmt: skip
-        if r.unpriced is not None and r.unpriced not in cost.told:
+            r.team, model, r.status, duration, r.ttfb, prompt, completion, cost_usd, recovery_usd
+        )
+        if bill.unpriced is not None and bill.unpriced not in cost.told:
             cost.price_unknown(r)
         fast = logs.fast_json  # the JSON line without structlog's chain, while it is in force
         if fast is not None and not fast.info and fast.current():
@@ -82,21 +83,21 @@ class Events:
             "duration_s": _micro(duration),
             "ttfb_s": None if ttfb is None else _micro(ttfb),
             "tokens": (
-                {"prompt": r.prompt_tokens, "completion": r.completion_tokens, "estimated": True}
-                if r.estimated
-                else {"prompt": r.prompt_tokens, "completion": r.completion_tokens}
+                {"prompt": prompt, "completion": completion, "estimated": True}
+                if bill.estimated
+                else {"prompt": prompt, "completion": completion}
             ),
             # to 1e-8 USD; null: billed without a price, nothing priced (observe/cost.py)
             "cost_usd": None
-            if r.unpriced is not None and not cost_usd
+            if bill.unpriced is not None and not cost_usd
             else int(cost_usd * 1e8 + 0.5) / 1e8,
             "recovery_cost_usd": int(recovery_usd * 1e8 + 0.5) / 1e8 if recovery_usd else 0.0,
         }
         # the optional fields in their place, added only when present
-        if r.recovery_prompt_tokens or r.recovery_completion_tokens:
+        if bill.recovery_prompt_tokens or bill.recovery_completion_tokens:
             fields["recovery_tokens"] = {
-                "prompt": r.recovery_prompt_tokens,
-                "completion": r.recovery_completion_tokens,
+                "prompt": bill.recovery_prompt_tokens,
+                "completion": bill.recovery_completion_tokens,
             }
         fields["error"] = r.error
         if r.dropped is not None:

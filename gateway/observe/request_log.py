@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.formats.usage import Usage
-from gateway.money.pricing import Price
+from gateway.money.bill import NO_BILL, Bill
 
 #: At most this many characters of one dropped field name (a client's unknown key or
 #: ``type`` may be any text), and at most this many bytes of ``x-gateway-dropped`` and of
@@ -54,46 +53,18 @@ class RequestLog:
     attempts: int = 0
     ttfb: float | None = None
     recovery: list[str] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     error: str | None = None
     span: Any = None  # the request's trace span, when tracing is on and it is sampled
     traceparent: str | None = None  # sent upstream for a request traced but not sampled
     finish_reasons: tuple[str, ...] = ()  # set when traced
     dropped: DroppedNames | None = None  # request fields a translation dropped
-    # what the recovery cost: attempts the client never got the output of (billed)
-    recovery_prompt_tokens: int = 0
-    recovery_completion_tokens: int = 0
-    cost_usd: float = 0.0  # of the answer's priced parts (USD)
-    recovery_cost_usd: float = 0.0
-    unpriced: str | None = None  # a model billed with no price: costs leave it out
-    estimated: bool = False  # a part's tokens were estimated (no usage from the provider)
+    # what the request was billed: its handler's bill, reported here (never decided from)
+    bill: Bill = NO_BILL
 
-    def bill(
-        self,
-        u: Usage,
-        price: Price | None,
-        model: str,
-        *,
-        recovery: bool = False,
-        estimated: bool = False,
-    ) -> None:
-        """Count one billed part: a part of the answer, or (``recovery``) an attempt whose
-        output the client never got; priced by ``price`` (None: tokens only)."""
-        if recovery:
-            self.recovery_prompt_tokens += u.input
-            self.recovery_completion_tokens += u.output
-        else:
-            self.prompt_tokens += u.input
-            self.completion_tokens += u.output
-        if estimated:
-            self.estimated = True
-        if price is None:
-            self.unpriced = model
-        elif recovery:
-            self.recovery_cost_usd += price.cost(u)
-        else:
-            self.cost_usd += price.cost(u)
+    def close(self) -> None:
+        """The request is over: a status never set (an exception escaped) is a 500."""
+        if self.status == 0:
+            self.status = 500
 
     def used(self, what: str) -> None:
         if what not in self.recovery:

@@ -156,9 +156,10 @@ class Tracing:
         if log.model != "-":
             attrs["gen_ai.request.model"] = log.model
             attrs["gen_ai.response.model"] = log.answered_by or log.model
-        if log.prompt_tokens or log.completion_tokens:
-            attrs["gen_ai.usage.input_tokens"] = log.prompt_tokens
-            attrs["gen_ai.usage.output_tokens"] = log.completion_tokens
+        bill = log.bill
+        if bill.prompt_tokens or bill.completion_tokens:
+            attrs["gen_ai.usage.input_tokens"] = bill.prompt_tokens
+            attrs["gen_ai.usage.output_tokens"] = bill.completion_tokens
         if log.finish_reasons:
             attrs["gen_ai.response.finish_reasons"] = list(log.finish_reasons)
         if log.status >= 400 or log.error:

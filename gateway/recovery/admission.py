@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Category, GatewayError, bad_request
 from gateway.formats.endpoints import Endpoint
+from gateway.money.bill import Bill
 from gateway.money.budgets import iso
 from gateway.observe.request_log import RequestLog
 from gateway.providers import serves
@@ -191,15 +192,18 @@ def request_for(
     started: float,
     headers: Mapping[str, str],
     size: int = 0,
+    bill: Bill | None = None,
 ) -> Request:
     """The engine's request: ``body`` (``size`` bytes as the client sent it) in format
-    ``fmt``, due by the deadline (monotonic)."""
+    ``fmt``, due by the deadline (monotonic), billed to ``bill`` (the handler's; None: a
+    bill of its own)."""
     policy = route.policy
     deadline = started + client_deadline(headers, policy.timeouts.total)
     # by position, in the order of Request's fields (keywords cost a dict, per request)
     return Request(
-        fmt, body, body["model"], route.id, route.team, policy, deadline, context_window, size
-    )
+        fmt, body, body["model"], route.id, route.team, policy, deadline, context_window, size,
+        Bill() if bill is None else bill,
+    )  # fmt: skip
 
 
 async def prepare(req: Request, log: RequestLog, env: Env) -> Request:

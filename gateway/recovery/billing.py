@@ -6,8 +6,9 @@ A part comes with the provider's usage, read in its format (:meth:`Format.answer
 a part that has none (a stream cut before its usage event, a provider that reports none) is
 estimated from the request sent and the output received (a JSON answer's text; what a
 stream relayed: :mod:`gateway.live.relay`), with the compaction estimate (``ceil(chars / 4)
-+ 4 per entry``), and the request's tokens are marked ``estimated``. Counting goes through
-:meth:`~gateway.observe.events.RequestLog.bill`, which also prices the part.
++ 4 per entry``), and the request's tokens are marked ``estimated``. Each part is added to
+the request's :class:`~gateway.money.bill.Bill` (:meth:`~gateway.money.bill.Bill.add`, which
+also prices it); ``log`` only names the request in a ``usage_implausible`` event.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gateway.resilience.conversation import CHARS_PER_TOKEN, estimate_tokens, te
 
 if TYPE_CHECKING:
     from gateway.formats import Format
+    from gateway.money.bill import Bill
     from gateway.money.pricing import Price
     from gateway.observe.request_log import RequestLog
 
@@ -45,6 +47,7 @@ def checked(
 
 
 def bill_failed(
+    bill: Bill,
     log: RequestLog,
     u: Usage | None,
     price: Price | None,
@@ -60,10 +63,11 @@ def bill_failed(
     if u is None or not (u.input or u.output):
         return
     u, estimated = checked(log, u, model, most, guess)
-    log.bill(u, price, model, recovery=True, estimated=estimated)
+    bill.add(u, price, model, True, estimated)
 
 
 def bill_answer(
+    bill: Bill,
     log: RequestLog,
     fmt: Format,
     data: Mapping[str, Any],
@@ -74,9 +78,9 @@ def bill_answer(
     recovery: bool = False,
     window: int | None = None,
 ) -> None:
-    """Count one JSON answer (or part) in ``fmt``: its usage (:func:`checked`; ``window``:
-    the model's context window), else estimated from ``sent`` (the request, in ``fmt``)
-    and the answer's text."""
+    """Count one JSON answer (or part) in ``fmt`` on ``bill``: its usage (:func:`checked`;
+    ``window``: the model's context window), else estimated from ``sent`` (the request, in
+    ``fmt``) and the answer's text."""
     block = data.get("usage")
     if isinstance(block, dict):
         try:
@@ -87,10 +91,10 @@ def bill_answer(
             u, estimated = checked(
                 log, u, model, limit(window), lambda: estimate(sent, fmt, _output(fmt, data))
             )
-            log.bill(u, price, model, recovery=recovery, estimated=estimated)
+            bill.add(u, price, model, recovery, estimated)
             return
     guess = estimate(sent, fmt, _output(fmt, data))
-    log.bill(guess, price, model, recovery=recovery, estimated=True)
+    bill.add(guess, price, model, recovery, True)
 
 
 def _output(fmt: Format, data: Mapping[str, Any]) -> int:

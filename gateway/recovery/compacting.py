@@ -155,7 +155,9 @@ async def _summary(
         answer = out.json()
         if answer is not None:  # the summary is billed: recovery, the client never sees it
             price = attempter.price(model, step.pick.index)
-            bill_answer(log, summary_fmt, answer, ask, price, model, recovery=True, window=window)
+            bill_answer(
+                req.bill, log, summary_fmt, answer, ask, price, model, recovery=True, window=window
+            )
         text = compaction.summary_text(answer, summary_fmt)
         return (text, "") if text else ("", "empty_summary")
 

@@ -57,7 +57,7 @@ async def continue_answer(
     parts: list[dict[str, Any]] = [first]
     price = att.price(model, result.progress.deployment)
     window = req.context_window if model == req.model else None  # bounds its counts
-    bill_answer(log, req.fmt, first, result.body, price, model, window=window)
+    bill_answer(req.bill, log, req.fmt, first, result.body, price, model, window=window)
     policy = req.policy.output_recovery
     while True:
         last = parts[-1]
@@ -82,7 +82,7 @@ async def continue_answer(
             break
         parts.append(part)
         price = att.price(model, r.progress.deployment)
-        bill_answer(log, req.fmt, part, r.body, price, model, window=window)
+        bill_answer(req.bill, log, req.fmt, part, r.body, price, model, window=window)
         log.used("continuation")
         env.events.output_continuation(log, model, d.n)
     log.answered_by = model
@@ -111,6 +111,10 @@ class Segment:
 
 class StreamSide(Protocol):
     """What :func:`follow_stream` acts through: the live relay, or simulate's script."""
+
+    #: The public model whose stream is relayed (the last attempt's, as the engine's
+    #: result said): the model the loop's events name.
+    model: str
 
     async def pump(self) -> Segment:
         """Relay the current upstream stream until it ends, breaks or diverges."""
@@ -169,7 +173,7 @@ async def follow_stream(side: StreamSide, req: Request, log: RequestLog, env: En
         return await _follow(side, req, log, env)
     except UNREADABLE as e:
         f = unreadable(e)
-        env.events.stream_interrupted(log, log.answered_by, f, "error_event", reason="unreadable")
+        env.events.stream_interrupted(log, side.model, f, "error_event", reason="unreadable")
         log.error = f"stream interrupted: {f.category.value}"
         await side.fail(f)
         return False
@@ -194,11 +198,11 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
                 if await side.open_continuation():
                     continuations = d.n
                     log.used("continuation")
-                    env.events.output_continuation(log, log.answered_by, d.n)
+                    env.events.output_continuation(log, side.model, d.n)
                     continue
-                env.events.not_continued(log, log.answered_by, CONTINUATION_FAILED, continuations)
+                env.events.not_continued(log, side.model, CONTINUATION_FAILED, continuations)
             elif d.reason != "complete":  # the usual end is no "no"
-                env.events.not_continued(log, log.answered_by, d.reason, continuations)
+                env.events.not_continued(log, side.model, d.reason, continuations)
             await side.finish(seg)
             return True
         original = original or seg.failure
@@ -214,7 +218,7 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
         action = "resume" if isinstance(r, followup.Resume) else "error_event"
         reason = "" if isinstance(r, followup.Resume) else r.reason
         env.events.stream_interrupted(
-            log, log.answered_by, seg.failure or original, action, reason=reason
+            log, side.model, seg.failure or original, action, reason=reason
         )
         if isinstance(r, followup.Resume):
             if await side.open_resume(r.modes):
@@ -222,7 +226,7 @@ async def _follow(side: StreamSide, req: Request, log: RequestLog, env: Env) -> 
                 log.used("retry")
                 continue
             env.events.stream_interrupted(
-                log, log.answered_by, original, "error_event", reason=RESUME_FAILED
+                log, side.model, original, "error_event", reason=RESUME_FAILED
             )
         log.error = f"stream interrupted: {original.category.value}"
         await side.fail(original)

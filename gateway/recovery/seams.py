@@ -22,6 +22,7 @@ from gateway.errors import GatewayError
 from gateway.formats import Format
 from gateway.formats.body_parts import LONG, Parts
 from gateway.formats.body_parts import encode as encode_parts
+from gateway.money.bill import Bill
 from gateway.money.pricing import Price
 from gateway.observe.request_log import RequestLog
 from gateway.policy.schema import Policy
@@ -73,6 +74,9 @@ class Request:
     deadline: float  # monotonic
     context_window: int | None = None  # of the model asked for; sizes compaction
     size: int = 0  # bytes of the client's body: a large one is encoded as it is sent
+    # what the request was billed: each billed part is added (gateway/recovery/billing.py);
+    # a follow-up request (a continuation, a compacted body) adds to the same bill
+    bill: Bill = field(default_factory=Bill)
 
     def encode(self, body: dict[str, Any], upstream_model: str) -> bytes | Parts:
         """What goes upstream: always the body the gateway decided on, encoded again.

@@ -33,6 +33,7 @@ from gateway.resilience.decide import DEADLINE_PASSED
 from gateway.resilience.failure import Failure
 
 if TYPE_CHECKING:
+    from gateway.money.bill import Bill
     from gateway.money.pricing import Price
 
 #: The ``usage`` object of an embeddings answer, from its key: one level of nesting (its
@@ -65,21 +66,23 @@ async def answer(
         price = ctx.price(model, result.progress.deployment)
         window = ctx.policies.models[model].context_window
         if data is None:
-            _bill_embeddings(log, body, result.body, price, model, window)
+            _bill_embeddings(req.bill, log, body, result.body, price, model, window)
         else:
-            bill_answer(log, req.fmt, data, result.body, price, model, window=window)
+            bill_answer(req.bill, log, req.fmt, data, result.body, price, model, window=window)
     if log.span is not None and data is not None:
         log.finish_reasons = tuple(finish_reasons(data))
     log.status = 200
     headers = log.headers()
     headers["content-type"] = out.content_type.split(";")[0]
-    if log.unpriced is None:  # what the request cost, recovery included (docs/reference.md)
-        headers["x-gateway-cost-usd"] = f"{log.cost_usd + log.recovery_cost_usd:.8f}"
+    bill = req.bill
+    if bill.unpriced is None:  # what the request cost, recovery included (docs/reference.md)
+        headers["x-gateway-cost-usd"] = f"{bill.cost_usd + bill.recovery_cost_usd:.8f}"
     log.ttfb = time.monotonic() - log.started
     return web.Response(body=body, headers=headers)
 
 
 def _bill_embeddings(
+    bill: Bill,
     log: RequestLog,
     body: bytes,
     sent: dict[str, Any],
@@ -94,10 +97,10 @@ def _bill_embeddings(
     most = limit(window) * (len(inputs) if isinstance(inputs, list) and inputs else 1)
     u = embedding_usage(body)
     if u is None:
-        log.bill(embedding_estimate(sent), price, model, estimated=True)
+        bill.add(embedding_estimate(sent), price, model, False, True)
         return
     u, estimated = checked(log, u, model, most, lambda: embedding_estimate(sent))
-    log.bill(u, price, model, estimated=estimated)
+    bill.add(u, price, model, False, estimated)
 
 
 def embedding_usage(body: bytes) -> Usage | None:

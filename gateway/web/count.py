@@ -12,6 +12,7 @@ else the gateway's estimate (gateway/live/counting.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -40,11 +41,11 @@ PATH = "/v1/messages/count_tokens"
 _MESSAGES = endpoint_of(MESSAGES)
 
 
-async def count_tokens(
+def count_tokens(
     gw: Gateway, request: web.BaseRequest, log: RequestLog
-) -> web.StreamResponse:
+) -> Awaitable[web.StreamResponse]:
     """The prompt's input tokens, counted where the model is served or estimated."""
-    return await holding_slot(gw, request, log, _count)
+    return holding_slot(gw, request, log, _count)
 
 
 async def _count(

@@ -15,6 +15,7 @@ from gateway.formats.body_parts import decode, restore
 from gateway.formats.endpoints import ENDPOINT_OF, Endpoint
 from gateway.live.attempter import HttpAttempter
 from gateway.live.context import LiveRequest
+from gateway.money.bill import Bill
 from gateway.observe.request_log import RequestLog
 from gateway.providers import PASSED_HEADERS
 from gateway.recovery.admission import (
@@ -173,30 +174,42 @@ def _checked(body: Any, endpoint: Endpoint, limits: RequestLimits, size: int) ->
     return body
 
 
-async def completion(gw: Gateway, request: web.BaseRequest, log: RequestLog) -> web.StreamResponse:
+def completion(
+    gw: Gateway, request: web.BaseRequest, log: RequestLog
+) -> Awaitable[web.StreamResponse]:
     """Every model endpoint: chat, responses, completions, embeddings, messages."""
-    return await holding_slot(gw, request, log, _completion)
+    return holding_slot(gw, request, log, _completion)
 
 
 Serve = Callable[["Gateway", web.BaseRequest, RequestLog, str], Awaitable[web.StreamResponse]]
 
 
-async def holding_slot(
+def holding_slot(
     gw: Gateway, request: web.BaseRequest, log: RequestLog, serve: Serve
-) -> web.StreamResponse:
-    """``serve`` the caller's team (its key checked first). A team with
-    ``limits.max_concurrent`` holds one of its slots (gateway/web/concurrency.py) from the
-    key check, before its body is read, until the answer or the stream is done."""
+) -> Awaitable[web.StreamResponse]:
+    """``serve`` the caller's team (its key checked first, here: a bad key raises before
+    anything is awaited). A team with ``limits.max_concurrent`` holds one of its slots
+    (gateway/web/concurrency.py) from the key check, before its body is read, until the
+    answer or the stream is done.
+
+    Plain functions, not coroutines: they hand back ``serve``'s own coroutine, so the
+    usual request does not pass through two more frames each time it waits."""
     team = log.team = authenticate(gw, request)
     limit = gw.policies.teams[team].limits.max_concurrent
     if limit is None:
-        return await serve(gw, request, log, team)
-    slots = gw.team_slots
-    slots.take(team, limit)  # 429 at once when they are all taken
+        return serve(gw, request, log, team)
+    gw.team_slots.take(team, limit)  # 429 at once when they are all taken
+    return _in_slot(gw, request, log, team, serve)
+
+
+async def _in_slot(
+    gw: Gateway, request: web.BaseRequest, log: RequestLog, team: str, serve: Serve
+) -> web.StreamResponse:
+    """``serve`` in the slot its team took; the slot is given back however it ends."""
     try:
         return await serve(gw, request, log, team)
     finally:
-        slots.give_back(team)
+        gw.team_slots.give_back(team)
 
 
 async def _completion(
@@ -223,12 +236,14 @@ async def _completion(
         book, now = gw.state.spending, time.time()
         spec, route, body = within_budget(policies, book, budget, asked, endpoint, path, log, now)
     limited = has_limits(limits)
+    bill = log.bill = Bill()  # added to as parts are billed; the access log reports it
     try:
         if limited:
             await admit(gw.state, team, limits, time.time())
-        req = request_for(
-            endpoint.fmt, body, route, spec.context_window, log.started, request.headers, size
-        )
+        req = request_for(  # by position: keywords would build a dict of them
+            endpoint.fmt, body, route, spec.context_window, log.started, request.headers, size,
+            bill,
+        )  # fmt: skip
         req = await prepare(req, log, gw.env)
         stream = body.get("stream") is True
         ctx = LiveRequest(  # by position (keywords would build a dict of them)
@@ -237,14 +252,9 @@ async def _completion(
         )  # fmt: skip
         return await answer(ctx, HttpAttempter(ctx, log), log, gw.env)
     finally:  # what the request cost and used, also when it failed or its client left
-        if budget is not None and (cost := log.cost_usd + log.recovery_cost_usd):
+        if budget is not None and (cost := bill.cost()):
             gw.state.charge(team, budget, cost, time.time())
-        if limited and (  # the answer's tokens and the recovery's: both were billed
-            tokens := log.prompt_tokens
-            + log.completion_tokens
-            + log.recovery_prompt_tokens
-            + log.recovery_completion_tokens
-        ):
+        if limited and (tokens := bill.tokens()):  # the answer's and the recovery's
             await gw.state.add_tokens(team, limits, tokens, time.time())
 
 

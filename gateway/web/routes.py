@@ -198,8 +198,7 @@ async def _v1(gw: Gateway, request: web.BaseRequest, path: str) -> web.StreamRes
         return resp
     finally:
         gw.request_finished()
-        if log.status == 0:
-            log.status = 500
+        log.close()
         if answered:  # the access log and metrics once the answer is out: no added latency
             asyncio.get_running_loop().call_soon(_completed, gw, log)
         else:

@@ -54,9 +54,10 @@ DEFAULT_LIMITS = RequestLimits()
 #: instructions each time; a module global is a dictionary lookup.
 _CHAT, _MESSAGES, _RESPONSES = Endpoint.chat, Endpoint.messages, Endpoint.responses
 _COMPLETIONS, _EMBEDDINGS = Endpoint.completions, Endpoint.embeddings
-#: The optional fields checked on every endpoint: a body that has none of them (one test
-#: in C) skips their checks.
-_OPTIONAL = frozenset(("stream", *TOKEN_FIELDS, *INTEGER_FIELDS))
+#: The optional fields checked on every endpoint, in the order checked (the first wrong one
+#: is named); each looked for with ``in``, cheaper than ``get`` for the usual absent one.
+_OPTIONAL_ORDER = ("stream", *TOKEN_FIELDS, *INTEGER_FIELDS)
+_TOKENS = frozenset(TOKEN_FIELDS)
 
 
 def check_shape(
@@ -108,18 +109,16 @@ def _check_types(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
             _objects(value, "input", "a string or an array")
     elif endpoint is _COMPLETIONS or endpoint is _EMBEDDINGS:
         _check_prompt(endpoint, body)
-    if _OPTIONAL.isdisjoint(body):
-        return
-    stream = get("stream")
-    if stream is not None and stream is not True and stream is not False:
-        raise wrong_type("stream", "true or false", stream)
-    for name in TOKEN_FIELDS:
-        value = get(name)
-        if value is not None and (type(value) is not int or value < 1):
-            raise wrong_type(name, "a positive integer", value)
-    for name in INTEGER_FIELDS:
-        value = get(name)
-        if type(value) is float and huge_integer(value):
+    for name in _OPTIONAL_ORDER:
+        if name not in body or (value := body[name]) is None:
+            continue
+        if name == "stream":
+            if value is not True and value is not False:
+                raise wrong_type(name, "true or false", value)
+        elif name in _TOKENS:
+            if type(value) is not int or value < 1:
+                raise wrong_type(name, "a positive integer", value)
+        elif type(value) is float and huge_integer(value):
             raise wrong_type(name, "an integer", value)
 
 
