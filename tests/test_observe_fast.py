@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from structlog.testing import capture_logs
 
+from gateway.money.bill import Bill
 from gateway.observe import logs
 from gateway.observe.counts import LATENCY_BUCKETS
 from gateway.observe.events import Events, _micro
@@ -44,13 +45,23 @@ def request(**kw: Any) -> RequestLog:
         "prompt_tokens": 12,
         "completion_tokens": 34,
     }
-    return RequestLog(**{**base, **kw})
+    fields = {**base, **kw}
+    bill = Bill()
+    for name in BILLED:
+        if name in fields:
+            setattr(bill, name, fields.pop(name))
+    return RequestLog(**fields, bill=bill)
+
+
+#: What a request was billed: its Bill's, which the record points at.
+BILLED = ("prompt_tokens", "completion_tokens", "recovery_prompt_tokens",
+          "recovery_completion_tokens", "cost_usd", "recovery_cost_usd", "unpriced", "estimated")  # fmt: skip
 
 
 VARIANTS = [
     request(),
     request(ttfb=None, prompt_tokens=0, completion_tokens=0, status=502, error="upstream_error"),
-    request(recovery=["retry", "fallback"], answered_by="gpt-backup", attempts=3),
+    request(recovery=("retry", "fallback"), answered_by="gpt-backup", attempts=3),
     request(answered_by="", status=499, request_id='quote" back\\ slash \u00e9 \u4e2d \n'),
     request(started=10.0 - 1e-9, ttfb=-0.0),
     request(started=9.0000005, ttfb=601.25),
@@ -123,7 +134,7 @@ def test_fast_line_is_the_chain_line(log_sink: Sink) -> None:
 def test_request_completed_fields_are_not_secret_names(log_sink: Sink) -> None:
     """The fast path skips redact(): none of its field names may be a secret-bearing one."""
     log_sink.configure("info", "json")
-    Events(Metrics()).request_completed(request(recovery=["retry"], error="x"), 11.0)
+    Events(Metrics()).request_completed(request(recovery=("retry",), error="x"), 11.0)
     (line,) = log_sink.lines()
     assert not [name for name in line if logs.secret_field(name)]
     # redact() looks at top-level names only; the nested token counts are plain numbers
@@ -315,14 +326,15 @@ class Reference:
         self.duration.labels(r.team, model).observe(now - r.started)
         if r.ttfb is not None:
             self.ttfb.labels(r.team, model).observe(r.ttfb)
-        if r.prompt_tokens:
-            self.tokens.labels(r.team, model, "prompt").inc(r.prompt_tokens)
-        if r.completion_tokens:
-            self.tokens.labels(r.team, model, "completion").inc(r.completion_tokens)
-        if r.cost_usd > 0:
-            self.cost.labels(r.team, model, "answer").inc(r.cost_usd)
-        if r.recovery_cost_usd > 0:
-            self.cost.labels(r.team, model, "recovery").inc(r.recovery_cost_usd)
+        b = r.bill
+        if b.prompt_tokens:
+            self.tokens.labels(r.team, model, "prompt").inc(b.prompt_tokens)
+        if b.completion_tokens:
+            self.tokens.labels(r.team, model, "completion").inc(b.completion_tokens)
+        if b.cost_usd > 0:
+            self.cost.labels(r.team, model, "answer").inc(b.cost_usd)
+        if b.recovery_cost_usd > 0:
+            self.cost.labels(r.team, model, "recovery").inc(b.recovery_cost_usd)
 
 
 NAMES = {

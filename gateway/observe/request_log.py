@@ -8,7 +8,7 @@ access-log line by :meth:`gateway.observe.events.Events.request_completed`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.money.bill import NO_BILL, Bill
@@ -52,7 +52,7 @@ class RequestLog:
     status: int = 0
     attempts: int = 0
     ttfb: float | None = None
-    recovery: list[str] = field(default_factory=list)
+    recovery: tuple[str, ...] = ()  # the layers used, each once (grown by a new tuple)
     error: str | None = None
     span: Any = None  # the request's trace span, when tracing is on and it is sampled
     traceparent: str | None = None  # sent upstream for a request traced but not sampled
@@ -68,7 +68,7 @@ class RequestLog:
 
     def used(self, what: str) -> None:
         if what not in self.recovery:
-            self.recovery.append(what)
+            self.recovery += (what,)
 
     def drop(self, names: list[str]) -> None:
         """The names an attempt's translation dropped."""

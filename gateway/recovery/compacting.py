@@ -42,7 +42,7 @@ def compact_step(
     if c is None:
         events.prompt_too_long_recovery(log, p.model, strategy, "skipped")
         return body
-    p.tried.append(strategy)
+    p.tried += (strategy,)
     _applied(c, "applied", p.model, log, events)
     return c.body
 
@@ -100,7 +100,7 @@ async def summarize(
                 log, p.model, "summarize", "skipped", summary_model=model
             )
             return body
-        p.tried.append("summarize")
+        p.tried += ("summarize",)
         _applied(c, "applied", p.model, log, events, summary_model=model)
         return c.body
     events.prompt_too_long_recovery(

@@ -9,6 +9,7 @@ out, and both take one out when it fails (docs/recovery.md, Deployments).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 from gateway.observe.request_log import RequestLog
@@ -52,7 +53,7 @@ class Deployments:
             probe_lease=min(policy.fallback.cooldown, 2 * policy.timeouts.first_byte),
         )
 
-    def choose(self, tried: set[int]) -> dep.Pick | dep.Wait:
+    def choose(self, tried: AbstractSet[int]) -> dep.Pick | dep.Wait:
         """The deployment the next call goes to (``tried``: those this request used)."""
         board = self.env.board
         return dep.choose(

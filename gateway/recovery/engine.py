@@ -76,7 +76,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
             sibling = None
         else:
             out, sibling = await deps.call(pick, attempter.send(p.model, body, p), req.team, log)
-            p.deployments_tried.add(pick.index)
+            p.deployments_tried |= {pick.index}
         activated: int | None = None
         if key and on_chain and sibling != 0.0:  # a sibling answers: not the model's
             label = _outcome_label(out.failure)  # noted in the route's fallback state

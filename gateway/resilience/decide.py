@@ -22,7 +22,7 @@ The request's history is :class:`Progress`, mutated only through :func:`apply`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gateway.errors import Category
 from gateway.policy.schema import Policy
@@ -90,9 +90,12 @@ class Progress:
     turn_retries: int = 0
     strategies_done: int = 0
     ptl_models_tried: int = 0
-    tried: list[str] = field(default_factory=list)  # what prompt recovery tried, for the message
+    # what prompt recovery tried, for the message; and the current model's deployments
+    # this request used. Immutable, grown by a new value: made on every request, they
+    # cost no factory call, and the usual request never grows them.
+    tried: tuple[str, ...] = ()
     deployment: int = 0  # the current model's deployment the attempt goes to
-    deployments_tried: set[int] = field(default_factory=set)  # of the current model
+    deployments_tried: frozenset[int] = frozenset()  # of the current model
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -206,11 +209,11 @@ def apply(p: Progress, d: Decision) -> None:
         p.model = d.model
         p.retries_on_model = 0
         p.deployment = 0
-        p.deployments_tried.clear()
+        p.deployments_tried = frozenset()
         if d.chain_index is not None:
             p.chain_index = d.chain_index
         else:
             p.ptl_models_tried += 1
-            p.tried.append(f"model {d.model}")
+            p.tried += (f"model {d.model}",)
     elif isinstance(d, Compact):
         p.strategies_done += 1

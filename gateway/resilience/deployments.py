@@ -43,6 +43,7 @@ deployment is out it answers :class:`Wait` for the earliest one back.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from gateway.errors import Category
@@ -132,7 +133,7 @@ def choose(
     states: Sequence[DeploymentState],
     weights: Sequence[float],
     balance: str,
-    tried: set[int],
+    tried: AbstractSet[int],
     now: float,
     rng: Rng,
     inflight: Sequence[int] = (),

@@ -169,7 +169,7 @@ def test_prompt_too_long_sequence_is_bounded() -> None:
         Reroute("bigger", "prompt_too_long", original_body=True),
         GiveUp("prompt_too_long"),
     ]
-    assert pr.tried == ["model big", "model bigger"]
+    assert pr.tried == ("model big", "model bigger")
 
 
 def test_a_request_a_model_cannot_take_moves_on_along_the_chain() -> None:
