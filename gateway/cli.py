@@ -149,6 +149,14 @@ def _add_simulate(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         ),
     )
     simulate.add_argument(
+        "--session",
+        metavar="S",
+        help=(
+            "the client's session (as x-gateway-session): prints the deployments in the"
+            " session's order, and the attempts go by it"
+        ),
+    )
+    simulate.add_argument(
         "--stream",
         action="store_true",
         help="the simulated client asks for a stream (implied by cut@N, stall@N, badchunk@N)",

@@ -66,6 +66,7 @@ VARIANTS = [
     request(started=10.0 - 1e-9, ttfb=-0.0),
     request(started=9.0000005, ttfb=601.25),
     request(estimated=True),  # a part's tokens estimated: said in "tokens"
+    request(deployment="bedrock-us", session="a3506b466203"),  # a session kept on one
     # costs: rounded to 1e-8 USD; recovery tokens only when not 0; null when nothing priced
     request(cost_usd=0.000123456789, recovery_cost_usd=1.5e-7, recovery_prompt_tokens=5),
     request(cost_usd=1234.5, recovery_completion_tokens=3, estimated=True),
@@ -114,7 +115,7 @@ def test_fast_line_is_the_chain_line(log_sink: Sink) -> None:
     first = orjson.loads(fast[0])
     assert list(first) == [
         "request_id", "team", "path", "route", "model", "requested_model", "status", "attempts",
-        "recovery", "duration_s", "ttfb_s", "tokens", "cost_usd", "recovery_cost_usd", "error",
+        "deployment", "session", "recovery", "duration_s", "ttfb_s", "tokens", "cost_usd", "recovery_cost_usd", "error",
         "event", "level", "timestamp",
     ]  # fmt: skip
     assert first["event"] == "request_completed" and first["level"] == "info"
@@ -123,7 +124,7 @@ def test_fast_line_is_the_chain_line(log_sink: Sink) -> None:
     assert first["cost_usd"] == 0.0 and first["recovery_cost_usd"] == 0.0
     assert "logger" not in first
     costs = [orjson.loads(line) for line in fast[-4:]]
-    assert list(costs[0])[11:15] == ["tokens", "cost_usd", "recovery_cost_usd", "recovery_tokens"]
+    assert list(costs[0])[13:17] == ["tokens", "cost_usd", "recovery_cost_usd", "recovery_tokens"]
     assert (costs[0]["cost_usd"], costs[0]["recovery_cost_usd"]) == (0.00012346, 1.5e-7)
     assert costs[0]["recovery_tokens"] == {"prompt": 5, "completion": 0}
     assert (costs[1]["cost_usd"], costs[1]["recovery_tokens"]["completion"]) == (1234.5, 3)

@@ -40,7 +40,7 @@ def args(**given: Any) -> argparse.Namespace:
     base = {
         "policies": str(POLICIES), "team": "demo", "model": "sim-ok", "script": "200",
         "path": "/v1/chat/completions", "field": None, "timeout": None, "seed": 0,
-        "deployment": None, "stream": False, "conversation": "short",
+        "deployment": None, "stream": False, "conversation": "short", "session": None,
     }  # fmt: skip
     return argparse.Namespace(**{**base, **given})
 
@@ -71,3 +71,43 @@ def test_the_command_line(
     assert sim.main(args(**given)) == status
     out = capsys.readouterr()
     assert said in (out.out if status == 0 else out.err)
+
+
+AGENT_POLICY = """
+providers:
+  anthropic: {api: openai, base_url: https://a.example.com/v1, api_key_env: KEY_A}
+  bedrock-us: {api: openai, base_url: https://b.example.com/v1, api_key_env: KEY_B}
+  vertex-eu: {api: openai, base_url: https://c.example.com/v1, api_key_env: KEY_C}
+models:
+  agent-model:
+    deployments: [{provider: anthropic}, {provider: bedrock-us}, {provider: vertex-eu}]
+teams:
+  t:
+    keys: ["sha256:0000000000000000000000000000000000000000000000000000000000000000"]
+    models: ["*"]
+"""
+
+
+def test_simulate_shows_where_a_session_goes_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--session S``: the session's order of the deployments, and the attempts by it: a
+    429 on its first sends the retry to its second at once."""
+    from gateway.resilience import affinity
+
+    monkeypatch.setattr(structlog, "configure", lambda **_: None)
+    (tmp_path / "p.yaml").write_text(AGENT_POLICY)
+    names = ["anthropic", "bedrock-us", "vertex-eu"]
+    order = [names[i] for i in affinity.ranked(affinity.digest("t", "s-1"), names, [1, 1, 1])]
+    given = {"policies": str(tmp_path), "team": "t", "model": "agent-model", "session": "s-1"}
+    assert sim.main(args(**given, deployment=[f"{order[0]}=429:ra=30"])) == 0
+    out = capsys.readouterr().out
+    label = affinity.label(affinity.digest("t", "s-1"))
+    assert f"session {label} ranks " + ", ".join(f"agent-model@{n}" for n in order) in out
+    assert "s-1" not in out.replace(f"session {label}", "")  # the value is never shown
+    lines = out.splitlines()
+    rows = [
+        line.split()[2]
+        for line in lines[lines.index(next(x for x in lines if x.startswith("attempt"))) + 1 : -1]
+    ]
+    assert rows == [f"agent-model@{order[0]}", f"agent-model@{order[1]}"], out

@@ -60,7 +60,7 @@ class HttpAttempter:
     # ---- Attempter -------------------------------------------------------------------
     def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
         policies = self.ctx.policies
-        return policies.deployments[model], policies.models[model].balance
+        return policies.deployments[model], policies.models[model].rule
 
     async def send(self, model: str, body: dict[str, Any], progress: Progress) -> Outcome:
         """One attempt on ``model``'s deployment ``progress.deployment``: prepared (translated

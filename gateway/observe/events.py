@@ -79,6 +79,8 @@ class Events:
             "requested_model": r.model,
             "status": r.status,
             "attempts": r.attempts,
+            "deployment": r.deployment or None,
+            "session": r.session,
             "recovery": ",".join(r.recovery) if r.recovery else None,
             "duration_s": _micro(duration),
             "ttfb_s": None if ttfb is None else _micro(ttfb),

@@ -49,6 +49,7 @@ class RequestLog:
     answered_by: str = ""  # public model name that answered
     provider: str = "-"
     deployment: str = ""  # the deployment of the last attempt, when the model has several
+    session: str | None = None  # the session's digest (gateway/resilience/affinity.py label)
     status: int = 0
     attempts: int = 0
     ttfb: float | None = None

@@ -298,6 +298,13 @@ class Model(Frozen):
     upstream_model: str | None = None
     deployments: tuple[Deployment, ...] = ()
     balance: Literal["weighted", "ordered", "least_busy"] = "weighted"
+    affinity: Literal["session", "none"] = Field(
+        default="session",
+        description=(
+            "with balance weighted: session keeps each session's turns on one deployment,"
+            " where its prompt cache is warm (docs/caching.md); none draws every request"
+        ),
+    )
     context_window: int | None = Field(default=None, gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
     prefill: bool = False
@@ -316,6 +323,14 @@ class Model(Frozen):
                 else "provider is required (or deployments)"
             )
         return self
+
+    @property
+    def rule(self) -> str:
+        """How a deployment is chosen: the ``balance``, or ``session`` for ``weighted``
+        with ``affinity: session`` (weighted, each session by its own ranking)."""
+        return (
+            "session" if self.balance == "weighted" and self.affinity == "session" else self.balance
+        )
 
     @property
     def providers(self) -> tuple[str, ...]:

@@ -125,7 +125,7 @@ async def _summary(
     a failure category, the step's timeout, no deployment, an empty summary). Each try
     goes where :func:`gateway.resilience.summary_call.next_try` says; an answer is
     billed as recovery."""
-    deps = Deployments.of(model, attempter, env, req.policy)
+    deps = Deployments.of(model, attempter, env, req)
     deadline = min(env.monotonic() + req.policy.compaction.summarize_timeout, req.deadline)
     asks: dict[str, dict[str, Any]] = {}  # the summary request, per format name
     tried: set[int] = set()

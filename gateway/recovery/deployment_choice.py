@@ -13,13 +13,13 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 from gateway.observe.request_log import RequestLog
-from gateway.policy.schema import Policy
+from gateway.resilience import affinity
 from gateway.resilience import deployments as dep
 from gateway.resilience.backoff import headroom_reset
 from gateway.routing.policyset import Deployed
 
 if TYPE_CHECKING:
-    from gateway.recovery.seams import Attempter, Env, Outcome
+    from gateway.recovery.seams import Attempter, Env, Outcome, Request
 
 ONLY = dep.Pick(0)  # the one deployment of a model that has no other
 
@@ -27,20 +27,22 @@ ONLY = dep.Pick(0)  # the one deployment of a model that has no other
 class Deployments:
     """The deployments of one model, and their states."""
 
-    __slots__ = ("balance", "env", "model", "names", "rules", "weights")
+    __slots__ = ("balance", "env", "model", "names", "req", "rules", "weights")
 
     @classmethod
-    def of(cls, model: str, attempter: Attempter, env: Env, policy: Policy) -> Deployments | None:
+    def of(cls, model: str, attempter: Attempter, env: Env, req: Request) -> Deployments | None:
         """None for a model with one deployment: nothing to choose or keep (no cost)."""
         found, balance = attempter.deployments(model)
-        return None if len(found) < 2 else cls(model, found, balance, env, policy)
+        return None if len(found) < 2 else cls(model, found, balance, env, req)
 
     def __init__(
-        self, model: str, found: Sequence[Deployed], balance: str, env: Env, policy: Policy
+        self, model: str, found: Sequence[Deployed], balance: str, env: Env, req: Request
     ) -> None:
+        policy = req.policy
         self.balance = balance
         self.model = model
         self.env = env
+        self.req = req
         self.names = [d.name for d in found]
         self.weights = [d.weight for d in found]
         self.rules = dep.Rules(
@@ -56,6 +58,7 @@ class Deployments:
     def choose(self, tried: AbstractSet[int]) -> dep.Pick | dep.Wait:
         """The deployment the next call goes to (``tried``: those this request used)."""
         board = self.env.board
+        session = self.session() if self.balance == "session" else None
         return dep.choose(
             board.states(self.model, self.names),
             self.weights,
@@ -64,7 +67,19 @@ class Deployments:
             self.env.wall(),
             self.env.rng,
             board.inflight(self.model, self.names),
+            session,
+            self.names,
         )
+
+    def session(self) -> int:
+        """The request's session: the one its client named, else its conversation's
+        (computed once, when a choice first needs it, and kept on the request: a retry,
+        a fallback or a follow-up goes by the same one)."""
+        req = self.req
+        if req.session is None:
+            start = affinity.conversation(req.body, req.fmt.entries_key)
+            req.session = affinity.digest(req.team, start)
+        return req.session
 
     async def call(
         self, pick: dep.Pick, call: Awaitable[Outcome], team: str, log: RequestLog
@@ -72,6 +87,8 @@ class Deployments:
         """``call`` made on the deployment ``pick``, its outcome noted on it; with the
         seconds until a sibling can take a retry of its failure (None: none can)."""
         board, name = self.env.board, self.names[pick.index]
+        if self.req.session is not None:  # the access log names it by its digest
+            log.session = affinity.label(self.req.session)
         if pick.probe:  # this call probes it: the others go to its siblings meanwhile
             states = board.states(self.model, self.names)
             board.put(self.model, name, dep.probing(states[pick.index], self.env.wall(),

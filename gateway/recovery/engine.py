@@ -61,7 +61,7 @@ async def recover(req: Request, log: RequestLog, env: Env, attempter: Attempter)
     body = req.body
     on_chain = True  # False after moving to an on_prompt_too_long model
     while True:
-        deps = Deployments.of(p.model, attempter, env, req.policy)
+        deps = Deployments.of(p.model, attempter, env, req)
         pick = ONLY if deps is None else deps.choose(p.deployments_tried)
         if isinstance(pick, dep.Wait):  # every deployment is out: wait, move on or stop
             gone = await _every_deployment_out(p, pick, req, log, env, attempter, on_chain)

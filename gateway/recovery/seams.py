@@ -77,6 +77,9 @@ class Request:
     # what the request was billed: each billed part is added (gateway/recovery/billing.py);
     # a follow-up request (a continuation, a compacted body) adds to the same bill
     bill: Bill = field(default_factory=Bill)
+    # the session's 64-bit digest (gateway/resilience/affinity.py): of the one the client
+    # named, else of the conversation's start once a choice needs it; None: not yet
+    session: int | None = None
 
     def encode(self, body: dict[str, Any], upstream_model: str) -> bytes | Parts:
         """What goes upstream: always the body the gateway decided on, encoded again.
@@ -109,8 +112,8 @@ class Attempter(Protocol):
         ...
 
     def deployments(self, model: str) -> tuple[Sequence[Deployed], str]:
-        """The deployments of ``model`` and its ``balance`` rule (docs/policies.md,
-        Deployments)."""
+        """The deployments of ``model`` and the rule that chooses among them: its
+        ``balance``, or ``session`` (docs/policies.md, Deployments)."""
         ...
 
     async def sleep(self, seconds: float, decision: Retry, failure: Failure) -> None: ...

@@ -35,9 +35,10 @@ the deployment *short* until that dimension resets: it still serves, but others 
 preferred meanwhile.
 
 :func:`choose` prefers, in order: in service; not tried yet in this request; not short
-of headroom; then the ``balance`` rule (``weighted``: at random by weight; ``ordered``:
-the first; ``least_busy``: the fewest requests in flight on this replica). When every
-deployment is out it answers :class:`Wait` for the earliest one back.
+of headroom; then the model's rule (``weighted``: at random by weight; ``session``:
+weighted, each session by its own ranking, :mod:`gateway.resilience.affinity`;
+``ordered``: the first; ``least_busy``: the fewest requests in flight on this replica).
+When every deployment is out it answers :class:`Wait` for the earliest one back.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from gateway.errors import Category
+from gateway.resilience import affinity
 from gateway.resilience.failure import Failure, Rng
 
 __all__ = [
@@ -137,8 +139,11 @@ def choose(
     now: float,
     rng: Rng,
     inflight: Sequence[int] = (),
+    session: int | None = None,
+    names: Sequence[str] = (),
 ) -> Pick | Wait:
-    """The deployment the next attempt goes to (see the module docstring for the order)."""
+    """The deployment the next attempt goes to (see the module docstring for the order).
+    ``session`` and the deployments' ``names``: the rule ``session`` ranks by them."""
     serving = [i for i, s in enumerate(states) if s.serving(now)]
     if not serving:
         i = min(range(len(states)), key=lambda j: (states[j].until, j))
@@ -150,6 +155,8 @@ def choose(
     elif balance == "least_busy":
         busy = list(inflight) + [0] * (len(states) - len(inflight))
         i = min(roomy, key=lambda j: (busy[j], j))
+    elif balance == "session" and session is not None:
+        i = affinity.pick(roomy, session, names, weights)
     else:
         i = _weighted(roomy, weights, rng)
     s = states[i]

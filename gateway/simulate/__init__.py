@@ -53,6 +53,7 @@ from gateway.recovery.admission import prepare, request_for, resolve
 from gateway.recovery.continuing import continue_answer, follow_stream
 from gateway.recovery.engine import recover
 from gateway.recovery.seams import Env
+from gateway.resilience import affinity
 from gateway.routing.load import load_policy_dir
 from gateway.routing.policyset import Deployed, PolicySet, ResolvedRoute
 from gateway.simulate.attempter import (
@@ -119,6 +120,7 @@ class Scenario:
     client_timeout: float | None = None
     summary_info: SummaryInfo | None = None
     fields: Mapping[str, Any] = field(default_factory=dict)
+    session: str | None = None  # the client's session, as its x-gateway-session header
 
 
 @dataclass(slots=True)
@@ -150,6 +152,8 @@ async def simulate(s: Scenario) -> Simulation:
     log = RequestLog("simulated", 0.0)
     log.team, log.route, log.model = s.team, s.route_id, s.model
     headers = {} if s.client_timeout is None else {"x-gateway-timeout": str(s.client_timeout)}
+    if s.session is not None:
+        headers["x-gateway-session"] = s.session
     route = ResolvedRoute(s.route_id, s.team, s.policy)
     body = _body(s, attempter.stream)
     req = request_for(s.client, body, route, s.context_window, clock.now, headers)
@@ -167,8 +171,25 @@ async def simulate(s: Scenario) -> Simulation:
             prefill = s.prefill_of(result.progress.model)
             await continue_answer(attempter, req, result, first, log, env, prefill=prefill)
     timeline = render(attempter.rows, clock.now, ok)
+    if req.session is not None and s.deployments_of is not None:
+        timeline = f"{session_order(req.session, s.model, s.deployments_of)}\n{timeline}"
     models = [r.asked for r in attempter.rows if r.attempt is not None]
     return Simulation(timeline, events.decisions, log.attempts, list(log.recovery), models)
+
+
+def session_order(session: int, model: str, deployments_of: DeploymentsOf) -> str:
+    """Why a session's attempts go where they go: its deployments of ``model`` in the
+    session's order (gateway/resilience/affinity.py), the first that can serve taking each
+    attempt."""
+    found, rule = deployments_of(model)
+    label = affinity.label(session)
+    if len(found) < 2 or rule != "session":
+        why = "one deployment" if len(found) < 2 else f"balance {rule}: not by session"
+        return f"session {label}: {model} goes by {why}"
+    names = [d.name for d in found]
+    order = affinity.ranked(session, names, [d.weight for d in found])
+    ranked = ", ".join(f"{model}@{names[i]}" for i in order)
+    return f"session {label} ranks {ranked} (the first that can serve takes each attempt)"
 
 
 def _attempter(s: Scenario, clock: VirtualClock) -> ScriptedAttempter:
@@ -263,12 +284,13 @@ def main(args: argparse.Namespace) -> int:
         stream=args.stream,
         prefill_of=lambda m: policies.models[m].prefill,
         deployments=own,
-        deployments_of=lambda m: (policies.deployments[m], policies.models[m].balance),
+        deployments_of=lambda m: (policies.deployments[m], policies.models[m].rule),
         client=endpoint.fmt if endpoint.continuable else CHAT,
         context_window=spec.context_window,
         client_timeout=args.timeout,
         summary_info=lambda m: _summary_info(policies, m),
         fields=fields,
+        session=args.session,
     )  # fmt: skip
     try:
         text = asyncio.run(run(scenario))

@@ -149,7 +149,7 @@ async def test_quota_and_auth_failures_on_one_key_are_invisible(
     """An exhausted or revoked key A (scripted on that key, traffic split at random by
     weight): whichever request reaches A first is answered by B, A is taken out, and every
     later request goes to B; clients see only 200s."""
-    gw = await make({"provider": "keys"})  # weighted
+    gw = await make({"provider": "keys", "affinity": "none"})  # weighted, drawn per request
     fake.script("gpt-dep", [failure], key="key-a")
     with capture_logs() as events:
         for _ in range(40):  # until a request picks A: each one does with p = 1/2
@@ -322,8 +322,9 @@ async def test_every_deployment_limited_waits_for_the_earliest(
 
 async def test_weights_split_traffic(make: Make, fake: FakeProvider) -> None:
     gw = await make({"deployments": [{"provider": "east", "weight": 1, "name": "east"},
-                                     {"provider": "west", "weight": 3, "name": "west"}]})  # fmt: skip
-    for _ in range(80):
+                                     {"provider": "west", "weight": 3, "name": "west"}],
+                     "affinity": "none"})  # fmt: skip
+    for _ in range(80):  # one conversation: drawn per request (by session, one deployment)
         await ask(gw)
     counts = Counter(keys_used(fake))
     assert counts["key-a"] + counts["key-b"] == 80
