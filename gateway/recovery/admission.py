@@ -33,7 +33,6 @@ from gateway.observe.request_log import RequestLog
 from gateway.providers import serves
 from gateway.recovery.compacting import compact_ahead
 from gateway.recovery.seams import Request
-from gateway.resilience import affinity
 from gateway.resilience.decide import DEADLINE_PASSED, UNTRANSLATABLE
 from gateway.resilience.failure import Failure
 
@@ -200,12 +199,10 @@ def request_for(
     bill of its own)."""
     policy = route.policy
     deadline = started + client_deadline(headers, policy.timeouts.total)
-    named = affinity.named(headers, body)
-    session = None if named is None else affinity.digest(route.team, named)
     # by position, in the order of Request's fields (keywords cost a dict, per request)
     return Request(
         fmt, body, body["model"], route.id, route.team, policy, deadline, context_window, size,
-        Bill() if bill is None else bill, session,
+        Bill() if bill is None else bill, headers,
     )  # fmt: skip
 
 

@@ -74,11 +74,13 @@ class Deployments:
     def session(self) -> int:
         """The request's session: the one its client named, else its conversation's
         (computed once, when a choice first needs it, and kept on the request: a retry,
-        a fallback or a follow-up goes by the same one)."""
+        a fallback or a follow-up goes by the same one). Hashed with the team."""
         req = self.req
         if req.session is None:
-            start = affinity.conversation(req.body, req.fmt.entries_key)
-            req.session = affinity.digest(req.team, start)
+            named = affinity.named(req.headers, req.body)
+            if named is None:
+                named = affinity.conversation(req.body, req.fmt.entries_key)
+            req.session = affinity.digest(req.team, named)
         return req.session
 
     async def call(

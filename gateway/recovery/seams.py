@@ -77,8 +77,11 @@ class Request:
     # what the request was billed: each billed part is added (gateway/recovery/billing.py);
     # a follow-up request (a continuation, a compacted body) adds to the same bill
     bill: Bill = field(default_factory=Bill)
+    # the client's headers: the session it names, read only when a choice of deployment
+    # needs it (gateway/recovery/deployment_choice.py)
+    headers: Mapping[str, str] = field(default_factory=dict)
     # the session's 64-bit digest (gateway/resilience/affinity.py): of the one the client
-    # named, else of the conversation's start once a choice needs it; None: not yet
+    # named, else of the conversation's start; made when a choice first needs it
     session: int | None = None
 
     def encode(self, body: dict[str, Any], upstream_model: str) -> bytes | Parts:

@@ -27,7 +27,6 @@ from gateway.recovery.admission import (
     within_budget,
 )
 from gateway.recovery.seams import Request
-from gateway.resilience import affinity
 from gateway.routing.policyset import PolicySet
 from gateway.settings import RequestLimits
 from gateway.upstream.deadlines import Limit
@@ -245,8 +244,6 @@ async def _completion(
             endpoint.fmt, body, route, spec.context_window, log.started, request.headers, size,
             bill,
         )  # fmt: skip
-        if req.session is not None:  # a session the client named: by its digest
-            log.session = affinity.label(req.session)
         req = await prepare(req, log, gw.env)
         stream = body.get("stream") is True
         ctx = LiveRequest(  # by position (keywords would build a dict of them)

@@ -37,34 +37,41 @@ TEAM_B_KEY = "team-b-client-key"
 Make = Callable[..., Awaitable[Harness]]
 
 
-def files(fake_url: str, model: dict[str, Any] | None = None) -> dict[str, Any]:
+def files(
+    fake_url: str, model: dict[str, Any] | None = None, policy: dict[str, Any] | None = None
+) -> dict[str, Any]:
     deployments = [{"provider": n, "weight": 1} for n in NAMES]
     routes = [{"match": {"model": "*"}, "policy": "fast"}]
-    return {
-        "platform.yaml": {
-            "providers": {
-                n: {"api": "openai", "base_url": fake_url + "/v1", "api_key_env": env}
-                for n, env in zip(NAMES, KEYS, strict=True)
-            },
-            "models": {"gpt-agent": {"deployments": deployments, **(model or {})}},
-            "policies": {"fast": FAST_POLICY},
-        },
-        "teams/a.yaml": {"teams": {
-            "team-a": {"keys": [hash_key(CLIENT_KEY)], "models": ["*"], "routes": routes},
-            "team-b": {"keys": [hash_key(TEAM_B_KEY)], "models": ["*"], "routes": routes},
-        }},
-    }  # fmt: skip
+    providers = {n: {"api": "openai", "base_url": fake_url + "/v1", "api_key_env": env}
+                 for n, env in zip(NAMES, KEYS, strict=True)}  # fmt: skip
+    providers["solo"] = {"api": "openai", "base_url": fake_url + "/v1", "api_key_env": "AFF_SOLO"}
+    models = {
+        "gpt-agent": {"deployments": deployments, **(model or {})},
+        "gpt-solo": {"provider": "solo"},
+    }
+    teams = {
+        "team-a": {"keys": [hash_key(CLIENT_KEY)], "models": ["*"], "routes": routes},
+        "team-b": {"keys": [hash_key(TEAM_B_KEY)], "models": ["*"], "routes": routes},
+    }
+    platform = {
+        "providers": providers,
+        "models": models,
+        "policies": {"fast": {**FAST_POLICY, **(policy or {})}},
+    }
+    return {"platform.yaml": platform, "teams/a.yaml": {"teams": teams}}
 
 
 @pytest.fixture
 def make(
     fake: FakeProvider, gateway_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> Make:
-    for k, v in KEYS.items():
+    for k, v in {**KEYS, "AFF_SOLO": "key-solo"}.items():
         monkeypatch.setenv(k, v)
 
-    async def start(model: dict[str, Any] | None = None) -> Harness:
-        h: Harness = await gateway_of(files(fake.url, model))
+    async def start(
+        model: dict[str, Any] | None = None, policy: dict[str, Any] | None = None
+    ) -> Harness:
+        h: Harness = await gateway_of(files(fake.url, model, policy))
         return h
 
     return start
@@ -194,6 +201,27 @@ async def test_a_429_moves_the_session_to_its_next_and_it_returns(
     fake.requests.clear()
     await turn()
     assert keys(fake) == [first]  # back on the first
+
+
+async def test_a_fallback_model_is_chosen_by_the_same_session(
+    make: Make, fake: FakeProvider
+) -> None:
+    """The route falls back from a one-deployment model to the three-deployment one: the
+    fallback's deployment is each session's own first."""
+    policy = {"fallback": {"chain": ["gpt-agent"], "after_consecutive_server_errors": 1,
+                           "cooldown": "30s"}, "retry": {"max_retries": 0}}  # fmt: skip
+    gw = await make(policy=policy)
+    client = gw.async_openai()
+    fake.push(Error.openai_server(500), key="key-solo")
+    for i in range(6):
+        fake.requests.clear()
+        raw = await client.chat.completions.with_raw_response.create(
+            model="gpt-solo", messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"x-gateway-session": f"fb-{i}"},
+        )  # fmt: skip
+        raw.parse()
+        assert raw.headers["x-gateway-model"] == "gpt-agent"
+        assert keys(fake)[-1] == first_choice("team-a", f"fb-{i}")
 
 
 async def test_two_teams_with_the_same_session_value_are_independent(
