@@ -4,7 +4,9 @@ An agent resends its whole transcript every turn; the provider's prompt cache ma
 repeated prefix cheap, but only on the deployment that cached it. A model whose
 deployments are chosen by ``balance: weighted`` with ``affinity: session`` (the default)
 keeps each session on one deployment by rendezvous hashing: every deployment gets a score
-from the session and its own name, the highest score that can serve now wins. Every
+from the session and its own name, the highest score that can serve now wins. The
+session's team-scoped digest falls in one of :data:`BUCKETS` buckets, and each bucket's
+ranking is computed once per set of deployments: a choice costs a lookup. Every
 replica and worker computes the same ranking with no shared state; over many sessions the
 load follows the weights; a deployment that cannot serve is skipped and the session goes
 to the next one of its own ranking, and back to the first once it serves again.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +32,10 @@ SESSION_HEADERS = ("x-gateway-session", "x-claude-code-session-id", "session-id"
 _START_FIELDS = ("system", "instructions", "tools", "toolConfig")
 #: At most this many characters of a named session are read (a longer one is cut).
 MAX_SESSION = 256
+#: Sessions fall in this many buckets; each bucket's ranking of a model's deployments is
+#: computed once, so a choice is a lookup. Enough for the weights to hold to 0.1 %.
+BUCKETS = 1024
+_BUCKET_SHIFT = 32 - 10
 _MASK = (1 << 64) - 1
 
 
@@ -43,10 +50,10 @@ def named(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
 
 
 def digest(team: str, session: str) -> int:
-    """The session ``session`` of ``team`` as a 64-bit number: one team's value never
-    lands where another team's does (the team is hashed with it)."""
-    data = f"{team}\x00{session}".encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+    """The session ``session`` of ``team`` as a 32-bit number (CRC-32: the same on every
+    platform and replica): one team's value never lands where another team's does (the
+    team is hashed with it)."""
+    return zlib.crc32(f"{team}\x00{session}".encode("utf-8", "surrogatepass"))
 
 
 def conversation(body: Mapping[str, Any], entries_key: str) -> str:
@@ -67,26 +74,53 @@ def conversation(body: Mapping[str, Any], entries_key: str) -> str:
         data = orjson.dumps([start, head])
     except TypeError:  # pragma: no cover - a decoded body always encodes
         data = repr([start, head]).encode()
-    return "conversation:" + hashlib.blake2b(data, digest_size=16).hexdigest()
+    return f"conversation:{zlib.crc32(data):08x}:{len(data)}"
 
 
 def label(session: int) -> str:
-    """What the access log says of a session: 12 hex digits of its digest, never the
-    value."""
-    return f"{session >> 16:012x}"
+    """What the access log says of a session: its 8 hex digits, never the value."""
+    return f"{session:08x}"
+
+
+def bucket(session: int) -> int:
+    """The session's bucket: the top bits of its multiplicative hash, one of
+    :data:`BUCKETS`."""
+    return ((session * 0x9E3779B1) & 0xFFFFFFFF) >> _BUCKET_SHIFT
+
+
+def ranked(session: int, names: Sequence[str], weights: Sequence[float]) -> tuple[int, ...]:
+    """The deployments (their indexes) in the session's order of preference."""
+    key = (tuple(names), tuple(weights))
+    table = _tables.get(key)
+    if table is None:
+        table = _tables[key] = _table(key[0], key[1])
+    return table[bucket(session)]
+
+
+def pick(candidates: Sequence[int], session: int, names: Sequence[str],
+         weights: Sequence[float]) -> int:  # fmt: skip
+    """The candidate the session ranks highest (``candidates``: indexes into ``names``)."""
+    for i in ranked(session, names, weights):
+        if i in candidates:
+            return i
+    return candidates[0]  # pragma: no cover - every index is ranked
+
+
+def _table(names: tuple[str, ...], weights: tuple[float, ...]) -> tuple[tuple[int, ...], ...]:
+    """Every bucket's ranking of the deployments: rendezvous (highest random weight) of
+    the bucket and each deployment's name, computed once per set of deployments (a few
+    milliseconds) so that a request's choice is a lookup."""
+    salts = [salt(n) for n in names]
+    out = []
+    for b in range(BUCKETS):
+        scores = [_score(b, s, w) for s, w in zip(salts, weights, strict=True)]
+        out.append(tuple(sorted(range(len(names)), key=lambda i: (-scores[i], i))))
+    return tuple(out)
 
 
 def salt(name: str) -> int:
     """A deployment's own 64-bit number, from its name (the same on every replica)."""
-    found = _salts.get(name)
-    if found is None:
-        found = _salts[name] = int.from_bytes(
-            hashlib.blake2b(name.encode(), digest_size=8).digest(), "big"
-        )
-    return found
-
-
-_salts: dict[str, int] = {}
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
 
 
 def _mix(x: int) -> int:
@@ -96,28 +130,15 @@ def _mix(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def score(session: int, salt_: int, weight: float) -> float:
-    """The rendezvous score of a deployment for a session: the highest wins. Weighted as
+def _score(b: int, salt_: int, weight: float) -> float:
+    """The rendezvous score of a deployment for a bucket: the highest wins. Weighted as
     ``-weight / ln(u)`` with ``u`` uniform in (0, 1): a deployment of twice the weight
-    wins twice as many sessions."""
+    wins twice as many buckets."""
     if weight <= 0:
         return -math.inf
-    u = (_mix(session ^ salt_) + 0.5) / 18446744073709551616.0  # 2**64
+    u = (_mix(_mix(b) ^ salt_) + 0.5) / 18446744073709551616.0  # 2**64
     return -weight / math.log(u)
 
 
-def ranked(session: int, names: Sequence[str], weights: Sequence[float]) -> list[int]:
-    """The deployments (their indexes) in the session's order of preference."""
-    scores = [score(session, salt(n), w) for n, w in zip(names, weights, strict=True)]
-    return sorted(range(len(names)), key=lambda i: (-scores[i], i))
-
-
-def pick(candidates: Sequence[int], session: int, names: Sequence[str],
-         weights: Sequence[float]) -> int:  # fmt: skip
-    """The candidate the session ranks highest (``candidates``: indexes into ``names``)."""
-    best, best_score = candidates[0], -math.inf
-    for i in candidates:
-        s = score(session, salt(names[i]), weights[i])
-        if s > best_score:
-            best, best_score = i, s
-    return best
+#: Each set of deployments' rankings, by bucket (a few per policy set).
+_tables: dict[tuple[tuple[str, ...], tuple[float, ...]], tuple[tuple[int, ...], ...]] = {}
