@@ -80,7 +80,7 @@ class Request:
     # the client's headers: the session it names, read only when a choice of deployment
     # needs it (gateway/recovery/deployment_choice.py)
     headers: Mapping[str, str] = field(default_factory=dict)
-    # the session's 64-bit digest (gateway/resilience/affinity.py): of the one the client
+    # the session's 32-bit digest (gateway/resilience/affinity.py): of the one the client
     # named, else of the conversation's start; made when a choice first needs it
     session: int | None = None
 

@@ -33,8 +33,12 @@ _START_FIELDS = ("system", "instructions", "tools", "toolConfig")
 #: At most this many characters of a named session are read (a longer one is cut).
 MAX_SESSION = 256
 #: Sessions fall in this many buckets; each bucket's ranking of a model's deployments is
-#: computed once, so a choice is a lookup. Enough for the weights to hold to 0.1 %.
+#: computed once, so a choice is a lookup. The buckets' first choices follow the weights
+#: to within about 7 % of each weight's share (measured for 1:1:1, 1:1:2 and 1:3).
 BUCKETS = 1024
+#: At most this many sets of deployments keep their rankings (policy reloads that change
+#: a model's deployments or weights make new sets; the oldest are dropped).
+MAX_TABLES = 64
 _BUCKET_SHIFT = 32 - 10
 _MASK = (1 << 64) - 1
 
@@ -93,6 +97,8 @@ def ranked(session: int, names: Sequence[str], weights: Sequence[float]) -> tupl
     key = (tuple(names), tuple(weights))
     table = _tables.get(key)
     if table is None:
+        if len(_tables) >= MAX_TABLES:  # reloads made new sets: drop the oldest
+            del _tables[next(iter(_tables))]
         table = _tables[key] = _table(key[0], key[1])
     return table[bucket(session)]
 

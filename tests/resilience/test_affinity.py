@@ -145,3 +145,11 @@ def test_short_of_headroom_is_skipped_like_out() -> None:
 def test_without_a_session_the_rule_draws_by_weight() -> None:
     got = dep.choose([UP, UP], [1.0, 1.0], "session", frozenset(), 0.0, random.Random(3))
     assert isinstance(got, Pick)
+
+
+def test_the_rankings_kept_are_bounded() -> None:
+    """Reloads that change a model's deployments make new sets of rankings: only the
+    newest ``MAX_TABLES`` are kept."""
+    for n in range(affinity.MAX_TABLES + 5):
+        affinity.ranked(1, [f"d{n}", "e"], [1.0, 1.0])
+    assert len(affinity._tables) == affinity.MAX_TABLES
