@@ -42,7 +42,7 @@ def test_check_bundled_policies_passes() -> None:
     result = run("check", "policies")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("policies: OK (")
-    assert "9 models" in result.stdout
+    assert "10 models" in result.stdout
     assert result.stderr == ""
 
 

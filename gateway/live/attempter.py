@@ -27,6 +27,7 @@ from gateway.providers.cloud_target import cloud_target
 from gateway.recovery.admission import past_deadline, untranslatable
 from gateway.recovery.seams import Outcome
 from gateway.resilience.classify import transport_failure
+from gateway.resilience.conversation import estimate_tokens
 from gateway.resilience.decide import Progress, Retry
 from gateway.resilience.failure import Failure
 from gateway.routing.policyset import Deployed
@@ -88,7 +89,7 @@ class HttpAttempter:
             if hide_usage:
                 body = with_usage(body)
         else:
-            crossed = self._crossing(model, provider, d.fmts, body)
+            crossed = self._crossing(model, d, body)
             if isinstance(crossed, Outcome):
                 return crossed
             body, crossing = crossed
@@ -143,15 +144,18 @@ class HttpAttempter:
         return Outcome(Failure(Category.invalid_request, 400, msg), status=400)
 
     def _crossing(
-        self, model: str, provider: str, fmts: tuple[Format, ...], body: dict[str, Any]
+        self, model: str, d: Deployed, body: dict[str, Any]
     ) -> tuple[dict[str, Any], Crossing] | Outcome:
-        """``body`` translated for a deployment speaking ``fmts`` (into the first of them;
-        what it drops named in the access log), and the translation the answer needs back;
-        a body the translators cannot read (a field of the wrong type, named) or refuse:
-        the client's 400, in its format."""
+        """``body`` translated for deployment ``d`` (into the first format it speaks; what
+        it drops named in the access log; with prompt-cache markers under policy
+        ``prompt_cache.breakpoints: auto``, counted in the log), and the translation the
+        answer needs back; a body the translators cannot read (a field of the wrong type,
+        named) or refuse: the client's 400, in its format."""
+        from gateway.translate import cache_marks
         from gateway.translate import convert as translate
 
         ctx = self.ctx
+        provider, fmts = d.provider, d.fmts
         client = ctx.endpoint.fmt
         try:
             translate.check(body, client)
@@ -160,7 +164,7 @@ class HttpAttempter:
             return self._refused(e)
         spec = ctx.policies.models[model]
         try:
-            body, dropped = translate.request(
+            translated, dropped = translate.request(
                 body,
                 client,
                 crossing.upstream_fmt,
@@ -170,9 +174,16 @@ class HttpAttempter:
         except Refused as e:
             return self._refused(e)
         self.log.drop(dropped)
+        if ctx.req.policy.prompt_cache.breakpoints == "auto":
+            self.log.cache_markers = cache_marks.mark(
+                translated,
+                crossing.upstream_fmt.name,
+                d.upstream_model,
+                lambda: estimate_tokens(body, client),
+            )
         if ctx.stream and not ctx.policies.providers[provider].stream_usage:
-            body.pop("stream_options", None)  # a server that rejects it: no usage chunk
-        return body, crossing
+            translated.pop("stream_options", None)  # a server that rejects it: no usage chunk
+        return translated, crossing
 
     def _call(
         self,

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 class Bill:
     """The tokens and USD of one request's billed parts: the answer's, and the
     recovery's (attempts whose output the client never got: a failed stream the provider
-    had counted, a compaction's summary).
+    had counted, a compaction's summary). ``cache_read`` and ``cache_write`` count, over
+    every part, the prompt tokens the provider read from its prompt cache and wrote to it
+    (they are part of the prompt tokens, and priced at their own rates).
 
     A plain class whose counts start as class attributes: made on every request, it runs
     no ``__init__``; a part billed writes the instance's own."""
@@ -28,6 +30,8 @@ class Bill:
     completion_tokens: int = 0
     recovery_prompt_tokens: int = 0
     recovery_completion_tokens: int = 0
+    cache_read: int = 0  # of every part's prompt tokens, those read from the prompt cache
+    cache_write: int = 0  # and those written to it
     cost_usd: float = 0.0  # of the answer's priced parts
     recovery_cost_usd: float = 0.0
     unpriced: str | None = None  # a model billed with no price: the costs leave it out
@@ -46,6 +50,10 @@ class Bill:
         else:
             self.prompt_tokens += u.input
             self.completion_tokens += u.output
+        if u.cache_read:
+            self.cache_read += u.cache_read
+        if u.cache_creation:
+            self.cache_write += u.cache_creation
         if estimated:
             self.estimated = True
         if price is None:

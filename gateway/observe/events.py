@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from gateway.observe import cost, logs
+from gateway.observe.cache_share import CacheShare
 from gateway.observe.metrics import Metrics
 from gateway.observe.request_log import RequestLog, visible
 from gateway.resilience.deployments import Transition
@@ -53,6 +54,8 @@ class Events:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.upstream_attempt = metrics.upstream_attempt
+        #: per deployment, the share of prompt tokens read from cache (``/admin/deployments``)
+        self.cache_share = CacheShare()
 
     # ---- per request ---------------------------------------------------------------
     def request_completed(self, r: RequestLog, now: float) -> None:
@@ -66,10 +69,22 @@ class Events:
         )
         if bill.unpriced is not None and bill.unpriced not in cost.told:
             cost.price_unknown(r)
+        read, write = bill.cache_read, bill.cache_write
+        if read or write:
+            self.metrics.cached(r.team, model, r.deployment or r.provider, read, write)
+        share = self.cache_share
+        if model in share.models and prompt:
+            share.add(model, r.deployment, now, prompt, read, write)
         fast = logs.fast_json  # the JSON line without structlog's chain, while it is in force
         if fast is not None and not fast.info and fast.current():
             return  # below the configured level: nothing to build
         ttfb = r.ttfb
+        tokens = {"prompt": prompt, "completion": completion}
+        if read or write:  # the provider's prompt cache, when it said it read or wrote
+            tokens["cache_read"] = read
+            tokens["cache_write"] = write
+        if bill.estimated:
+            tokens["estimated"] = True
         fields = {
             "request_id": r.request_id,
             "team": r.team,
@@ -84,11 +99,7 @@ class Events:
             "recovery": ",".join(r.recovery) if r.recovery else None,
             "duration_s": _micro(duration),
             "ttfb_s": None if ttfb is None else _micro(ttfb),
-            "tokens": (
-                {"prompt": prompt, "completion": completion, "estimated": True}
-                if bill.estimated
-                else {"prompt": prompt, "completion": completion}
-            ),
+            "tokens": tokens,
             # to 1e-8 USD; null: billed without a price, nothing priced (observe/cost.py)
             "cost_usd": None
             if bill.unpriced is not None and not cost_usd
@@ -104,6 +115,8 @@ class Events:
         fields["error"] = r.error
         if r.dropped is not None:
             fields["dropped"] = r.dropped.text()
+        if r.cache_markers:
+            fields["cache_markers"] = r.cache_markers
         # what structlog's chain appends: event, then level and timestamp
         fields["event"] = "request_completed"
         fields["level"] = "info"

@@ -233,6 +233,14 @@ class Metrics:
             registry=r,
         )
         self.tokens = self._family(_TOKENS, counter, self._collect_tokens)
+        # counted only for requests whose provider read or wrote its prompt cache
+        self.cached_tokens = Counter(
+            P + "cached_tokens_total",
+            "Prompt tokens read from (kind read) or written to (kind write) a provider's"
+            " prompt cache",
+            ["team", "model", "deployment", "kind"],
+            registry=r,
+        )
         self.cost = self._family(_COST, counter, self._collect_cost)
 
     def _add_process(self, r: CollectorRegistry) -> None:
@@ -402,6 +410,14 @@ class Metrics:
         """The counts a collector shows: those of the scrape being rendered (read once for
         all its families, so they agree), else read now."""
         return self._snapshot if self._snapshot is not None else self._counts()
+
+    def cached(self, team: str, model: str, deployment: str, read: int, write: int) -> None:
+        """Count a request's prompt-cache tokens in ``cached_tokens_total`` (the kinds over
+        0; called only when one is)."""
+        if read:
+            self.cached_tokens.labels(team, model, deployment, "read").inc(read)
+        if write:
+            self.cached_tokens.labels(team, model, deployment, "write").inc(write)
 
     def recovery_stopped(self, decision: str, reason: str) -> None:
         """Count one "no" of the recovery decisions in ``recovery_stops_total``."""

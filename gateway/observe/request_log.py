@@ -59,6 +59,7 @@ class RequestLog:
     traceparent: str | None = None  # sent upstream for a request traced but not sampled
     finish_reasons: tuple[str, ...] = ()  # set when traced
     dropped: DroppedNames | None = None  # request fields a translation dropped
+    cache_markers: int = 0  # prompt-cache markers the gateway added to a translated attempt
     # what the request was billed: its handler's bill, reported here (never decided from)
     bill: Bill = NO_BILL
 
@@ -88,6 +89,8 @@ class RequestLog:
             h["x-gateway-recovery"] = ",".join(self.recovery)
         if self.dropped is not None:
             h["x-gateway-dropped"] = self.dropped.text()
+        if self.cache_markers:
+            h["x-gateway-cache-markers"] = str(self.cache_markers)
         return h
 
 

@@ -453,6 +453,15 @@ class ClassifyRule(Frozen):
     category: RetryCategory
 
 
+class PromptCachePolicy(Frozen):
+    """``breakpoints: auto`` gives a request translated towards Anthropic Messages or
+    Bedrock Converse that carries no cache marker the markers a careful client would set
+    (after the tools, after the system text, on the last message), when its prompt reaches
+    the model's cacheable minimum; ``off`` adds none (docs/caching.md)."""
+
+    breakpoints: Literal["auto", "off"] = "auto"
+
+
 class Policy(Frozen):
     retry: RetryPolicy = RetryPolicy()
     turn_retry: TurnRetry = TurnRetry()
@@ -463,6 +472,7 @@ class Policy(Frozen):
     stream: StreamPolicy = StreamPolicy()
     timeouts: Timeouts = Timeouts()
     classify: tuple[ClassifyRule, ...] = ()
+    prompt_cache: PromptCachePolicy = PromptCachePolicy()
 
     def retries_on(self, category: Category) -> bool:
         return category.value in self.retry.on

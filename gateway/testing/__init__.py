@@ -5,8 +5,9 @@
 :mod:`gateway.testing.script` for the script steps. :class:`FakeVertex` and
 :class:`FakeAzure` serve the same answers and steps on Google Vertex AI's and Azure
 OpenAI's paths, with their credentials and errors (:mod:`gateway.testing.fake_vertex`,
-:mod:`gateway.testing.fake_azure`). ``serve --demo``'s built-in provider is made of it
-(:mod:`gateway.testing.sim`).
+:mod:`gateway.testing.fake_azure`). Each fake has a provider's prompt cache,
+:class:`PromptCache` (:mod:`gateway.testing.prompt_cache`). ``serve --demo``'s built-in
+provider is made of it (:mod:`gateway.testing.sim`).
 """
 
 from gateway.testing.conversation import tokens_of
@@ -19,6 +20,7 @@ from gateway.testing.fake_azure import (
 )
 from gateway.testing.fake_provider import DEFAULT_REPLY, FakeProvider, RecordedRequest
 from gateway.testing.fake_vertex import FakeVertex, vertex_resource_exhausted, vertex_server_error
+from gateway.testing.prompt_cache import PromptCache
 from gateway.testing.script import (
     CutAfter,
     Delay,
@@ -50,6 +52,7 @@ __all__ = [
     "HeadersThenSilence",
     "MalformedEventAt",
     "NoDone",
+    "PromptCache",
     "RecordedRequest",
     "Reset",
     "ScriptEntry",

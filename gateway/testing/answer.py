@@ -25,7 +25,11 @@ class FakeAnswer:
     """What the fake model answers to one request.
 
     ``finish`` uses OpenAI chat names (``stop``, ``length``, ``tool_calls``,
-    ``content_filter``); builders translate it for the other APIs.
+    ``content_filter``); builders translate it for the other APIs. ``prompt_tokens``
+    counts every prompt token; ``cache_read`` and ``cache_write`` are the parts of it
+    read from and written to the provider's prompt cache (each API reports them its way:
+    OpenAI's ``cached_tokens`` inside its total, Anthropic's and Converse's next to the
+    uncached rest).
     """
 
     id: str
@@ -37,6 +41,13 @@ class FakeAnswer:
     created: int
     chunks: int = 8
     tool_call: FakeToolCall | None = None
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def uncached_tokens(self) -> int:
+        """The prompt tokens neither read from the cache nor written to it."""
+        return max(self.prompt_tokens - self.cache_read - self.cache_write, 0)
 
     @property
     def pieces(self) -> list[str]:

@@ -37,9 +37,9 @@ ANTHROPIC_STOP = {
 
 def _anthropic_usage(a: FakeAnswer, output_tokens: int) -> dict[str, Any]:
     return {
-        "input_tokens": a.prompt_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "input_tokens": a.uncached_tokens,
+        "cache_creation_input_tokens": a.cache_write,
+        "cache_read_input_tokens": a.cache_read,
         "output_tokens": output_tokens,
         "service_tier": "standard",
     }

@@ -138,11 +138,18 @@ def _tool_choice(choice: Any) -> str | None:
 
 
 def _usage(a: FakeAnswer) -> dict[str, int]:
-    return {
-        "inputTokens": a.prompt_tokens,
+    """Converse's usage: ``inputTokens`` without the tokens read from or written to the
+    cache, which come next to it when there are any (as Bedrock leaves them out of a
+    request that uses no cache); ``totalTokens`` counts them."""
+    usage = {
+        "inputTokens": a.uncached_tokens,
         "outputTokens": a.completion_tokens,
         "totalTokens": a.prompt_tokens + a.completion_tokens,
     }
+    if a.cache_read or a.cache_write:
+        usage["cacheReadInputTokens"] = a.cache_read
+        usage["cacheWriteInputTokens"] = a.cache_write
+    return usage
 
 
 def converse_json(a: FakeAnswer, latency_ms: int) -> dict[str, Any]:

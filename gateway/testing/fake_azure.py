@@ -28,6 +28,10 @@ Azure allows --, or neither: 401; a deployment not in ``deployments`` (when give
 404 ``DeploymentNotFound``. ``keys``/``tokens``: a collection, a predicate, or ``None``
 (any non-empty value).
 
+**Prompt cache**: the fake provider's (``fa.prompt_cache``, ``None``: off), one per
+deployment for the whole fake (a resource's: its keys and Entra ID tokens share it),
+automatic as OpenAI's.
+
 **Faults**: every step of :mod:`gateway.testing.script`, per deployment and per key
 (``key=`` is the ``api-key`` or the bearer token), plus Azure's own:
 :func:`azure_rate_limit` (429 with ``retry-after-ms``, ``retry-after`` and
@@ -40,7 +44,7 @@ from __future__ import annotations
 
 import math
 import ssl
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Hashable, Iterable
 from typing import Any
 
 from aiohttp import web
@@ -222,6 +226,10 @@ class FakeAzure(FakeProvider):
 
     def _model_of(self, request: web.Request, body: Any) -> str | None:
         return request.match_info.get("deployment") or super()._model_of(request, body)
+
+    def _cache_scope(self, record: RecordedRequest) -> Hashable:
+        """The resource's cache for the deployment: every key and token shares it."""
+        return record.model
 
     def _refuse(self, request: web.Request, record: RecordedRequest) -> web.Response | None:
         on_deployment = "deployment" in request.match_info

@@ -40,6 +40,15 @@ or ``assistant`` (a ``system`` turn is a 400 ``ValidationException``
 :func:`gateway.testing.converse_shapes.problem`. ``fake.context_window[model]`` answers a
 longer prompt with "Input is too long for requested model.".
 
+**Prompt cache**: the fake provider's (``fake.prompt_cache``, ``None``: off), one per
+model for the whole fake (an account's, whatever key signs). InvokeModel bodies are cached
+at their ``cache_control`` markers and report Anthropic's ``cache_read_input_tokens`` and
+``cache_creation_input_tokens`` (a stream's invocation metrics too); Converse bodies at
+their ``{"cachePoint": {"type": "default"}}`` entries, each marking the block before it,
+and report ``cacheReadInputTokens`` and ``cacheWriteInputTokens`` next to
+``inputTokens`` (left out when both are 0). More than 4 markers: a 400
+``ValidationException``.
+
 **Script**: ``push``/``script`` as the fake provider's, per model id (decoded, e.g.
 ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``) and per ``key`` (the access key id, or
 the API key). Errors: :class:`~gateway.testing.bedrock_errors.BedrockError`
@@ -61,7 +70,7 @@ import asyncio
 import base64
 import json
 import ssl
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from typing import Any
 
 from aiohttp import web
@@ -71,11 +80,12 @@ from gateway.testing import replies
 from gateway.testing.answer import FakeEvent, dump
 from gateway.testing.anthropic_shapes import messages_events, messages_json
 from gateway.testing.bedrock_errors import BedrockError
+from gateway.testing.cache_blocks import marker_problem
 from gateway.testing.conversation import parse_messages
 from gateway.testing.converse_shapes import converse_events, converse_json, parse_converse
 from gateway.testing.converse_shapes import problem as converse_problem
 from gateway.testing.eventstream_frames import chunk_frame, event_frame, exception_frame
-from gateway.testing.fake_provider import FakeProvider
+from gateway.testing.fake_provider import FakeProvider, RecordedRequest
 from gateway.testing.replies import Exchange
 from gateway.testing.replies import _position as position  # the fake provider's own rules
 from gateway.testing.replies import _tampered as tampered
@@ -141,7 +151,7 @@ def invoke_problem(body: Any, betas: Collection[str] = BEDROCK_BETAS) -> str | N
     for i, m in enumerate(messages if isinstance(messages, list) else ()):
         if isinstance(m, dict) and m.get("role") not in ("user", "assistant"):
             return f"messages.{i}: role must be user or assistant"
-    return None
+    return marker_problem("messages", body)
 
 
 def counted_body(body: Any) -> tuple[Any, str | None]:
@@ -178,6 +188,10 @@ class FakeBedrock(FakeProvider):
         self.latency_ms = 42
         #: The ``anthropic_beta`` flags taken; any other: "invalid beta flag".
         self.betas: set[str] = set(BEDROCK_BETAS)
+
+    def _cache_scope(self, record: RecordedRequest) -> Hashable:
+        """The account's cache for the model: every key of the fake shares it."""
+        return record.model
 
     def add_key(self, access_key: str, secret_key: str, session_token: str | None = None) -> None:
         """Know another access key; with ``session_token``, a temporary one that needs it."""
@@ -224,7 +238,9 @@ class FakeBedrock(FakeProvider):
             body, problem = counted_body(body)
         invoke = counting or op.startswith("invoke")
         problem = problem or (
-            invoke_problem(body, self.betas) if invoke else converse_problem(body)
+            invoke_problem(body, self.betas)
+            if invoke
+            else converse_problem(body) or marker_problem("converse", body)
         )
         if problem is not None or not isinstance(body, dict):
             return replies.error_response(ex, BedrockError.validation(problem or ""))
@@ -243,8 +259,9 @@ class FakeBedrock(FakeProvider):
         window = self.context_window.get(model)
         if window is not None and conv.prompt_tokens > window - (conv.max_tokens or 0):
             return replies.error_response(ex, BedrockError.input_too_long())
+        cache = self._use_cache("messages" if invoke else "converse", body, record, conv)
         answer = replies.answer(
-            ex, conv, model, reply=self.reply, cut_at=self.cut_at, chunks=self.chunks
+            ex, conv, model, reply=self.reply, cut_at=self.cut_at, chunks=self.chunks, cache=cache
         )
         if not stream:
             payload = messages_json(answer) if invoke else converse_json(answer, self.latency_ms)
@@ -252,11 +269,14 @@ class FakeBedrock(FakeProvider):
         if invoke:
             events = messages_events(answer)
             metrics = {
-                "inputTokenCount": answer.prompt_tokens,
+                "inputTokenCount": answer.uncached_tokens,
                 "outputTokenCount": answer.completion_tokens,
                 "invocationLatency": self.latency_ms,
                 "firstByteLatency": self.latency_ms // 4,
             }
+            if answer.cache_read or answer.cache_write:
+                metrics["cacheReadInputTokenCount"] = answer.cache_read
+                metrics["cacheWriteInputTokenCount"] = answer.cache_write
             stop = {"type": "message_stop", "amazon-bedrock-invocationMetrics": metrics}
             events[-1] = FakeEvent(dump(stop), "message_stop")
         else:

@@ -1,4 +1,4 @@
-# long: its docstring is the fake provider's user guide (78 lines), above the one server class
+# long: its docstring is the fake provider's user guide (92 lines), above the one server class
 """A scripted fake LLM provider: a real aiohttp server speaking the OpenAI and Anthropic APIs.
 
 Use it to test the gateway (or your own policies) against real sockets, with faults
@@ -51,6 +51,19 @@ answer text (or the tool call's name + arguments).
 - *Prefill*: with ``fp.reject_prefill[model] = True`` a request ending with an
   assistant message gets a 400.
 
+**Prompt cache.** ``fp.prompt_cache`` (a :class:`~gateway.testing.prompt_cache.PromptCache`,
+``None`` turns it off) is a deployment's prompt cache. It is kept per API key and model,
+so a separate fake, or a separate key, is a separate deployment's cache (two fakes never
+share one). Only answered requests use it (not a scripted error; never a token count).
+Messages requests are cached at their ``cache_control`` markers (more than 4: Anthropic's
+400) and report ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` next to
+``input_tokens`` (the rest); chat and Responses requests are cached automatically, every
+prefix, and report the tokens read as ``cached_tokens`` inside their total. A prefix
+under 1,024 tokens is never cached, and an entry lives 5 minutes after it was last
+written or read; ``fp.prompt_cache = PromptCache(clock=clock, ttl=60, minimum=0)`` sets a
+virtual clock and other limits. Each record has ``cache_read`` and ``cache_write``;
+``fp.cache_reads`` and ``fp.cache_writes`` total them.
+
 **Script.** ``fp.push(step, model=None)`` appends one entry, ``fp.script(model, steps)``
 replaces a queue. Each POST request consumes one entry: first from its model's queue,
 else from the shared queue (``model=None``); an empty queue means a normal answer.
@@ -71,9 +84,9 @@ An entry is a step or a tuple of steps for the same request. The steps live in
 ``Delay``.
 
 **Records.** ``fp.requests`` lists every request (:class:`RecordedRequest`: method,
-path, query string, lower-cased headers, parsed JSON body, model, and ``key``: the API
-key it carried). ``fp.disconnects``
-counts requests whose client went away before the answer was complete (a failed
+path, query string, lower-cased headers, parsed JSON body and ``raw``, its bytes, model,
+and ``key``: the API key it carried; ``cache_read`` and ``cache_write`` as above).
+``fp.disconnects`` counts requests whose client went away before the answer was complete (a failed
 write, a cancelled handler or a closed connection while hanging), and
 ``fp.disconnected`` (an :class:`asyncio.Event`) is set at the first one.
 ``fp.reset()`` clears the script and the records.
@@ -85,7 +98,7 @@ import asyncio
 import json
 import ssl
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -95,14 +108,17 @@ from aiohttp import web
 
 from gateway.testing import replies, shapes
 from gateway.testing.anthropic_shapes import TOOLS_REQUIRED, tool_blocks_without_tools
+from gateway.testing.cache_blocks import marker_problem, request_blocks
 from gateway.testing.cloud_auth import bearer_token
 from gateway.testing.conversation import (
+    Conversation,
     parse_chat,
     parse_completions,
     parse_messages,
     parse_responses,
 )
 from gateway.testing.error_bodies import context_length_body
+from gateway.testing.prompt_cache import PromptCache
 from gateway.testing.replies import DEFAULT_REPLY, Exchange
 from gateway.testing.script import Error, ScriptEntry, Step
 
@@ -131,6 +147,11 @@ class RecordedRequest:
     #: The parsed JSON body, or ``None`` (no body, or not JSON).
     body: Any
     model: str | None
+    #: Prompt tokens the provider's prompt cache read for it, and wrote (0 unless answered).
+    cache_read: int = 0
+    cache_write: int = 0
+    #: The body's bytes as they arrived.
+    raw: bytes = b""
 
     @property
     def query(self) -> dict[str, str]:
@@ -172,6 +193,8 @@ class FakeProvider:
         self.embedding_dimensions = 16
         #: The server TLS context (https) or ``None`` (http).
         self.ssl_context = ssl_context
+        #: The deployment's prompt cache (``None``: off), per API key and model.
+        self.prompt_cache: PromptCache | None = PromptCache()
 
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
@@ -300,6 +323,39 @@ class FakeProvider:
                 return _entry(queue.popleft())
         return []
 
+    @property
+    def cache_reads(self) -> int:
+        """The prompt tokens read from the prompt cache, over :attr:`requests`."""
+        return sum(r.cache_read for r in self.requests)
+
+    @property
+    def cache_writes(self) -> int:
+        """The prompt tokens written to the prompt cache, over :attr:`requests`."""
+        return sum(r.cache_write for r in self.requests)
+
+    def _cache_scope(self, record: RecordedRequest) -> Hashable:
+        """Whose cache a request uses: its API key's, for its model."""
+        return record.key, record.model
+
+    def _cache_of(self, record: RecordedRequest) -> PromptCache | None:
+        """The prompt cache a request goes through (``None``: none)."""
+        return self.prompt_cache
+
+    def _use_cache(
+        self, api: str, body: dict[str, Any], record: RecordedRequest, conv: Conversation
+    ) -> tuple[int, int]:
+        """Send an answered request through its prompt cache: ``(read, write)`` tokens,
+        noted on its record."""
+        cache = self._cache_of(record)
+        reduced = request_blocks(api, body) if cache is not None else None
+        if cache is None or reduced is None:
+            return 0, 0
+        read, write = cache.use(self._cache_scope(record), *reduced)
+        read = min(read, conv.prompt_tokens)
+        write = min(write, conv.prompt_tokens - read)
+        record.cache_read, record.cache_write = read, write
+        return read, write
+
     def _note_disconnect(self, ex: Exchange) -> None:
         if ex.settled or self._stopping:
             return
@@ -345,7 +401,7 @@ class FakeProvider:
         credentials, the path and the body here); ``None``: serve the request."""
         return None
 
-    def _record(self, request: web.Request, body: Any) -> RecordedRequest:
+    def _record(self, request: web.Request, body: Any, raw: bytes = b"") -> RecordedRequest:
         model = self._model_of(request, body)
         record = RecordedRequest(
             method=request.method,
@@ -354,6 +410,7 @@ class FakeProvider:
             headers={k.lower(): v for k, v in request.headers.items()},
             body=body,
             model=model,
+            raw=raw,
         )
         self.requests.append(record)
         return record
@@ -364,7 +421,7 @@ class FakeProvider:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        record = self._record(ex.request, body)
+        record = self._record(ex.request, body, raw)
         refusal = self._refuse(ex.request, record)
         if refusal is not None:
             return refusal
@@ -396,8 +453,9 @@ class FakeProvider:
                 context_window=self.context_window,
                 embedding_dimensions=self.embedding_dimensions,
             )
-        if ex.api == "messages" and tool_blocks_without_tools(body):
-            return replies.error_response(ex, Error.bad_request(TOOLS_REQUIRED))
+        problem = _messages_problem(body) if ex.api == "messages" else None
+        if problem is not None:
+            return replies.error_response(ex, Error.bad_request(problem))
         conv = _PARSERS[ex.api](body)
         if self.reject_prefill.get(model) and conv.ends_with_prefill:
             return replies.error_response(ex, Error.bad_request(PREFILL_MESSAGE))
@@ -409,10 +467,18 @@ class FakeProvider:
                 too_long = context_length_body(style, window, conv.prompt_tokens, completion)
                 return replies.error_response(ex, Error(400, too_long))
 
+        cache = self._use_cache(ex.api, body, record, conv)
         answer = replies.answer(
-            ex, conv, model, reply=self.reply, cut_at=self.cut_at, chunks=self.chunks
+            ex, conv, model, reply=self.reply, cut_at=self.cut_at, chunks=self.chunks, cache=cache
         )
         return await replies.send_answer(ex, answer, conv, body)
+
+
+def _messages_problem(body: dict[str, Any]) -> str | None:
+    """What Anthropic refuses in a Messages body it takes as JSON, or ``None``."""
+    if tool_blocks_without_tools(body):
+        return TOOLS_REQUIRED
+    return marker_problem("messages", body)
 
 
 def _entry(entry: ScriptEntry) -> list[Step]:

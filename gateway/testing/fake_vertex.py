@@ -40,6 +40,11 @@ Endpoints (``fv.url`` stands for ``https://{region}-aiplatform.googleapis.com``,
 a predicate, or ``None`` for any), is a 401 ``UNAUTHENTICATED``; a path naming another
 ``project`` or ``region`` than the fake's (when given) is a 403 ``PERMISSION_DENIED``.
 
+**Prompt cache**: the fake provider's (``fv.prompt_cache``, ``None``: off), one per model
+for the whole fake (a project's: the access tokens that come and go share it). Claude
+bodies are cached at their ``cache_control`` markers (more than 4: Anthropic's 400), the
+chat route automatically.
+
 **Faults**: every step of :mod:`gateway.testing.script`, per model and per token
 (``key=`` is the bearer token), plus Vertex's own: :func:`vertex_resource_exhausted`
 (429 ``RESOURCE_EXHAUSTED``) and :func:`vertex_server_error` (500 ``INTERNAL`` / 503
@@ -51,7 +56,7 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
 from typing import Any
 
 from aiohttp import web
@@ -139,6 +144,10 @@ class FakeVertex(FakeProvider):
 
         app.router.add_post(_PREFIX + "/publishers/anthropic/models/{action}", claude)
         app.router.add_post(_PREFIX + "/endpoints/openapi/chat/completions", self._endpoint("chat"))
+
+    def _cache_scope(self, record: RecordedRequest) -> Hashable:
+        """The project's cache for the model: every access token shares it."""
+        return record.model
 
     def _model_of(self, request: web.Request, body: Any) -> str | None:
         model, _ = _model_and_action(request)

@@ -23,7 +23,7 @@ def _chat_usage(a: FakeAnswer) -> dict[str, Any]:
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": a.completion_tokens,
         "total_tokens": a.prompt_tokens + a.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": a.cache_read, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": 0,
             "audio_tokens": 0,

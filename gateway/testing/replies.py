@@ -87,8 +87,12 @@ def answer(
     reply: dict[str, str],
     cut_at: dict[str, int],
     chunks: int,
+    cache: tuple[int, int] = (0, 0),
 ) -> shapes.FakeAnswer:
-    """The normal answer to ``conv`` (shaped by a ``Success`` step), before any fault."""
+    """The normal answer to ``conv`` (shaped by a ``Success`` step), before any fault;
+    ``cache``: the prompt tokens read from and written to the prompt cache. A forced
+    ``usage`` wins: with its own ``prompt_tokens`` the cache counts are its
+    ``cache_read`` and ``cache_write`` (else 0)."""
     forced = ex.step(Success) or Success()
     prefix = "toolu_fake" if ex.api == "messages" else "call_fake"
     call_id = f"{prefix}{ex.n:05d}"
@@ -112,6 +116,7 @@ def answer(
         text, finish = _text(conv, model, forced.text, reply, cut_at)
         completion = tokens_of(text)
     usage = forced.usage or {}
+    read, write = (0, 0) if "prompt_tokens" in usage else cache
     return shapes.FakeAnswer(
         id=f"{_ID_PREFIX[ex.api]}{ex.n:05d}",
         model=model,
@@ -122,6 +127,8 @@ def answer(
         created=int(time.time()),
         chunks=chunks,
         tool_call=tool,
+        cache_read=usage.get("cache_read", read),
+        cache_write=usage.get("cache_write", write),
     )
 
 

@@ -73,7 +73,7 @@ def responses_json(a: FakeAnswer, body: dict[str, Any], done: bool = True) -> di
         "usage": (
             {
                 "input_tokens": a.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": a.cache_read},
                 "output_tokens": a.completion_tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": a.prompt_tokens + a.completion_tokens,

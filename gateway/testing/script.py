@@ -295,7 +295,9 @@ class Success:
     content_filter -> refusal; Responses: length/content_filter -> ``incomplete``);
     ``tool_call`` is a tool name or ``{"name": ..., "arguments": {...}}`` and is
     answered even when the request has no tools; ``usage`` overrides the counted
-    ``{"prompt_tokens": .., "completion_tokens": ..}``; ``headers`` are added to the
+    ``{"prompt_tokens": .., "completion_tokens": ..}`` and the prompt cache's
+    ``{"cache_read": .., "cache_write": ..}`` (parts of the prompt; a forced
+    ``prompt_tokens`` without them reports no cache); ``headers`` are added to the
     answer's (e.g. ``x-ratelimit-remaining-requests``).
     """
 

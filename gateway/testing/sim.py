@@ -14,8 +14,19 @@ sim-claude     always "overloaded" (its demo route falls back to sim-gpt, of the
                format: the bundled policies serve it from a ``speaks: anthropic`` sim)
 sim-long       every answer is cut at 24 tokens (finish_reason ``length``)
 sim-small      a 2048-token context window: longer prompts get prompt-too-long
+sim-cached     always answers, from three deployments (upstream models sim-cached-a,
+               -b and -c), each with a prompt cache of its own
 any other      answers like sim-ok
 ============== ===================================================================
+
+Prompt caches: every model has the fake provider's (per upstream model, and per key when
+the gateway sends one; a prefix under 1,024 tokens is never cached, as at Anthropic and
+OpenAI), except the upstream models whose name starts with ``sim-cached``: a demo's
+prompts are short, so their cache keeps every prefix, however short, and the second turn
+of a chat already reads the first from the cache (``cached_tokens`` in an OpenAI answer's
+usage; ``cache_read_input_tokens`` in an Anthropic answer's, once the request marks a
+block with ``cache_control``). A session kept on one deployment reads its cache; one
+moved to another deployment writes it again.
 
 Tools: when the request offers tools and the client's last message names one as a word
 ("Use lookup_weather for Paris"), the answer calls it, with arguments taken from that
@@ -40,7 +51,8 @@ from gateway.testing.conversation import (
     parse_messages,
     parse_responses,
 )
-from gateway.testing.fake_provider import FakeProvider
+from gateway.testing.fake_provider import FakeProvider, RecordedRequest
+from gateway.testing.prompt_cache import PromptCache
 from gateway.testing.script import Error, Step, Success
 
 _LONG_REPLY = (
@@ -49,6 +61,8 @@ _LONG_REPLY = (
     "the model to continue until the whole text is there, joined into one answer."
 )
 _MEMORY = 10_000  # request ids remembered for per-request attempt counts
+#: The upstream models whose prompt cache keeps every prefix (sim-cached's deployments).
+CACHED_PREFIX = "sim-cached"
 _PARSERS = {
     "/v1/chat/completions": parse_chat,
     "/v1/responses": parse_responses,
@@ -68,7 +82,13 @@ class SimProvider(FakeProvider):
         self.reply["sim-long"] = _LONG_REPLY
         self.cut_at["sim-long"] = 24
         self.context_window["sim-small"] = 2048
+        #: The prompt cache of the ``sim-cached*`` upstream models: no minimum.
+        self.demo_cache = PromptCache(minimum=0)
         self._attempts: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def _cache_of(self, record: RecordedRequest) -> PromptCache | None:
+        cached = (record.model or "").startswith(CACHED_PREFIX)
+        return self.demo_cache if cached and self.prompt_cache is not None else self.prompt_cache
 
     def _next_steps(self, model: str | None) -> list[Step]:
         record = self.requests[-1]

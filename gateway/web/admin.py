@@ -14,7 +14,7 @@ constant time).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -87,7 +87,8 @@ async def policies(gw: Gateway, request: web.BaseRequest) -> web.Response:
 async def deployments(gw: Gateway, request: web.BaseRequest) -> web.Response:
     """``GET /admin/deployments``: per model, each deployment's state as this replica sees
     it (up, or cooling down / out / ejected until when and why; in flight here; the last
-    error category; short of headroom until). Names only, never a key."""
+    error category; short of headroom until; its prompt cache over the last minutes).
+    Names only, never a key."""
     if refused := _refused(gw, request):
         return refused
     now = time.time()
@@ -95,12 +96,26 @@ async def deployments(gw: Gateway, request: web.BaseRequest) -> web.Response:
     models = {
         model: {
             "balance": gw.policies.models[model].balance,
-            "deployments": board.describe(model, [d.name for d in deps], now),
+            "deployments": _with_cache(
+                gw, model, board.describe(model, [d.name for d in deps], now)
+            ),
         }
         for model, deps in gw.policies.deployments.items()
     }
     body = {"now": now, "models": models}
     return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+def _with_cache(gw: Gateway, model: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with each deployment's prompt cache over the last minutes (``cache``: its
+    prompt tokens, those read from and written to the cache, and the share read), when it
+    answered in them."""
+    share, now = gw.events.cache_share, time.monotonic()
+    for row in rows:
+        seen = share.describe(model, row["deployment"], now)
+        if seen is not None:
+            row["cache"] = seen
+    return rows
 
 
 async def budgets(gw: Gateway, request: web.BaseRequest) -> web.Response:

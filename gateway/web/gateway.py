@@ -90,6 +90,7 @@ class Gateway:
         self.policy_dir = policy_dir_of(settings)
         self.metrics = metrics
         self.events = Events(metrics)
+        self.events.cache_share.follow(policies.deployments)
         self.upstream = Upstream(
             AnswerLimits(
                 max_field_bytes=settings.upstream_max_field_bytes,
@@ -161,6 +162,7 @@ class Gateway:
             self._admin_reloaded(trigger)
             return False
         self.policies, self._egress, self._wiring = new, reach, {}
+        self.events.cache_share.follow(new.deployments)
         self.budgets = team_budgets(new.teams)
         self.state.track(self.budgets, time.time())
         self.credentials.reload(new)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 from structlog.testing import capture_logs
@@ -289,3 +290,46 @@ async def test_two_gateway_processes_choose_the_same_deployment(
             await gp.stop()
     assert per_process[0] == per_process[1]
     assert per_process[0] == [first_choice("team-a", f"s-{i}") for i in range(12)]
+
+
+async def test_admin_deployments_shows_each_deployments_cached_share(
+    fake: FakeProvider, gateway_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions kept on their deployments read their prompts from its cache: per
+    deployment, /admin/deployments shows the prompt tokens, the reads and writes, and the
+    share read, as the access log and the fake provider counted them."""
+    for k, v in KEYS.items():
+        monkeypatch.setenv(k, v)
+    gw: Harness = await gateway_of(files(fake.url), admin_key="cache-admin-key")
+    long = "An agent's system prompt and tools, resent on every turn of its session. " * 80
+    client = gw.async_openai()
+    for session in ("s-1", "s-2", "s-3", "s-4"):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": long}]
+        for n in range(5):
+            messages.append({"role": "user", "content": f"step {n}"})
+            reply = await client.chat.completions.create(
+                model="gpt-agent", messages=messages,  # type: ignore[arg-type]
+                extra_headers={"x-gateway-session": session},
+            )  # fmt: skip
+            messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+    admin = {"authorization": "Bearer cache-admin-key"}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.get(gw.url + "/admin/deployments", headers=admin) as r,
+    ):
+        body = await r.json()
+    rows = {row["deployment"]: row for row in body["models"]["gpt-agent"]["deployments"]}
+    served = Counter(r.key for r in fake.requests)
+    for name, key in KEY_OF.items():
+        mine = [r for r in fake.requests if r.key == key]
+        if not served[key]:
+            assert "cache" not in rows[name]
+            continue
+        cache = rows[name]["cache"]
+        assert cache["cache_read_tokens"] == sum(r.cache_read for r in mine) > 0
+        assert cache["cache_write_tokens"] == 0  # OpenAI reports no writes
+        assert cache["minutes"] == 5
+        assert cache["cached_share"] == round(
+            cache["cache_read_tokens"] / cache["prompt_tokens"], 4
+        )
+        assert cache["cached_share"] > 0.5  # four of five turns read the long prefix

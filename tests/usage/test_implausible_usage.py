@@ -182,7 +182,13 @@ async def test_cached_tokens_over_the_prompt_are_clamped(
     want = (10 * PRICE["cache_read"] + 5 * PRICE["output"]) / 1e6
     assert headers["x-gateway-cost-usd"] == f"{want:.8f}"
     _, line = await log_sink.line(request_id)
-    assert line["tokens"] == {"prompt": 10, "completion": 5, "estimated": True}
+    assert line["tokens"] == {
+        "prompt": 10,
+        "completion": 5,
+        "cache_read": 10,
+        "cache_write": 0,
+        "estimated": True,
+    }
     assert line["cost_usd"] == round(want, 8)
     (said,) = [e for e in log_sink.lines() if e["event"] == "usage_implausible"]
     assert said["fields"] == ["cache_read"]
