@@ -9,8 +9,11 @@ tokens, and of them those read from and written to the cache. A minute older tha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sized
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.routing.policyset import Deployed
 
 #: The minutes a share is taken over (the current one included).
 MINUTES = 5
@@ -36,10 +39,14 @@ class CacheShare:
         #: The models counted: those with several deployments (:meth:`follow`).
         self.models: frozenset[str] = frozenset()
 
-    def follow(self, deployments: Mapping[str, Sized]) -> None:
+    def follow(self, deployments: Mapping[str, Sequence[Deployed]]) -> None:
         """Count the models of ``deployments`` (model -> its deployments) that have
-        several, from now on: a request to any other model costs one set lookup."""
+        several, from now on: a request to any other model costs one set lookup. The
+        counts of a model or deployment gone from ``deployments`` go with it."""
         self.models = frozenset(m for m, deps in deployments.items() if len(deps) > 1)
+        kept = {(m, d.name) for m in self.models for d in deployments[m]}
+        for key in [k for k in self._slots if k not in kept]:
+            del self._slots[key]
 
     def add(
         self, model: str, deployment: str, now: float, prompt: int, read: int, write: int

@@ -48,7 +48,7 @@ class RequestLog:
     model: str = "-"  # public model name asked for
     answered_by: str = ""  # public model name that answered
     provider: str = "-"
-    deployment: str = ""  # the deployment of the last attempt, when the model has several
+    deployment: str = ""  # of the last attempt (on a model of one: its provider's name)
     session: str | None = None  # the session's digest (gateway/resilience/affinity.py label)
     status: int = 0
     attempts: int = 0
