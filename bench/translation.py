@@ -33,7 +33,9 @@ cost of translation: per request at c=64 (goal <= 30 µs), and per chunk = (CPU 
 translated stream - CPU per chat stream) / 20 (goal <= 5 µs). Before the load, an
 in-process micro-measure (timeit, in this runner) of the translation functions
 (``gateway.translate.convert``: ``request``, ``answer``, ``Splitter.feed``) on the same
-bodies and the upstream's own answer and events cross-checks the end-to-end numbers.
+bodies and the upstream's own answer and events cross-checks the end-to-end numbers; and
+the other direction, a chat client on a model of another format (the same answer and
+events as Anthropic and as Gemini send them), puts Gemini beside Messages.
 """
 
 from __future__ import annotations
@@ -173,6 +175,92 @@ def micro(quick: bool) -> dict[str, Any]:
     return out
 
 
+def _upstream_events(fmt_name: str, events: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+    """The bench upstream's answer and stream as a provider of ``fmt_name`` would send them:
+    the completion through the translators' writer, the chat events through the Messages
+    stream writer (Anthropic's events) or made into Gemini chunks (one per text delta, each
+    with the usage so far, the last with ``finishReason``; ``\r\n\r\n``-framed as Google
+    frames them)."""
+    import orjson
+    import upstream as up
+
+    from gateway.formats import MESSAGES
+    from gateway.translate import answers
+    from gateway.translate.convert import TranslatingSplitter
+    from gateway.translate.gemini_answers import write_gemini
+
+    completion = orjson.loads(up._COMPLETION)
+    neutral = answers.read_chat(completion)
+    if fmt_name == "messages":
+        s = TranslatingSplitter(CHAT, MESSAGES, loadgen.MODEL, True)
+        out = [e for ev in events for e in s.feed(ev)] + s.close()
+        return answers.write_anthropic(neutral), out
+    chunks: list[bytes] = []
+    for ev in events:
+        if not ev.startswith(b"data: {"):
+            continue
+        obj = orjson.loads(ev[6:].strip())
+        choice = (obj.get("choices") or [{}])[0]
+        text = (choice.get("delta") or {}).get("content")
+        chunk: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": []},
+                                                  "index": 0}],
+                                 "modelVersion": loadgen.MODEL, "responseId": "bench"}  # fmt: skip
+        if text:
+            chunk["candidates"][0]["content"]["parts"].append({"text": text})
+        elif not choice.get("finish_reason"):
+            continue
+        else:
+            chunk["candidates"][0]["finishReason"] = "STOP"
+        n = len(chunks) + 1  # each chunk counts the answer so far, as Gemini's do
+        chunk["usageMetadata"] = {"promptTokenCount": 30, "candidatesTokenCount": n,
+                                  "totalTokenCount": 30 + n}  # fmt: skip
+        chunks.append(b"data: " + orjson.dumps(chunk) + b"\r\n\r\n")
+    return write_gemini(neutral), chunks
+
+
+def micro_upstreams(quick: bool) -> dict[str, Any]:
+    """A chat client on a model of another format, the translation functions alone: the
+    request to it, its answer and its stream back to chat; Anthropic's Messages and
+    Gemini's side by side (the same conversation, answer and text deltas)."""
+    import orjson
+
+    from gateway.translate import convert
+
+    n = 2000 if quick else 20000
+    import upstream as up
+
+    events = up.SSE_EVENTS
+    body = loadgen.CHAT_BODY
+    out: dict[str, Any] = {"number": n}
+    for name in ("messages", "gemini"):
+        fmt = by_name(name)
+        answer, stream_events = _upstream_events(name, events)
+
+        def req(fmt: Format = fmt) -> Any:
+            return convert.request(body, CHAT, fmt, max_output_tokens=None)
+
+        def ans(fmt: Format = fmt, answer: dict[str, Any] = answer) -> bytes:
+            return orjson.dumps(convert.answer(answer, fmt, CHAT, loadgen.MODEL))
+
+        def stream(fmt: Format = fmt, evs: list[bytes] = stream_events) -> None:
+            s = convert.TranslatingSplitter(fmt, CHAT, loadgen.MODEL, True)
+            for e in evs:
+                s.feed(e)
+            s.close()
+
+        req_us, ans_us = _best_us(req, n), _best_us(ans, n)
+        stream_us = _best_us(stream, max(1, n // 10))
+        out[name] = {
+            "request_us": req_us,
+            "answer_us": ans_us,
+            "per_request_us": req_us + ans_us,
+            "events": len(stream_events),
+            "stream_us": stream_us,
+            "per_chunk_us": stream_us / loadgen.CHUNKS,
+        }
+    return out
+
+
 # ---- measured phases ---------------------------------------------------------------------
 
 
@@ -298,6 +386,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 f"   {client}: request {m['request_us']:.1f} + answer {m['answer_us']:.1f}"
                 f" = {m['per_request_us']:.1f} µs per request; {m['per_chunk_us']:.2f} µs per"
                 f" chunk over the relay's splitter"
+            )
+        out["micro_upstreams"] = micro_upstreams(args.quick)
+        for name in ("messages", "gemini"):
+            m = out["micro_upstreams"][name]
+            bench.say(
+                f"   chat client on a {name} model: request {m['request_us']:.1f} + answer"
+                f" {m['answer_us']:.1f} = {m['per_request_us']:.1f} µs; {m['per_chunk_us']:.2f}"
+                " µs per chunk"
             )
     tmp = Path(tempfile.mkdtemp(prefix="bench-translation-"))
     up_port, gw_port = bench._port(bench.UPSTREAM_PORT), bench._port(bench.GATEWAY_PORT)
@@ -540,6 +636,32 @@ def report(out: dict[str, Any]) -> str:
             " functions alone: the gateway's end-to-end difference adds what the translated"
             " answer costs around them (bigger events to frame and write, the classification"
             " and transcript of the client's events).",
+        ]
+    ups = out.get("micro_upstreams")
+    if ups:
+        L += [
+            "",
+            "## A chat client on a model of another format (in-process, timeit)",
+            "",
+            "| model's format | `request` µs | `answer` + dumps µs | per request µs | events"
+            " | stream µs | per chunk µs |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name in ("messages", "gemini"):
+            x = ups[name]
+            L.append(
+                f"| {name} | {x['request_us']:.1f} | {x['answer_us']:.1f}"
+                f" | {x['per_request_us']:.1f} | {x['events']} | {x['stream_us']:.1f}"
+                f" | {x['per_chunk_us']:.2f} |"
+            )
+        g, a = ups["gemini"], ups["messages"]
+        L += [
+            "",
+            "The same conversation, answer and text deltas, as Anthropic and as Gemini send"
+            " them (Gemini: a whole answer object per chunk, each with the usage so far,"
+            " CRLF-framed). Gemini / Messages: per request"
+            f" {g['per_request_us'] / a['per_request_us']:.2f}x, per stream"
+            f" {g['stream_us'] / a['stream_us']:.2f}x.",
         ]
     L += ["", "## Goals", ""]
     for client in clients[1:]:

@@ -3,7 +3,8 @@
 A format is how a body carries a conversation and its answer: OpenAI chat completions
 (:data:`CHAT`, also the legacy completions and embeddings endpoints), Anthropic Messages
 (:data:`MESSAGES`), OpenAI Responses (:data:`RESPONSES`) and Amazon Bedrock's Converse
-(:data:`CONVERSE`: spoken to providers only, no client calls it). Each object says where
+(:data:`CONVERSE`: spoken to providers only, no client calls it) and Google's Gemini API
+(:data:`GEMINI`: spoken to providers only so far). Each object says where
 its text, tool calls, stop reason and usage live, how a cut (an answer stopped at the output
 limit) shows, which fields cap the output, how its errors and in-band stream errors look,
 which client paths it serves and how a provider speaking it takes a key; and, in the
@@ -25,12 +26,13 @@ from __future__ import annotations
 from gateway.formats.base import Format
 from gateway.formats.chat import CHAT
 from gateway.formats.converse import CONVERSE
+from gateway.formats.gemini import GEMINI
 from gateway.formats.messages import MESSAGES
 from gateway.formats.responses import RESPONSES
 
 __all__ = [
-    "CHAT", "CONVERSE", "FORMATS", "MESSAGES", "RESPONSES", "Format", "by_name", "of_path",
-    "of_provider", "register",
+    "CHAT", "CONVERSE", "FORMATS", "GEMINI", "MESSAGES", "RESPONSES", "Format", "by_name",
+    "of_path", "of_provider", "register",
 ]  # fmt: skip
 
 #: Every format the gateway knows, by name, in the order registered.
@@ -73,5 +75,5 @@ def of_provider(api: str) -> tuple[Format, ...]:
     return tuple(f for f in FORMATS.values() if f.provider_api == api)
 
 
-for _fmt in (CHAT, RESPONSES, MESSAGES, CONVERSE):
+for _fmt in (CHAT, RESPONSES, MESSAGES, CONVERSE, GEMINI):
     register(_fmt)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 class ErrorLike(Protocol):
     """What a format renders as its error body (:class:`gateway.errors.GatewayError`)."""
 
+    status: int
+
     def openai_body(self) -> dict[str, object]: ...
     def anthropic_body(self) -> dict[str, object]: ...
 
@@ -61,6 +63,8 @@ class Format:
     #: The key every stream event carrying usage has: events without it are not looked
     #: at for usage (None: each event is).
     usage_key: str | None = None
+    #: The key of a JSON answer's usage block.
+    answer_usage_key: str = "usage"
     #: Types of a stream's final event; None: the stream's chunks carry ``choices`` and
     #: ``finish_reason`` (chat completions framing).
     final_events: frozenset[str] | None = None
@@ -181,7 +185,8 @@ class Format:
         raise NotImplementedError
 
     def answer_usage(self, block: dict[str, Any]) -> Usage:
-        """The neutral counts of an answer's ``usage`` block (:mod:`gateway.formats.usage`)."""
+        """The neutral counts of an answer's usage block (:attr:`answer_usage_key`;
+        :mod:`gateway.formats.usage`)."""
         raise NotImplementedError
 
     def event_usage(self, obj: dict[str, Any], so_far: Usage | None) -> Usage | None:

@@ -78,8 +78,14 @@ class Splitter:
     def feed(self, piece: bytes) -> list[bytes]:
         # ``13 in`` (an int) is a memchr; ``b"\r" in`` is not (it tries the bytes as an int
         # first, raising and clearing a TypeError)
-        if not self._buf and 13 not in piece and _one_event(piece):
-            return [piece]  # the usual piece: exactly one whole event
+        if not self._buf:
+            if 13 not in piece:
+                if _one_event(piece):
+                    return [piece]  # the usual piece: exactly one whole event
+            elif piece[-4:] == b"\r\n\r\n" and piece.count(13) == 2:
+                one = piece[:-4] + b"\n\n"  # Google's framing: one event, CRLF ended
+                if _one_event(one):
+                    return [one]
         return self._split(piece)
 
     def _split(self, piece: bytes) -> list[bytes]:
@@ -208,6 +214,8 @@ def _classify(raw: bytes, finals: frozenset[str] | None) -> Classified:
     else:
         data = _data_of(raw.rstrip(b"\n"))
     if data is None:
+        if raw[:1] == b"{":  # bare JSON: how Google's streams send an error at times
+            return _bare(raw)
         return raw, COMMENT, None  # event:/id:/retry: only
     if data == b"[DONE]":
         return raw, DONE, None
@@ -216,6 +224,19 @@ def _classify(raw: bytes, finals: frozenset[str] | None) -> Classified:
     except JSONDecodeError:
         return raw, MALFORMED, None
     return _meaning(raw, obj, finals)
+
+
+def _bare(raw: bytes) -> Classified:
+    """An event of JSON with no ``data:`` field: an error object is an error (Gemini sends
+    a failure inside a stream so: its SDKs read such lines as errors); anything else is
+    undecodable."""
+    try:
+        obj = loads(raw)
+    except JSONDecodeError:
+        return raw, MALFORMED, None
+    if type(obj) is dict and "error" in obj:
+        return raw, ERROR, obj
+    return raw, MALFORMED, None
 
 
 def _meaning(raw: bytes, obj: Any, finals: frozenset[str] | None) -> Classified:

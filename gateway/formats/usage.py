@@ -178,6 +178,32 @@ def from_converse(u: Any) -> Usage:
     return _named(Usage(uncached + read + written, output, read, written), bad)
 
 
+def from_gemini(u: Any) -> Usage:
+    """Gemini's ``usageMetadata``: ``promptTokenCount`` counts every prompt token, the
+    cached ones (``cachedContentTokenCount``) included, and ``toolUsePromptTokenCount``
+    the results of its own tools; ``candidatesTokenCount`` is the answer without its
+    thinking, ``thoughtsTokenCount`` the thinking (billed as output)."""
+    # Read on every Gemini answer and stream chunk: a block without cache, tool or
+    # thinking counts (its totals and per-modality details aside) takes no call per count.
+    p, c = u.get("promptTokenCount"), u.get("candidatesTokenCount")
+    if (
+        type(p) is int and type(c) is int and 0 <= p <= MAX_TOKENS and 0 <= c <= MAX_TOKENS
+        and "thoughtsTokenCount" not in u and "cachedContentTokenCount" not in u
+        and "toolUsePromptTokenCount" not in u
+    ):  # fmt: skip
+        return Usage(p, c)
+    bad: list[str] = []
+    thoughts = _given(u, "thoughtsTokenCount", REASONING, bad)
+    usage = Usage(
+        _read(u, "promptTokenCount", INPUT, bad) + _read(u, "toolUsePromptTokenCount", INPUT, bad),
+        _read(u, "candidatesTokenCount", OUTPUT, bad) + (thoughts or 0),
+        _read(u, "cachedContentTokenCount", CACHE_READ, bad),
+        0,
+        thoughts,
+    )
+    return _named(usage, bad)
+
+
 def from_responses(u: Any) -> Usage:
     bad: list[str] = []
     details = u.get("input_tokens_details") or {}

@@ -1,9 +1,11 @@
 """Anthropic's token count (``POST /v1/messages/count_tokens``) as attempts of the engine.
 
-A deployment that speaks Anthropic's Messages where the provider has a count endpoint
-(Anthropic itself, Claude on Bedrock, Claude on Vertex) is asked for its own count; the
-attempts go through :func:`gateway.recovery.engine.recover` like any request's (retries, sibling
-deployments, fallback), with no compaction (a count is not a conversation to shrink).
+A deployment whose provider has a count endpoint for the model's format (Claude on
+Anthropic itself, Bedrock and Vertex; Gemini on AI Studio and Vertex:
+:func:`gateway.providers.kinds.counts`) is asked for its own count, the request
+translated into that format where it differs; the attempts go through
+:func:`gateway.recovery.engine.recover` like any request's (retries, sibling deployments,
+fallback), with no compaction (a count is not a conversation to shrink).
 Any other deployment (an OpenAI-format model, a Bedrock Converse model) answers with the
 gateway's own estimate, the one compaction sizes prompts with
 (:func:`gateway.resilience.conversation.estimate_tokens`), marked ``x-gateway-estimate:
@@ -17,13 +19,13 @@ from typing import Any
 import orjson
 from yarl import URL
 
-from gateway.errors import Category
-from gateway.formats import MESSAGES
+from gateway.errors import Category, GatewayError
+from gateway.formats import MESSAGES, Format
 from gateway.formats.endpoints import endpoint_of
 from gateway.live.attempter import HttpAttempter
 from gateway.live.exchange import Attempt, exchange
 from gateway.policy.schema import Compaction
-from gateway.providers import Target, Wiring, target
+from gateway.providers import Target, Wiring, kinds, target
 from gateway.providers.cloud_target import cloud_target
 from gateway.recovery.admission import past_deadline
 from gateway.recovery.seams import Outcome, Request
@@ -36,13 +38,12 @@ from gateway.upstream.client import Body
 
 #: The header of an answer that is the gateway's estimate, not the provider's count.
 ESTIMATE_HEADER = "x-gateway-estimate"
-_COUNTING_APIS = frozenset({"anthropic", "bedrock", "vertex"})
 _NO_COMPACTION = Compaction(enabled=False)
 
 
 def counts(policies: PolicySet, d: Deployed) -> bool:
-    """The deployment has a count endpoint: Claude through Anthropic, Bedrock or Vertex."""
-    return MESSAGES in d.fmts and policies.providers[d.provider].api in _COUNTING_APIS
+    """The deployment's provider counts tokens for the model (:func:`kinds.counts`)."""
+    return kinds.counts(policies.providers[d.provider].api, d.fmts[0])
 
 
 def estimate(body: dict[str, Any]) -> Outcome:
@@ -67,6 +68,11 @@ class CountAttempter(HttpAttempter):
         if remaining <= 0:
             return Outcome(past_deadline())
         wiring = ctx.live.wiring(d.provider, d.key_env)
+        if d.fmts[0] is not MESSAGES:
+            crossed = self._count_body(body, d.fmts[0])
+            if isinstance(crossed, Outcome):
+                return crossed
+            body = crossed
         call = self._count_call(wiring, d, body)
         if isinstance(call, Failure):
             self._count(d.provider, model, call)
@@ -86,17 +92,20 @@ class CountAttempter(HttpAttempter):
     def _count_call(
         self, wiring: Wiring, d: Deployed, body: dict[str, Any]
     ) -> tuple[Target, Body] | Failure:
-        """The target and body of the count on ``d``, or a failure (no credential). The
-        client's query (Claude Code's ``?beta=true``) and provider headers go along."""
+        """The target and body of the count on ``d``, or a failure (no credential; a body
+        the translators refuse: invalid_request). The client's query (Claude Code's
+        ``?beta=true``) and provider headers go along to a Messages count."""
         ctx = self.ctx
         client = ctx.client
         cloud = wiring.cloud
         beta = client.headers.get("anthropic-beta")
+        fmt = d.fmts[0]
         if cloud is not None:
-            body, beta, dropped = cloud.dialect(body, beta)
-            if dropped:
-                self.log.drop(dropped)
-            url, shaped = cloud.count(d.upstream_model, body, beta)
+            if fmt is MESSAGES:
+                body, beta, dropped = cloud.dialect(body, beta)
+                if dropped:
+                    self.log.drop(dropped)
+            url, shaped = cloud.count(d.upstream_model, fmt, body, beta)
             return cloud_target(wiring, d.provider, url, shaped, beta, ctx.request_id)
         base = wiring.targets[endpoint_of(MESSAGES)]
         counting = Target(URL(f"{base.url}/count_tokens"), base.headers)
@@ -104,13 +113,26 @@ class CountAttempter(HttpAttempter):
         t.headers["x-request-id"] = ctx.request_id
         return t, Body(ctx.req.encode(body, d.upstream_model))
 
+    def _count_body(self, body: dict[str, Any], fmt: Format) -> dict[str, Any] | Outcome:
+        """The count request in the deployment's format (what it drops named in the
+        access log), or the client's 400 when the translators refuse it."""
+        from gateway.translate import convert as translate
+
+        try:
+            translate.check(body, MESSAGES)
+            translated, dropped = translate.request(body, MESSAGES, fmt, max_output_tokens=None)
+        except GatewayError as e:
+            return self._refused(e)
+        self.log.drop(dropped)
+        return translated
+
 
 def _input_tokens(data: dict[str, Any] | None) -> int | None:
     """The count of an answer: Anthropic's and Vertex's ``input_tokens``, Bedrock's
-    ``inputTokens``; None when there is no whole number there."""
+    ``inputTokens``, Gemini's ``totalTokens``; None when there is no whole number there."""
     if data is None:
         return None
-    n = data.get("input_tokens", data.get("inputTokens"))
+    n = data.get("input_tokens", data.get("inputTokens", data.get("totalTokens")))
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
 
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 PER_MILLION = 1_000_000
 
 #: The genai-prices provider of each cloud kind (the others are found by ``base_url``).
-_CLOUD_PROVIDER = {"bedrock": "aws", "vertex": "google", "azure": "azure"}
+_CLOUD_PROVIDER = {"bedrock": "aws", "vertex": "google", "azure": "azure", "gemini": "google"}
 
 
 @dataclass(frozen=True, slots=True)

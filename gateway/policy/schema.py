@@ -100,7 +100,7 @@ EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 # ---- providers and models ----------------------------------------------------
 
 
-DeploymentApi = Literal["chat", "responses", "messages", "converse"]
+DeploymentApi = Literal["chat", "responses", "messages", "converse", "gemini"]
 """The API one deployment is called with, where its provider kind speaks several."""
 
 #: The api-version an ``azure`` provider sends when its policy gives none.
@@ -127,7 +127,7 @@ class Provider(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
-    api: Literal["openai", "anthropic", "sim", "bedrock", "vertex", "azure"]
+    api: Literal["openai", "anthropic", "sim", "bedrock", "vertex", "azure", "gemini"]
     base_url: str = ""
     region: str | None = Field(
         default=None,
@@ -230,6 +230,8 @@ class Provider(Frozen):
                     "api vertex takes Google credentials (Application Default Credentials),"
                     " not api_key_env"
                 )
+        if self.api == "gemini" and self.api_key_env is None:
+            raise ValueError("api gemini needs api_key_env (the Gemini API key's variable)")
         return self
 
     @model_validator(mode="after")
@@ -268,8 +270,9 @@ class Deployment(Frozen):
         default=None,
         description=(
             "the API this deployment is called with where its provider kind has several:"
-            " vertex (messages for Claude, chat for the OpenAI-compatible endpoint; by"
-            " default chosen from upstream_model), azure (chat or responses)"
+            " vertex (messages for Claude, gemini for Gemini's own generateContent, chat for"
+            " the OpenAI-compatible endpoint; by default messages for a claude-* model, chat"
+            " for a publisher/model id, else gemini), azure (chat or responses)"
         ),
     )
     price: PolicyPrice | None = Field(

@@ -1,18 +1,20 @@
 """How each cloud provider kind is called: AWS Bedrock (``api: bedrock``), Google Vertex
-AI (``api: vertex``) and Azure OpenAI (``api: azure``), whose deployments are deployments
-like any other (docs/clouds.md). Pure: no I/O. The cloud libraries are optional extras
+AI (``api: vertex``), Azure OpenAI (``api: azure``) and Google AI Studio's Gemini API
+(``api: gemini``), whose deployments are deployments like any other (docs/clouds.md).
+Pure: no I/O. The cloud libraries are optional extras
 (``llm-gateway[aws]``, ``[gcp]``, ``[azure]``), imported only when a policy names their kind.
 
-A cloud deployment's request differs from a plain provider's in four ways, all here:
+A cloud deployment's request differs from a plain provider's in four ways, all here and
+in :mod:`gateway.providers.google` (Vertex, AI Studio) over :mod:`gateway.providers.cloud`:
 
-- the URL names the model (and, on Bedrock and Vertex, whether it streams);
+- the URL names the model (and, on Bedrock, Vertex and Gemini, whether it streams);
 - the body: Bedrock and Vertex take Anthropic's Messages body without ``model`` (nor
   ``stream`` on Bedrock) and with their own ``anthropic_version``; Bedrock takes the
   client's ``anthropic-beta`` header in the body. Both take only ``user`` and
   ``assistant`` turns and only the betas they know (:meth:`Cloud.dialect`);
 - the static key's header (a Bedrock API key as a bearer token, an Azure key as
-  ``api-key``), when the provider has one; otherwise a :class:`Credential` signs or adds
-  a token per attempt (gateway/upstream/credentials.py);
+  ``api-key``, a Gemini key as ``x-goog-api-key``), when the provider has one; otherwise
+  a :class:`Credential` signs or adds a token per attempt (gateway/upstream/credentials.py);
 - Bedrock's streams come in AWS event-stream frames, and its errors as
   ``{"message": ...}`` with the exception's name in a header: :meth:`Cloud.error_body`
   gives them Anthropic's error shape, so that the rest of the gateway reads them as it
@@ -23,25 +25,33 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
 import orjson
 from yarl import URL
 
-from gateway.formats import CHAT, CONVERSE, MESSAGES, RESPONSES, Format
+from gateway.formats import CHAT, CONVERSE, GEMINI, MESSAGES, RESPONSES, Format
 from gateway.policy.schema import AZURE_API_VERSION, Provider
+from gateway.providers.cloud import Authorizer, Cloud, without
+from gateway.providers.google import GEMINI_ROOT, VERTEX_BETAS, GoogleAI, Vertex
 
 __all__ = [
-    "BEDROCK_BETAS", "KINDS", "VERTEX_BETAS", "Authorizer", "Cloud", "cloud_of", "formats_of",
+    "BEDROCK_BETAS",
+    "KINDS",
+    "VERTEX_BETAS",
+    "Authorizer",
+    "Cloud",
+    "cloud_of",
+    "counts",
+    "formats_of",
     "native_paths",
 ]  # fmt: skip
 
 #: The provider kinds of this package.
-KINDS = frozenset({"bedrock", "vertex", "azure"})
+KINDS = frozenset({"bedrock", "vertex", "azure", "gemini"})
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
-VERTEX_VERSION = "vertex-2023-10-16"
 
 #: The ``anthropic-beta`` flags Bedrock's InvokeModel takes for Claude (as the body's
 #: ``anthropic_beta``); any other is refused with ``400 ValidationException: invalid beta
@@ -65,28 +75,6 @@ BEDROCK_BETAS = frozenset(
      "context-1m-2025-08-07", "context-management-2025-06-27", "effort-2025-11-24",
      "tool-search-tool-2025-10-19", "tool-examples-2025-10-29"}
 )  # fmt: skip
-#: The ``anthropic-beta`` flags Vertex AI's ``rawPredict`` takes for Claude (as the
-#: header); any other is refused with a 400 ``invalid_request_error``, so the gateway
-#: drops it (named). Neither Google's nor Anthropic's Vertex pages (read 2026-12-07:
-#: https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude,
-#: https://platform.claude.com/docs/en/build-with-claude/claude-on-vertex-ai) list flags;
-#: these are the long-standing ones among the flags LiteLLM's maintained per-cloud table
-#: marks as taken on Vertex (litellm/anthropic_beta_headers_config.json, "vertex_ai",
-#: read 2026-12-07); Claude Code's own sources also name ``tool-search-tool-2025-10-19``
-#: as the clouds' flag. Left out as unknown or refused: the newer flags that table marks
-#: as taken (``compact-*``, ``computer-use-2025-11-24``, ``per-turn-control-*``,
-#: ``thinking-*``, ``dangerous-tool-use-*``: no second source found),
-#: ``claude-code-20250219``, ``prompt-caching-scope-2026-01-05``, ``effort-2025-11-24``,
-#: ``token-efficient-tools-2025-02-19``, ``output-128k-2025-02-19``,
-#: ``fine-grained-tool-streaming-2025-05-14``, ``adaptive-thinking-2026-01-28``,
-#: ``advanced-tool-use-2025-11-20``, ``files-api-2025-04-14``, and
-#: ``mid-conversation-system-*`` (folded, as on Bedrock).
-VERTEX_BETAS = frozenset(
-    {"computer-use-2025-01-24", "interleaved-thinking-2025-05-14", "context-1m-2025-08-07",
-     "context-management-2025-06-27", "tool-search-tool-2025-10-19", "web-search-2025-03-05"}
-)  # fmt: skip
-#: How a dropped beta is named in ``x-gateway-dropped``: ``anthropic-beta:<flag>``.
-DROPPED_BETA = "anthropic-beta:"
 
 _CHAT_PATHS = frozenset({"/v1/chat/completions"})
 _NATIVE: dict[str, frozenset[str]] = {
@@ -95,18 +83,8 @@ _NATIVE: dict[str, frozenset[str]] = {
     "azure": frozenset(
         {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"}
     ),
+    "gemini": frozenset(),
 }
-
-
-class Authorizer(Protocol):
-    """What authorizes a cloud attempt (gateway/upstream/credentials.py): a SigV4 signature
-    or a current token, added to ``headers`` in place; no I/O. Raises
-    ``CredentialUnavailable`` when there is none to use."""
-
-    provider: str
-    problem: str | None
-
-    def authorize(self, method: str, url: URL, headers: dict[str, str], body: bytes) -> None: ...
 
 
 def native_paths(api: str) -> frozenset[str]:
@@ -121,11 +99,16 @@ def formats_of(
     """The formats a cloud deployment speaks, the one a translated request goes in first.
 
     Bedrock: Anthropic's Messages for an Anthropic model (an id, inference profile or ARN
-    naming ``anthropic.``), else Converse. Vertex: Messages for a Claude model, else the
-    OpenAI-compatible chat completions. Azure: as an OpenAI provider, the model's
-    ``upstream_api`` (chat completions by default). A deployment's own ``upstream_api``
+    naming ``anthropic.``), else Converse. Vertex: Messages for a Claude model; the
+    OpenAI-compatible chat completions for a ``publisher/model`` id (its naming:
+    ``google/gemini-2.5-flash``, ``meta/llama-...``); else Gemini's own ``generateContent``
+    (``upstream_api: chat`` chooses the OpenAI-compatible endpoint for it too). Gemini:
+    ``generateContent``. Azure: as an OpenAI provider, the model's ``upstream_api`` (chat
+    completions by default). A deployment's own ``upstream_api``
     (``chosen``) decides where it is given.
     """
+    if api == "gemini":
+        return (GEMINI,)
     if api == "azure":
         names = (chosen,) if chosen else model_api
         picked = tuple(f for f in (CHAT, RESPONSES) if f.name in names)
@@ -135,91 +118,21 @@ def formats_of(
             return (MESSAGES,) if chosen == MESSAGES.name else (CONVERSE,)
         return (MESSAGES,) if "anthropic." in upstream_model else (CONVERSE,)
     if chosen:
-        return (MESSAGES,) if chosen == MESSAGES.name else (CHAT,)
-    return (MESSAGES,) if upstream_model.startswith("claude") else (CHAT,)
+        return (next((f for f in (MESSAGES, CHAT, GEMINI) if f.name == chosen), GEMINI),)
+    if upstream_model.startswith("claude"):
+        return (MESSAGES,)
+    return (CHAT,) if "/" in upstream_model else (GEMINI,)
 
 
-class Cloud:
-    """One cloud provider of a policy set, resolved: where its requests go."""
-
-    #: The provider kind (the policy's ``api``).
-    api = ""
-    #: The ``anthropic-beta`` flags the cloud takes with Claude's Messages body.
-    betas: frozenset[str] = frozenset()
-
-    def __init__(self, root: str) -> None:
-        self.root = root.rstrip("/")
-
-    def key_headers(self, key: str) -> dict[str, str]:
-        """The header carrying the provider's static key."""
-        return {"authorization": f"Bearer {key}"}
-
-    def dialect(
-        self, body: dict[str, Any], beta: str | None
-    ) -> tuple[dict[str, Any], str | None, list[str]]:
-        """A client's Messages ``body`` and ``anthropic-beta`` header as this cloud takes
-        Claude's Messages: its ``role: system`` turns folded into ``system`` (as
-        translation places them), of the betas only those in :attr:`betas`; and the names
-        of what was dropped (``anthropic-beta:<flag>``, ``system.<block type>``). A body
-        without system turns is returned as it is (one look at each turn's role)."""
-        dropped: list[str] = []
-        if beta:
-            allowed, kept = self.betas, []
-            for flag in beta.split(","):
-                flag = flag.strip()
-                if flag in allowed:
-                    kept.append(flag)
-                elif flag:
-                    dropped.append(DROPPED_BETA + flag)
-            beta = ",".join(kept) if kept else None
-        messages = body.get("messages")
-        if type(messages) is list:
-            for m in messages:  # (a plain loop: about 10% cheaper than any() here)
-                if type(m) is dict and m.get("role") == "system":
-                    from gateway.translate.requests.anthropic import fold_system
-
-                    return fold_system(body, dropped), beta, dropped
-        return body, beta, dropped
-
-    def call(
-        self,
-        path: str,
-        fmt: Format,
-        model: str,
-        body: dict[str, Any],
-        stream: bool,
-        beta: str | None,
-    ) -> tuple[URL, dict[str, Any]]:
-        """The URL and body of a request in ``fmt`` for ``model`` (its ``upstream_model``)
-        that a client sent to ``path`` (the gateway endpoint; for a translated request,
-        its format's own); ``beta``: the client's ``anthropic-beta`` header."""
-        raise NotImplementedError
-
-    def count(
-        self, model: str, body: dict[str, Any], beta: str | None
-    ) -> tuple[URL, dict[str, Any]]:
-        """The URL and body of Anthropic's token count for a Messages ``body`` on ``model``
-        (a Claude model this cloud serves with Messages)."""
-        raise NotImplementedError
-
-    def eventstream(self, fmt: Format, stream: bool) -> bool:
-        """A stream of this call comes in AWS event-stream frames."""
-        return False
-
-    def passes_beta(self) -> bool:
-        """The client's ``anthropic-beta`` header goes along as a header."""
-        return False
-
-    def error_body(self, headers: Mapping[str, str], raw: bytes) -> bytes:
-        """An error answer's body, in the shape of the format spoken (as it came here)."""
-        return raw
+def counts(api: str, fmt: Format) -> bool:
+    """A provider of kind ``api`` counts the tokens of a model it calls in ``fmt``: Claude
+    on Anthropic, Bedrock and Vertex; Gemini on AI Studio and Vertex."""
+    if fmt is MESSAGES:
+        return api in (MESSAGES.provider_api, "bedrock", "vertex")
+    return fmt is GEMINI and api in (GEMINI.provider_api, "vertex")
 
 
 _ERROR_MAX_BYTES = 1 << 20
-
-
-def _without(body: dict[str, Any], *names: str) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in names}
 
 
 class Bedrock(Cloud):
@@ -242,12 +155,12 @@ class Bedrock(Cloud):
             out = _invoke_body(body, beta)
             op = "invoke-with-response-stream" if stream else "invoke"
         else:
-            out = _without(body, "model", "stream")
+            out = without(body, "model", "stream")
             op = "converse-stream" if stream else "converse"
         return self._model_url(model, op), out
 
     def count(
-        self, model: str, body: dict[str, Any], beta: str | None
+        self, model: str, fmt: Format, body: dict[str, Any], beta: str | None
     ) -> tuple[URL, dict[str, Any]]:
         """Bedrock's CountTokens: the InvokeModel body (``max_tokens`` required there: 1
         when the count request has none) in base64, as ``input.invokeModel.body``; the
@@ -290,53 +203,11 @@ class Bedrock(Cloud):
 def _invoke_body(body: dict[str, Any], beta: str | None) -> dict[str, Any]:
     """InvokeModel's body for Claude: the Messages body without ``model`` and ``stream``,
     with Bedrock's ``anthropic_version`` and the client's betas as ``anthropic_beta``."""
-    out = _without(body, "model", "stream")
+    out = without(body, "model", "stream")
     out["anthropic_version"] = BEDROCK_VERSION
     if beta:
         out["anthropic_beta"] = [b.strip() for b in beta.split(",") if b.strip()]
     return out
-
-
-class Vertex(Cloud):
-    """Google Vertex AI: Claude by ``rawPredict`` / ``streamRawPredict`` with Anthropic's
-    Messages body, other models by the OpenAI-compatible chat completions endpoint."""
-
-    api = "vertex"
-    betas = VERTEX_BETAS
-
-    def __init__(self, root: str, project: str, region: str) -> None:
-        super().__init__(root)
-        self.base = f"{self.root}/v1/projects/{quote(project, safe='')}/locations/{region}"
-
-    def call(
-        self,
-        path: str,
-        fmt: Format,
-        model: str,
-        body: dict[str, Any],
-        stream: bool,
-        beta: str | None,
-    ) -> tuple[URL, dict[str, Any]]:
-        if fmt is MESSAGES:
-            out = _without(body, "model")
-            out["anthropic_version"] = VERTEX_VERSION
-            op = "streamRawPredict" if stream else "rawPredict"
-            url = f"{self.base}/publishers/anthropic/models/{quote(model, safe='@')}:{op}"
-            return URL(url, encoded=True), out
-        return URL(f"{self.base}/endpoints/openapi/chat/completions"), {**body, "model": model}
-
-    def count(
-        self, model: str, body: dict[str, Any], beta: str | None
-    ) -> tuple[URL, dict[str, Any]]:
-        """Vertex's ``count-tokens:rawPredict``: the Messages body naming the model."""
-        out = _without(body, "stream")
-        out["model"] = model
-        out["anthropic_version"] = VERTEX_VERSION
-        url = f"{self.base}/publishers/anthropic/models/count-tokens:rawPredict"
-        return URL(url, encoded=True), out
-
-    def passes_beta(self) -> bool:
-        return True
 
 
 class Azure(Cloud):
@@ -370,8 +241,8 @@ class Azure(Cloud):
 
 
 def cloud_of(provider: Provider, base_url: str) -> Cloud:
-    """The :class:`Cloud` of a provider of kind bedrock, vertex or azure: at ``base_url``
-    when given, else at the cloud's endpoint for its region."""
+    """The :class:`Cloud` of a provider of kind bedrock, vertex, azure or gemini: at
+    ``base_url`` when given, else at the cloud's endpoint for its region."""
     region = provider.region or ""
     if provider.api == "bedrock":
         return Bedrock(base_url or f"https://bedrock-runtime.{region}.amazonaws.com")
@@ -379,4 +250,6 @@ def cloud_of(provider: Provider, base_url: str) -> Cloud:
         host = "aiplatform.googleapis.com"
         root = base_url or f"https://{host if region == 'global' else f'{region}-{host}'}"
         return Vertex(root, provider.project or "", region)
+    if provider.api == "gemini":
+        return GoogleAI(base_url or GEMINI_ROOT)
     return Azure(base_url, provider.api_version or AZURE_API_VERSION)

@@ -81,7 +81,7 @@ def bill_answer(
     """Count one JSON answer (or part) in ``fmt`` on ``bill``: its usage (:func:`checked`;
     ``window``: the model's context window), else estimated from ``sent`` (the request, in
     ``fmt``) and the answer's text."""
-    block = data.get("usage")
+    block = data.get(fmt.answer_usage_key)
     if isinstance(block, dict):
         try:
             u = fmt.answer_usage(block)

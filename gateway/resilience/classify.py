@@ -4,8 +4,9 @@ Pure: no I/O, no clock ("now" is a parameter). Order of evaluation::
 
     policy classify: rules        all given conditions (status, body_contains, code) hold
     provider code in the body     error.code / error.type / error.status (Zhipu "1302",
-                                  vLLM 400, Gemini RESOURCE_EXHAUSTED per day vs minute),
-                                  then Google's details[].reason (API_KEY_INVALID);
+                                  vLLM 400, Gemini RESOURCE_EXHAUSTED: a full model, a
+                                  per-day or zero quota, else a rate limit), then
+                                  Google's details[].reason (API_KEY_INVALID);
                                   a 413 is prompt_too_long whatever its code
     status + message words        a status that says it all (401, 402, 408, 409, 413,
                                   498, 529) wins; 403 and 429 may be refined by a few
@@ -86,7 +87,8 @@ _LIMIT_PATTERNS = tuple(
         rf"maximum context length is {_INT}",  # OpenAI, vLLM, OpenRouter, DeepSeek, Groq
         rf"{_INT} maximum context length",  # Mistral
         rf"tokens\s*>\s*{_INT}\s*maximum",  # Anthropic
-        rf"maximum number of tokens allowed \({_INT}\)",  # Gemini
+        rf"maximum number of tokens allowed \(?{_INT}",  # Gemini (Vertex: no parentheses)
+        rf"only supports up to {_INT}",  # Vertex AI
         rf"context size \({_INT} tokens\)",  # llama.cpp
         rf"context (?:window|length) (?:of|is) {_INT}",
     )
@@ -100,9 +102,14 @@ _PROMPT_PATTERNS = tuple(
         rf"contains (?:at least )?{_INT} (?:input )?tokens",  # vLLM, Mistral
         rf"too long: {_INT} tokens",  # Anthropic
         rf"input token count \({_INT}\)",  # Gemini
+        rf"input token count is {_INT}",  # Vertex AI
         rf"request \({_INT} tokens\)",  # llama.cpp
     )
 )
+
+
+#: "Quota exceeded for metric: ..., limit: 0, model: ...": not "limit: 0.5" nor "limit: 05".
+_ZERO_LIMIT = re.compile(r"\blimit: 0(?!\.?\d)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +194,8 @@ def _by_code(status: int, info: _ErrorInfo, message: str) -> Category | None:
     if status == 413:  # too large whatever the code (Groq: 413 rate_limit_exceeded for TPM)
         return Category.prompt_too_long
     for code in info.codes:
-        if code == "resource_exhausted":  # Gemini: per-day quotas are terminal
-            scope = info.details + message
-            per_day = any(s in scope for s in ("perday", "per_day", "per day"))
-            return Category.quota_exhausted if per_day else Category.rate_limit
+        if code == "resource_exhausted":
+            return _exhausted(info, message)
         if (category := CODES.get(code)) is not None:
             return category
         if status == 429 and (category := CODES_WHEN_429.get(code)) is not None:
@@ -199,6 +204,21 @@ def _by_code(status: int, info: _ErrorInfo, message: str) -> Category | None:
         if (category := REASONS.get(reason)) is not None:
             return category
     return None
+
+
+def _exhausted(info: _ErrorInfo, message: str) -> Category:
+    """Google's RESOURCE_EXHAUSTED: the model out of capacity is an overload; a per-day
+    quota (a QuotaFailure's ``quotaId``, an ErrorInfo's ``quota_limit``, the message) or a
+    free tier with no quota at all for the model ("limit: 0") is terminal; else a rate
+    limit."""
+    if any(REASONS.get(r) is Category.server_overload for r in info.reasons):
+        return Category.server_overload
+    scope = info.details + message
+    if any(s in scope for s in ("perday", "per_day", "per day")):
+        return Category.quota_exhausted
+    if "limit: 0" in message and _ZERO_LIMIT.search(message):
+        return Category.quota_exhausted
+    return Category.rate_limit
 
 
 def _by_keywords(message: str, allowed: frozenset[Category]) -> Category | None:

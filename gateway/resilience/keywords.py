@@ -68,6 +68,10 @@ CODES: dict[str, Category] = {
     # timeouts and conflicts
     "timeout_error": C.timeout,  # Anthropic 504
     "deadline_exceeded": C.timeout,  # Gemini status
+    # Gemini 499 CANCELLED "The operation was cancelled." (reason backendError, under load):
+    # the server gave up on the request, not the request at fault (the gateway's own
+    # cancellations close the connection and leave no body to classify)
+    "cancelled": C.server_error,
     "conflict_error": C.conflict,
     # prompt too long
     "context_length_exceeded": C.prompt_too_long,
@@ -146,6 +150,9 @@ REASONS: dict[str, Category] = {
     "billing_disabled": C.quota_exhausted,
     "rate_limit_exceeded": C.rate_limit,
     "resource_quota_exceeded": C.rate_limit,
+    # "No capacity available for model ... on the server", on a 429 RESOURCE_EXHAUSTED as
+    # on a 503: the model is full, not the caller's quota
+    "model_capacity_exhausted": C.server_overload,
 }  # fmt: skip
 
 # A provider's fixed sentence that opens its error message (lowercased, spaces
@@ -157,6 +164,11 @@ LEADS: tuple[tuple[str, Category], ...] = (
     ("your credit balance is too low to access the anthropic api", C.quota_exhausted),
     # Gemini: 400 INVALID_ARGUMENT (its details carry API_KEY_INVALID too)
     ("api key not valid. please pass a valid api key", C.auth),
+    # Gemini: 400 FAILED_PRECONDITION for where the gateway calls from (its egress), which
+    # another deployment may not share; billing lifts the free tier's country limits
+    ("user location is not supported for the api use without a billing account", C.quota_exhausted),
+    ("user location is not supported for the api use", C.auth),
+    ("gemini api free tier is not available in your country", C.quota_exhausted),
 )
 
 # Limit dimensions OpenAI (older bodies) and Groq put in error.type; a rate limit only with 429.
@@ -172,7 +184,7 @@ KEYWORDS: tuple[tuple[Category, tuple[str, ...]], ...] = (
             "prompt is too long", "(parameter=input_tokens", "tokens_too_long",
             "prompt tokens too long", "input is too long", "exceeds the context window",
             "exceeds the maximum number of tokens", "exceeds the available context size",
-            "too large for model with", "上下文长度", "超长",
+            "too large for model with", "but model only supports up to", "上下文长度", "超长",
         ),
     ),
     (

@@ -46,7 +46,7 @@ def _provider_refs(model: Model) -> Iterator[tuple[Loc, str]]:
 #: two APIs where the kind speaks them (:func:`chooses_api`).
 _DEPLOYMENT_APIS: dict[str, tuple[str, ...]] = {
     "bedrock": ("messages", "converse"),
-    "vertex": ("messages", "chat"),
+    "vertex": ("messages", "chat", "gemini"),
 }
 _OPENAI_APIS = ("chat", "responses")
 

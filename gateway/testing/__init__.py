@@ -5,7 +5,8 @@
 :mod:`gateway.testing.script` for the script steps. :class:`FakeVertex` and
 :class:`FakeAzure` serve the same answers and steps on Google Vertex AI's and Azure
 OpenAI's paths, with their credentials and errors (:mod:`gateway.testing.fake_vertex`,
-:mod:`gateway.testing.fake_azure`). Each fake has a provider's prompt cache,
+:mod:`gateway.testing.fake_azure`); :class:`FakeGemini` speaks Google's Gemini API
+(:mod:`gateway.testing.fake_gemini`). Each fake has a provider's prompt cache,
 :class:`PromptCache` (:mod:`gateway.testing.prompt_cache`). ``serve --demo``'s built-in
 provider is made of it (:mod:`gateway.testing.sim`).
 """
@@ -18,6 +19,7 @@ from gateway.testing.fake_azure import (
     azure_rate_limit,
     azure_server_error,
 )
+from gateway.testing.fake_gemini import FakeGemini
 from gateway.testing.fake_provider import DEFAULT_REPLY, FakeProvider, RecordedRequest
 from gateway.testing.fake_vertex import FakeVertex, vertex_resource_exhausted, vertex_server_error
 from gateway.testing.prompt_cache import PromptCache
@@ -46,6 +48,7 @@ __all__ = [
     "Error",
     "ErrorEventAfter",
     "FakeAzure",
+    "FakeGemini",
     "FakeProvider",
     "FakeVertex",
     "Hang",

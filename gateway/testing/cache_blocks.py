@@ -10,6 +10,8 @@ cache markers (:class:`~gateway.testing.prompt_cache.Block`), per API format.
   the block before it. Explicit.
 - OpenAI chat and Responses: the tools, then each message (each ``instructions`` /
   ``input`` item). Automatic: every prefix is written.
+- Gemini ``generateContent``: each ``tools`` entry, the ``systemInstruction``, then each
+  part of each content (keyed with its role). Automatic, as Gemini's implicit cache.
 
 A block's key is its JSON with the markers taken out (a message's block with its role),
 so a string content and the same text as one text block are one prefix. Its characters
@@ -28,6 +30,7 @@ from typing import Any
 
 from gateway.testing.conversation import parse_chat, parse_messages, parse_responses
 from gateway.testing.converse_shapes import parse_converse
+from gateway.testing.gemini_shapes import field, parse_gemini
 from gateway.testing.prompt_cache import Block
 
 #: The most cache markers Anthropic (and Bedrock) take in one request.
@@ -164,6 +167,25 @@ def responses_blocks(body: dict[str, Any]) -> list[Block]:
     return blocks
 
 
+# --- Gemini ----------------------------------------------------------------------------
+
+
+def gemini_blocks(body: dict[str, Any]) -> list[Block]:
+    """The blocks of a Gemini body: its tools, its system instruction, then each part of
+    each content."""
+    blocks = _tool_blocks(body)
+    system = field(body, "systemInstruction")
+    if system is not None:
+        chars = parse_gemini({"systemInstruction": system}).prompt_chars
+        blocks.append(Block(_key({"system": system}), chars))
+    for content in _dicts(field(body, "contents")):
+        role = content.get("role", "user")
+        for part in _list(field(content, "parts")):
+            one = {"role": role, "parts": [part]}
+            blocks.append(Block(_key(one), parse_gemini({"contents": [one]}).prompt_chars))
+    return blocks
+
+
 #: Per API (as the fakes name them): the blocks of a body, and whether the cache is
 #: explicit (only marked prefixes written).
 REDUCERS: dict[str, tuple[Callable[[dict[str, Any]], list[Block]], bool]] = {
@@ -171,6 +193,7 @@ REDUCERS: dict[str, tuple[Callable[[dict[str, Any]], list[Block]], bool]] = {
     "converse": (converse_blocks, True),
     "chat": (chat_blocks, False),
     "responses": (responses_blocks, False),
+    "gemini": (gemini_blocks, False),
 }
 
 
@@ -208,6 +231,7 @@ __all__ = [
     "chat_blocks",
     "converse_blocks",
     "converse_markers",
+    "gemini_blocks",
     "marker_problem",
     "request_blocks",
     "responses_blocks",

@@ -1,6 +1,7 @@
-"""The error bodies real providers send, in their own wording: OpenAI and Anthropic
-envelopes, Zhipu's documented codes, and the prompt-too-long 400 of OpenAI, Anthropic
-and vLLM. Used by :class:`~gateway.testing.Error` and the fake provider's context window.
+"""The error bodies real providers send, in their own wording: OpenAI, Anthropic and Google
+envelopes, Zhipu's documented codes, Gemini's quota, overload and key errors, and the
+prompt-too-long 400 of OpenAI, Anthropic, vLLM and Gemini. Used by
+:class:`~gateway.testing.Error` and the fake providers' context windows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,98 @@ def anthropic_error(type_: str, message: str) -> dict[str, Any]:
         "error": {"type": type_, "message": message},
         "request_id": "req_fake_error",
     }
+
+
+def google_error(
+    code: int, status: str, message: str, details: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A Google API error body: ``{"error": {"code", "message", "status"}}``, with
+    ``details`` (``google.rpc`` messages, each with its ``@type``) when given."""
+    error: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+# --- Gemini (Google AI Studio) ----------------------------------------------------------
+# Each body below is the one Gemini sends, copied from a report of it.
+
+_RPC = "type.googleapis.com/google.rpc."
+#: 503 ``UNAVAILABLE``: https://github.com/google-gemini/gemini-cli/issues/4360 and
+#: https://github.com/google-gemini/cookbook/issues/425
+GEMINI_OVERLOADED = "The model is overloaded. Please try again later."
+#: 500 ``INTERNAL``: https://github.com/PublicAffairs/openai-gemini/issues/15 and
+#: https://github.com/google-gemini/gemini-cli/issues/3656
+GEMINI_INTERNAL = (
+    "An internal error has occurred. Please retry or report in "
+    "https://developers.generativeai.google/guide/troubleshooting"
+)
+#: 504 ``DEADLINE_EXCEEDED``: Google's text for the status, as the Gemini SDKs report it
+#: (https://github.com/interviewstreet/hiring-agent/issues/284,
+#: https://github.com/googleapis/python-genai/issues/1808)
+GEMINI_DEADLINE = "Deadline expired before operation could complete."
+#: 400 ``API_KEY_INVALID``: https://github.com/continuedev/continue/issues/8516
+GEMINI_KEY_INVALID = "API key not valid. Please pass a valid API key."
+#: 403 without any key: https://github.com/PublicAffairs/openai-gemini/issues/92
+GEMINI_NO_KEY = (
+    "Method doesn't allow unregistered callers (callers without established identity). "
+    "Please use API Key or other form of API consumer identity to call this API."
+)
+_QUOTA_HEAD = (
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. "
+    "To monitor your current usage, head to: https://ai.dev/rate-limit. "
+)
+
+
+def gemini_key_invalid() -> dict[str, Any]:
+    """400 ``INVALID_ARGUMENT``, reason ``API_KEY_INVALID``: a key Gemini does not know
+    (https://github.com/continuedev/continue/issues/8516)."""
+    info = {"@type": _RPC + "ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com",
+            "metadata": {"service": "generativelanguage.googleapis.com"}}  # fmt: skip
+    localized = {"@type": _RPC + "LocalizedMessage", "locale": "en-US",
+                 "message": GEMINI_KEY_INVALID}  # fmt: skip
+    return google_error(400, "INVALID_ARGUMENT", GEMINI_KEY_INVALID, [info, localized])
+
+
+def gemini_quota(retry_delay: str | None, per_day: bool, model: str) -> dict[str, Any]:
+    """429 ``RESOURCE_EXHAUSTED`` as AI Studio sends it since late 2025: the message names
+    the quota and the wait, then ``Help``, ``QuotaFailure`` and ``RetryInfo`` (left out
+    without ``retry_delay``) details
+    (https://github.com/continuedev/continue/issues/10066; the violation's fields:
+    https://github.com/google-gemini/gemini-cli-action/issues/36; the per-day quota id:
+    https://github.com/googleapis/python-genai/issues/2044)."""
+    metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
+    period, limit = ("Day", 250) if per_day else ("Minute", 10)
+    message = (
+        f"{_QUOTA_HEAD}\n* Quota exceeded for metric: {metric}, limit: {limit}, model: {model}"
+    )
+    if retry_delay is not None:
+        message += f"\nPlease retry in {retry_delay}."
+    violation = {
+        "quotaMetric": metric,
+        "quotaId": f"GenerateRequestsPer{period}PerProjectPerModel-FreeTier",
+        "quotaDimensions": {"location": "global", "model": model},
+        "quotaValue": str(limit),
+    }
+    link = {"description": "Learn more about Gemini API quotas",
+            "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}  # fmt: skip
+    details: list[dict[str, Any]] = [
+        {"@type": _RPC + "Help", "links": [link]},
+        {"@type": _RPC + "QuotaFailure", "violations": [violation]},
+    ]
+    if retry_delay is not None:
+        details.append({"@type": _RPC + "RetryInfo", "retryDelay": retry_delay})
+    return google_error(429, "RESOURCE_EXHAUSTED", message, details)
+
+
+def gemini_too_long(got: int, limit: int) -> dict[str, Any]:
+    """Gemini's prompt-too-long 400
+    (https://github.com/google-gemini/gemini-cli/issues/4231)."""
+    message = (
+        f"The input token count ({got}) exceeds the maximum number of tokens allowed ({limit})."
+    )
+    return google_error(400, "INVALID_ARGUMENT", message)
 
 
 # Zhipu (bigmodel.cn) codes -> (default HTTP status, message); from the provider docs.
@@ -49,7 +142,9 @@ ZHIPU_CODES: dict[int, tuple[int, str]] = {
 
 
 def context_length_body(style: str, limit: int, got: int, completion: int = 0) -> dict[str, Any]:
-    """The body of a real prompt-too-long error of ``style`` (openai/anthropic/vllm)."""
+    """The body of a real prompt-too-long error of ``style`` (openai/anthropic/vllm/gemini)."""
+    if style == "gemini":
+        return gemini_too_long(got, limit)
     if style == "anthropic":
         if got > limit or completion == 0:
             message = f"prompt is too long: {got} tokens > {limit} maximum"

@@ -1,5 +1,6 @@
-"""A scripted fake Google Vertex AI: Claude by ``rawPredict`` / ``streamRawPredict`` and
-the OpenAI-compatible chat endpoint, on a real aiohttp server.
+"""A scripted fake Google Vertex AI: Claude by ``rawPredict`` / ``streamRawPredict``,
+Gemini natively (``generateContent``), and the OpenAI-compatible chat endpoint, on a real
+aiohttp server.
 
 It is a :class:`~gateway.testing.FakeProvider` (same answers, script steps, records)
 served on Vertex's paths, with Vertex's checks in front::
@@ -34,6 +35,16 @@ Endpoints (``fv.url`` stands for ``https://{region}-aiplatform.googleapis.com``,
   model; the answer is ``{"input_tokens": N}`` (never scripted).
 - ``POST /v1/projects/{project}/locations/{region}/endpoints/openapi/chat/completions``:
   OpenAI chat completions, the model in the body (``google/gemini-2.0-flash-001``).
+- ``POST /{v}/projects/{project}/locations/{region}/publishers/google/models/{model}``
+  ``:generateContent``, ``:streamGenerateContent?alt=sse`` (without ``alt=sse``: a JSON
+  array) and ``:countTokens`` (``{v}``: ``v1`` or ``v1beta1``, the ``google-genai`` SDK's
+  default): Gemini, served as :class:`~gateway.testing.FakeGemini` serves it (answers,
+  refusals, thought signatures: ``fv.signatures_required``, ``fv.signatures``), in
+  Vertex's shapes (``createTime``, ``usageMetadata.trafficType``, no candidate ``index``;
+  countTokens adds ``totalBillableCharacters``) and with Vertex's rule that every content
+  names its role. ``genai.Client(vertexai=True, project=..., location=...,
+  credentials=google.oauth2.credentials.Credentials("ya29.good"),
+  http_options=types.HttpOptions(base_url=fv.url))`` drives it.
 
 **Refusals** (before the script is consulted, in Google's error shape): no
 ``Authorization: Bearer`` token, or one that ``tokens`` does not accept (a collection,
@@ -43,13 +54,14 @@ a predicate, or ``None`` for any), is a 401 ``UNAUTHENTICATED``; a path naming a
 **Prompt cache**: the fake provider's (``fv.prompt_cache``, ``None``: off), one per model
 for the whole fake (a project's: the access tokens that come and go share it). Claude
 bodies are cached at their ``cache_control`` markers (more than 4: Anthropic's 400), the
-chat route automatically.
+chat and Gemini routes automatically.
 
 **Faults**: every step of :mod:`gateway.testing.script`, per model and per token
 (``key=`` is the bearer token), plus Vertex's own: :func:`vertex_resource_exhausted`
 (429 ``RESOURCE_EXHAUSTED``) and :func:`vertex_server_error` (500 ``INTERNAL`` / 503
 ``UNAVAILABLE``); on the Claude routes ``Error.anthropic_overloaded()`` is Anthropic's
-529 ``overloaded_error`` as Vertex passes it through.
+529 ``overloaded_error`` as Vertex passes it through; on the Gemini routes the
+``Error.gemini_*`` errors and Gemini's in-stream error event.
 """
 
 from __future__ import annotations
@@ -64,8 +76,9 @@ from aiohttp import web
 from gateway.providers.kinds import VERTEX_BETAS
 from gateway.testing.cloud_auth import Accept, accepts, bearer_token
 from gateway.testing.conversation import parse_messages
-from gateway.testing.error_bodies import anthropic_error
-from gateway.testing.fake_provider import FakeProvider, RecordedRequest
+from gateway.testing.error_bodies import anthropic_error, google_error
+from gateway.testing.fake_gemini import GeminiServer
+from gateway.testing.fake_provider import RecordedRequest
 from gateway.testing.script import Error
 
 #: The ``anthropic_version`` a Vertex Claude body must carry.
@@ -73,6 +86,8 @@ VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
 _COUNT_TOKENS = "count-tokens"
 _ACTIONS = ("rawPredict", "streamRawPredict")
 _PREFIX = "/v1/projects/{project}/locations/{region}"
+#: Vertex's native Gemini route (the last segment: ``{model}:{method}``).
+_GEMINI = "/{version:v1|v1beta1}/projects/{project}/locations/{region}/publishers/google/models"
 
 UNAUTHENTICATED_MESSAGE = (
     "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
@@ -89,11 +104,6 @@ _SERVER_ERRORS = {
 }
 
 
-def google_error(code: int, status: str, message: str) -> dict[str, Any]:
-    """A Google API error body: ``{"error": {"code", "message", "status"}}``."""
-    return {"error": {"code": code, "message": message, "status": status}}
-
-
 def vertex_resource_exhausted() -> Error:
     """429 ``RESOURCE_EXHAUSTED`` as Vertex sends it (no retry hint in the headers)."""
     return Error(429, google_error(429, "RESOURCE_EXHAUSTED", RESOURCE_EXHAUSTED_MESSAGE))
@@ -105,8 +115,10 @@ def vertex_server_error(status: int = 503) -> Error:
     return Error(status, google_error(status, name, message))
 
 
-class FakeVertex(FakeProvider):
+class FakeVertex(GeminiServer):
     """A scripted fake Vertex AI served on ``127.0.0.1`` (see the module docstring)."""
+
+    vertex_shapes = True
 
     def __init__(
         self,
@@ -144,6 +156,7 @@ class FakeVertex(FakeProvider):
 
         app.router.add_post(_PREFIX + "/publishers/anthropic/models/{action}", claude)
         app.router.add_post(_PREFIX + "/endpoints/openapi/chat/completions", self._endpoint("chat"))
+        app.router.add_post(_GEMINI + "/{target}", self._endpoint("gemini"))
 
     def _cache_scope(self, record: RecordedRequest) -> Hashable:
         """The project's cache for the model: every access token shares it."""
@@ -168,7 +181,7 @@ class FakeVertex(FakeProvider):
             return _google(403, "PERMISSION_DENIED", message)
         model, action = _model_and_action(request)
         if model is None or not isinstance(record.body, dict):
-            return None  # the chat route, or a body the base refuses
+            return None  # the chat and Gemini routes, or a body the base refuses
         problem = _beta_problem(record.headers.get("anthropic-beta"), self.betas)
         problem = problem or _claude_body_problem(
             record.body, self.anthropic_versions, model == _COUNT_TOKENS, action
@@ -194,7 +207,7 @@ class FakeVertex(FakeProvider):
 
 
 def _model_and_action(request: web.Request) -> tuple[str | None, str | None]:
-    """``(model, action)`` of a Claude path (``None, None`` on the chat route)."""
+    """``(model, action)`` of a Claude path (``None, None`` on the chat and Gemini routes)."""
     segment = request.match_info.get("action")
     if segment is None:
         return None, None

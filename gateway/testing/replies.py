@@ -51,6 +51,7 @@ _ID_PREFIX = {
     "completions": "cmpl-fake",
     "responses": "resp_fake",
     "messages": "msg_fake",
+    "gemini": "fakeGeminiResp",
 }
 
 
@@ -70,6 +71,8 @@ class Exchange:
 
     @property
     def style(self) -> str:
+        if self.api == "gemini":
+            return "gemini"
         return "anthropic" if self.api == "messages" else "openai"
 
     def step(self, kind: type[Any]) -> Any:
@@ -181,6 +184,8 @@ async def embeddings(
 
 
 def base_headers(style: str, n: int) -> dict[str, str]:
+    if style == "gemini":  # what Google's front end adds to an answer: its timing, its vary
+        return {"server-timing": f"gfet4t7; dur={n}", "vary": "Origin, X-Origin, Referer"}
     if style == "anthropic":
         return {"request-id": f"req_fake{n:05d}", "anthropic-organization-id": "fake-org"}
     return {
@@ -204,9 +209,13 @@ def error_response(ex: Exchange, error: Error) -> web.Response:
     return web.Response(status=error.status, body=data, headers=headers)
 
 
-async def before_answer(ex: Exchange, body: dict[str, Any]) -> web.StreamResponse | None:
+async def before_answer(
+    ex: Exchange, body: dict[str, Any], stream: bool | None = None
+) -> web.StreamResponse | None:
     """Play the steps that act before the answer: wait (``SlowFirstByte``), reset, hang,
-    answer an ``Error``, or send the headers and fall silent; ``None``: go on."""
+    answer an ``Error``, or send the headers and fall silent; ``None``: go on. ``stream``:
+    whether the answer is a stream, where the path says it (default: the body's
+    ``stream``)."""
     slow = ex.step(SlowFirstByte)
     if slow:
         await asyncio.sleep(slow.delay_s)
@@ -219,7 +228,8 @@ async def before_answer(ex: Exchange, body: dict[str, Any]) -> web.StreamRespons
         return error_response(ex, error)
     if ex.step(HeadersThenSilence):
         response = web.StreamResponse(headers=base_headers(ex.style, ex.n))
-        response.content_type = "text/event-stream" if body.get("stream") else "application/json"
+        streaming = body.get("stream") if stream is None else stream
+        response.content_type = "text/event-stream" if streaming else "application/json"
         await send(ex, response.prepare(ex.request))
         await until_gone(ex)
     return None

@@ -26,7 +26,8 @@ answer's deltas means "after the last delta", before the finish event):
 - :class:`StallAfter` -- send ``n`` deltas, then stall forever.
 - :class:`ErrorEventAfter` -- send ``n`` deltas, then the API's own in-stream error event.
 - :class:`MalformedEventAt` -- after ``n`` deltas insert ``data: {not json`` and go on.
-- :class:`NoDone` -- OpenAI streams end after the finish chunk without ``data: [DONE]``.
+- :class:`NoDone` -- OpenAI streams end after the finish chunk without ``data: [DONE]``;
+  Gemini streams end cleanly without the chunk that carries ``finishReason``.
 - :class:`Delay` -- sleep before every delta.
 
 A broken provider:
@@ -48,18 +49,34 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from gateway.testing.error_bodies import (
+    GEMINI_DEADLINE,
+    GEMINI_INTERNAL,
+    GEMINI_NO_KEY,
+    GEMINI_OVERLOADED,
     OPENAI_SERVER_MESSAGE,
     ZHIPU_CODES,
     anthropic_error,
     context_length_body,
+    gemini_key_invalid,
+    gemini_quota,
+    gemini_too_long,
+    google_error,
     openai_error,
 )
 
 #: The wire format an error body is rendered in: the format of the endpoint called.
-ApiStyle: TypeAlias = Literal["openai", "anthropic"]
+ApiStyle: TypeAlias = Literal["openai", "anthropic", "gemini"]
 #: An error body: JSON (dict/list), raw text or bytes, nothing, or a function of the
 #: endpoint's :data:`ApiStyle` returning one of those.
 Body: TypeAlias = "dict[str, Any] | list[Any] | str | bytes | Callable[[str], Any] | None"
+
+
+#: Google's 401 message (the body of ``Error.unauthorized()`` on a Gemini endpoint).
+_UNAUTHENTICATED = (
+    "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
+    "cookie or other valid authentication credential. See "
+    "https://developers.google.com/identity/sign-in/web/devconsole-project."
+)
 
 
 def _seconds(value: float) -> str:
@@ -73,7 +90,7 @@ class Error:
 
     ``body`` is a dict/list (sent as JSON), a str or bytes (sent as is, with
     ``content_type``), ``None`` (empty body), or a callable taking the endpoint's
-    style (``"openai"`` or ``"anthropic"``) and returning one of those: the generic
+    style (``"openai"``, ``"anthropic"`` or ``"gemini"``) and returning one of those: the generic
     constructors use it so that one step looks right on every endpoint. ``quote``: names of
     request headers whose values the body quotes, as a provider that echoes the request it
     refused does: each ``{name}`` in the body is replaced by that header's value.
@@ -200,6 +217,47 @@ class Error:
         )
         return cls(429, anthropic_error("rate_limit_error", message), headers)
 
+    # --- Gemini (Google AI Studio; Vertex passes the same bodies) ------------------------
+    # Google sends no retry-after header: the wait is in the body's RetryInfo, if anywhere.
+
+    @classmethod
+    def gemini_rate_limit(
+        cls, retry_delay: str | None = "2s", per_day: bool = False, model: str = "gemini-2.5-flash"
+    ) -> Error:
+        """429 ``RESOURCE_EXHAUSTED``: the per-minute (or, ``per_day``, the per-day) request
+        quota of ``model``, with ``google.rpc.QuotaFailure`` and, unless ``retry_delay`` is
+        ``None``, ``google.rpc.RetryInfo`` (``retryDelay``, e.g. ``"2s"``) in its details."""
+        return cls(429, gemini_quota(retry_delay, per_day, model))
+
+    @classmethod
+    def gemini_overloaded(cls) -> Error:
+        """503 ``UNAVAILABLE``, "The model is overloaded. Please try again later"."""
+        return cls(503, google_error(503, "UNAVAILABLE", GEMINI_OVERLOADED))
+
+    @classmethod
+    def gemini_internal(cls) -> Error:
+        """500 ``INTERNAL``, "An internal error has occurred. Please retry or report in ..."."""
+        return cls(500, google_error(500, "INTERNAL", GEMINI_INTERNAL))
+
+    @classmethod
+    def gemini_deadline(cls) -> Error:
+        """504 ``DEADLINE_EXCEEDED``: the model did not answer within Google's deadline."""
+        return cls(504, google_error(504, "DEADLINE_EXCEEDED", GEMINI_DEADLINE))
+
+    @classmethod
+    def gemini_prompt_too_long(cls, count: int, limit: int) -> Error:
+        """400 ``INVALID_ARGUMENT``, "The input token count (``count``) exceeds the maximum
+        number of tokens allowed (``limit``)"."""
+        return cls(400, gemini_too_long(count, limit))
+
+    @classmethod
+    def gemini_auth(cls, missing: bool = False) -> Error:
+        """400 ``INVALID_ARGUMENT`` with reason ``API_KEY_INVALID`` (a key Gemini does not
+        know), or with ``missing`` the 403 ``PERMISSION_DENIED`` of a request with no key."""
+        if missing:
+            return cls(403, google_error(403, "PERMISSION_DENIED", GEMINI_NO_KEY))
+        return cls(400, gemini_key_invalid())
+
     # --- in the format of the endpoint called -----------------------------------------
 
     @classmethod
@@ -209,6 +267,8 @@ class Error:
         def body(endpoint_style: str) -> dict[str, Any]:
             if (style or endpoint_style) == "anthropic":
                 return anthropic_error("authentication_error", "invalid x-api-key")
+            if (style or endpoint_style) == "gemini":
+                return google_error(401, "UNAUTHENTICATED", _UNAUTHENTICATED)
             message = (
                 "Incorrect API key provided: sk-fake***. You can find your API key at "
                 "https://platform.openai.com/account/api-keys."
@@ -224,6 +284,8 @@ class Error:
         def body(endpoint_style: str) -> dict[str, Any]:
             if (style or endpoint_style) == "anthropic":
                 return anthropic_error("invalid_request_error", message)
+            if (style or endpoint_style) == "gemini":
+                return google_error(400, "INVALID_ARGUMENT", message)
             return openai_error(message, "invalid_request_error")
 
         return cls(400, body)
@@ -233,14 +295,15 @@ class Error:
         cls,
         limit: int,
         got: int,
-        style: Literal["openai", "anthropic", "vllm"] | None = None,
+        style: Literal["openai", "anthropic", "vllm", "gemini"] | None = None,
         completion: int = 0,
     ) -> Error:
         """400 prompt-too-long: ``got`` prompt tokens against a window of ``limit``.
 
         ``style`` picks the provider's wording (default: the endpoint's format):
         OpenAI ``context_length_exceeded``, Anthropic ``prompt is too long: M tokens >
-        N maximum``, or vLLM's ``(parameter=input_tokens, value=M)``.
+        N maximum``, vLLM's ``(parameter=input_tokens, value=M)``, or Gemini's
+        ``The input token count (M) exceeds the maximum number of tokens allowed (N).``
         """
 
         def body(endpoint_style: str) -> dict[str, Any]:
@@ -292,7 +355,9 @@ class Success:
     ``text`` replaces the model's full reply (max-tokens cuts and continuation still
     apply); ``finish_reason`` is reported as given (OpenAI names are translated for
     Anthropic: stop -> end_turn, length -> max_tokens, tool_calls -> tool_use,
-    content_filter -> refusal; Responses: length/content_filter -> ``incomplete``);
+    content_filter -> refusal; Responses: length/content_filter -> ``incomplete``; Gemini:
+    stop and tool_calls -> STOP, length -> MAX_TOKENS, content_filter -> SAFETY, and
+    Gemini's own names as given: ``Success(finish_reason="RECITATION")``);
     ``tool_call`` is a tool name or ``{"name": ..., "arguments": {...}}`` and is
     answered even when the request has no tools; ``usage`` overrides the counted
     ``{"prompt_tokens": .., "completion_tokens": ..}`` and the prompt cache's
@@ -328,7 +393,8 @@ class ErrorEventAfter:
 
     The event is the API's own: OpenAI chat/completions ``data: {"error": {...}}``,
     Anthropic ``event: error`` (``overloaded_error`` by default), Responses
-    ``event: error`` with ``{"type": "error", "sequence_number": .., "error": {...}}``.
+    ``event: error`` with ``{"type": "error", "sequence_number": .., "error": {...}}``,
+    Gemini ``data: {"error": {"code": 503, "message": .., "status": "UNAVAILABLE"}}``.
     ``payload`` replaces the JSON data of the event.
     """
 
@@ -345,7 +411,9 @@ class MalformedEventAt:
 
 @dataclass(frozen=True)
 class NoDone:
-    """End an OpenAI stream after its finish chunk without ``data: [DONE]``."""
+    """End an OpenAI stream after its finish chunk without ``data: [DONE]``; end a Gemini
+    stream cleanly after its last content chunk, without the chunk carrying
+    ``finishReason`` and the final usage."""
 
 
 @dataclass(frozen=True)

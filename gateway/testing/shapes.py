@@ -8,7 +8,8 @@ accumulators (``client.chat.completions.stream``, ``client.responses.stream``,
 
 The shapes live in one module per API format -- :mod:`~gateway.testing.openai_shapes`
 (chat completions, legacy completions, embeddings, models),
-:mod:`~gateway.testing.responses_shapes`, :mod:`~gateway.testing.anthropic_shapes` --
+:mod:`~gateway.testing.responses_shapes`, :mod:`~gateway.testing.anthropic_shapes`,
+:mod:`~gateway.testing.gemini_shapes` --
 over the shared types of :mod:`~gateway.testing.answer`; this module gathers them under
 one name and writes the in-stream error event, which depends on the API.
 """
@@ -19,7 +20,12 @@ from typing import Any
 
 from gateway.testing.answer import FakeAnswer, FakeEvent, FakeToolCall, dump, split_pieces
 from gateway.testing.anthropic_shapes import ANTHROPIC_STOP, messages_events, messages_json
-from gateway.testing.error_bodies import OPENAI_SERVER_MESSAGE, openai_error
+from gateway.testing.error_bodies import (
+    GEMINI_OVERLOADED,
+    OPENAI_SERVER_MESSAGE,
+    google_error,
+    openai_error,
+)
 from gateway.testing.openai_shapes import (
     FINGERPRINT,
     chat_events,
@@ -37,6 +43,10 @@ from gateway.testing.responses_shapes import responses_events, responses_json
 
 def stream_error_event(api: str, payload: dict[str, Any] | None, sequence_number: int) -> FakeEvent:
     """The API's own in-stream error event (see :class:`~gateway.testing.ErrorEventAfter`)."""
+    if api == "gemini":
+        # Gemini ends a 200 stream that fails part-way with an event whose data is Google's
+        # error object (https://github.com/diegosouzapw/OmniRoute/issues/4177)
+        return FakeEvent(dump(payload or google_error(503, "UNAVAILABLE", GEMINI_OVERLOADED)))
     if api == "messages":
         data = payload or {
             "type": "error",

@@ -1,8 +1,8 @@
 """Any client on any model (docs/translation.md): requests, answers, streams and errors
 translated between OpenAI chat completions (``openai``), OpenAI Responses (``responses``) and
 Anthropic Messages (``anthropic``), and from every one of them to Bedrock Converse
-(``converse``, an upstream format only: requests are written in it, answers, streams and
-errors read from it). Pure: no I/O. The functions here take
+(``converse``) and Gemini (``gemini``), upstream formats only: requests are written in
+them, answers, streams and errors read from them. Pure: no I/O. The functions here take
 :class:`~gateway.formats.Format` objects; inside, the translators are keyed by the
 format's name.
 
@@ -30,6 +30,7 @@ from gateway.formats.usage import Usage
 from gateway.translate import answers, request_check, requests
 from gateway.translate.converse_answers import read_converse, write_converse
 from gateway.translate.errors import translate_error
+from gateway.translate.gemini_answers import read_gemini, write_gemini
 from gateway.translate.ir import Answer, Caps, Dropped, Names
 from gateway.translate.streams import StreamTranslator
 
@@ -42,12 +43,14 @@ _READ: dict[str, Callable[[dict[str, Any]], Answer]] = {
     "messages": answers.read_anthropic,
     "responses": answers.read_responses,
     "converse": read_converse,
+    "gemini": read_gemini,
 }
 _WRITE: dict[str, Callable[[Answer], dict[str, Any]]] = {
     "chat": answers.write_chat,
     "messages": answers.write_anthropic,
     "responses": answers.write_responses,
     "converse": write_converse,  # what a provider would send: simulate's summary call
+    "gemini": write_gemini,
 }
 
 

@@ -37,6 +37,11 @@ a bare ``{"message"}`` is read too, by its status). The exception names the kind
 ``throttlingException`` reads as ``ThrottlingException``); an unknown one is kept as the
 OpenAI ``code`` and the status decides. No client speaks Converse: its errors are only read.
 
+Gemini errors are Google's (``{"error": {"code", "message", "status", "details"}}``, at
+times inside a one-element list): the canonical status names the kind
+(:data:`ANTHROPIC_OF_GOOGLE`); an OpenAI client sees it as the ``code`` where the kind
+gives none.
+
 References: https://platform.openai.com/docs/guides/error-codes,
 https://docs.anthropic.com/en/api/errors.
 """
@@ -234,6 +239,38 @@ def from_aws(err: Any, status: int | None = None) -> UpstreamError:
     return from_anthropic({"type": kind or exception or None, "message": message}, status)
 
 
+#: Google's canonical status (``error.status``) -> the Anthropic type it means.
+ANTHROPIC_OF_GOOGLE = {
+    "INVALID_ARGUMENT": "invalid_request_error",
+    "FAILED_PRECONDITION": "invalid_request_error",
+    "OUT_OF_RANGE": "invalid_request_error",
+    "UNAUTHENTICATED": "authentication_error",
+    "PERMISSION_DENIED": "permission_error",
+    "NOT_FOUND": "not_found_error",
+    "RESOURCE_EXHAUSTED": "rate_limit_error",
+    "UNAVAILABLE": "overloaded_error",
+    "INTERNAL": "api_error",
+    "UNKNOWN": "api_error",
+    "DATA_LOSS": "api_error",
+    "DEADLINE_EXCEEDED": "timeout_error",
+}
+
+
+def from_google(err: Any, status: int | None = None) -> UpstreamError:
+    """A Google error object (``{"code", "message", "status", "details"}``): its status
+    name's kind (:data:`ANTHROPIC_OF_GOOGLE`), else the HTTP status's (``code``)."""
+    e = err if isinstance(err, dict) else {}
+    code = e.get("code")
+    if status is None and type(code) is int:
+        status = code
+    name = _str(e.get("status"))
+    kind = ANTHROPIC_OF_GOOGLE.get(name or "") or _by_status(status)
+    out = from_anthropic({"type": kind, "message": _str(e.get("message"))}, status)
+    if name and out.code is None:
+        out.code = name  # an OpenAI client's code, where the kind gives none
+    return out
+
+
 def read_error(obj: Any, source: str, status: int | None = None) -> UpstreamError | None:
     """The error in a decoded body of ``source`` format (its shape decides when it is
     clearly the other format's); None when the body holds no error object."""
@@ -242,6 +279,8 @@ def read_error(obj: Any, source: str, status: int | None = None) -> UpstreamErro
     if not isinstance(obj, dict):
         return None
     err = obj.get("error")
+    if source == "gemini":
+        return from_google(err, status) if isinstance(err, dict) else None
     if source == "converse":
         if isinstance(err, dict):
             return from_aws(err, status)

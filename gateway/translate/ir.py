@@ -11,6 +11,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import base64
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,6 +221,42 @@ def unseal_signature(encrypted: Any) -> str | None:
     if isinstance(encrypted, str) and encrypted.startswith(SEALED_PREFIX):
         return encrypted[len(SEALED_PREFIX) :]
     return None
+
+
+#: Joins a tool call's id and the thought signature Gemini gave the call, so that a client
+#: of another format hands the signature back with the call (and its result) in the next
+#: turn, as Gemini requires (docs/translation.md, "Thought signatures").
+SIGNED_SEPARATOR = "__thought__"
+
+
+def signed_id(call_id: str, signature: str) -> str:
+    """``call_id`` carrying ``signature`` (base64url of its UTF-8, unpadded: the id stays
+    ``[A-Za-z0-9_-]`` wherever the call id was)."""
+    encoded = base64.urlsafe_b64encode(signature.encode("utf-8", "surrogatepass"))
+    return f"{call_id}{SIGNED_SEPARATOR}{encoded.rstrip(b'=').decode('ascii')}"
+
+
+def new_call_id() -> str:
+    """An id for a call its provider sent without one (Gemini's often have none)."""
+    return "call_" + secrets.token_hex(12)
+
+
+def split_id(value: str) -> tuple[str, str | None]:
+    """A tool call id as the client returned it -> (the call's own id, the Gemini thought
+    signature it carries, or None). An id whose tail does not decode is not split."""
+    head, sep, tail = value.rpartition(SIGNED_SEPARATOR)
+    if not sep or not head:
+        return value, None
+    padded = tail.replace("-", "+").replace("_", "/") + "=" * (-len(tail) % 4)
+    try:
+        return head, base64.b64decode(padded, validate=True).decode("utf-8", "surrogatepass")
+    except (ValueError, UnicodeDecodeError):
+        return value, None
+
+
+def plain_id(value: str) -> str:
+    """A tool call id without the signature it may carry (what other providers get)."""
+    return split_id(value)[0] if SIGNED_SEPARATOR in value else value
 
 
 def unset(value: Any) -> bool:

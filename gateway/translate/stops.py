@@ -43,6 +43,41 @@ FROM_CONVERSE = {
 }
 
 
+#: Gemini ``finishReason`` (https://ai.google.dev/api/generate-content#FinishReason): the
+#: safety family is a refusal; another reason (``OTHER``, ``FINISH_REASON_UNSPECIFIED``, a
+#: newer one) reads as ``end_turn``. ``MALFORMED_FUNCTION_CALL`` (and its kin) is no stop:
+#: the model failed to write a call, and the answer is retried (:data:`GEMINI_FAILED`).
+FROM_GEMINI = {
+    "STOP": "end_turn",
+    "MAX_TOKENS": "max_tokens",
+    "SAFETY": "refusal",
+    "RECITATION": "refusal",
+    "LANGUAGE": "refusal",
+    "BLOCKLIST": "refusal",
+    "PROHIBITED_CONTENT": "refusal",
+    "SPII": "refusal",
+    "IMAGE_SAFETY": "refusal",
+    "IMAGE_PROHIBITED_CONTENT": "refusal",
+    "IMAGE_RECITATION": "refusal",
+}
+#: Gemini finish reasons that say the model produced no usable answer.
+GEMINI_FAILED = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS",
+     "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE"}
+)  # fmt: skip
+#: The Gemini ``finishReason`` of a neutral stop.
+TO_GEMINI = {"max_tokens": "MAX_TOKENS", "model_context_window_exceeded": "MAX_TOKENS",
+             "refusal": "SAFETY"}  # fmt: skip
+
+
+def from_gemini(reason: Any) -> str:
+    return FROM_GEMINI.get(reason, "end_turn") if type(reason) is str else "end_turn"
+
+
+def to_gemini(stop: str | None) -> str:
+    return TO_GEMINI.get(stop or "end_turn", "STOP")
+
+
 def from_converse(reason: Any) -> str:
     return FROM_CONVERSE.get(reason, "end_turn") if type(reason) is str else "end_turn"
 

@@ -16,6 +16,10 @@ and ``cache_creation_input_tokens``. The neutral :class:`Usage` keeps OpenAI's t
     Usage.reasoning    = OpenAI reasoning_tokens = anth output_tokens_details.thinking_tokens
     total_tokens       = input + output
 
+Gemini's ``usageMetadata`` counts as OpenAI does (``promptTokenCount`` with
+``cachedContentTokenCount`` inside it) but keeps the thinking apart:
+``candidatesTokenCount`` + ``thoughtsTokenCount`` = Usage.output.
+
 Bedrock Converse counts as Anthropic does (``inputTokens`` without
 ``cacheReadInputTokens`` and ``cacheWriteInputTokens``; ``outputTokens``); it is only read.
 
@@ -40,6 +44,7 @@ from gateway.formats.usage import (
     from_anthropic,
     from_chat,
     from_converse,
+    from_gemini,
     from_responses,
     update_anthropic,
 )
@@ -48,9 +53,11 @@ __all__ = [
     "from_anthropic",
     "from_chat",
     "from_converse",
+    "from_gemini",
     "from_responses",
     "to_anthropic",
     "to_chat",
+    "to_gemini",
     "to_responses",
     "update_anthropic",
 ]
@@ -94,3 +101,16 @@ def to_responses(u: Usage) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": u.reasoning or 0},
         "total_tokens": u.input + u.output,
     }
+
+
+def to_gemini(u: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "promptTokenCount": u.input,
+        "candidatesTokenCount": max(u.output - (u.reasoning or 0), 0),
+        "totalTokenCount": u.input + u.output,
+    }
+    if u.cache_read:
+        out["cachedContentTokenCount"] = u.cache_read
+    if u.reasoning:
+        out["thoughtsTokenCount"] = u.reasoning
+    return out

@@ -6,17 +6,19 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.formats import CHAT, MESSAGES, RESPONSES
+from gateway.formats import CHAT, GEMINI, MESSAGES, RESPONSES
 from gateway.formats.endpoints import Endpoint
 from gateway.policy.schema import Provider
 from gateway.providers import serves, speaks, wiring_of
-from gateway.providers.kinds import cloud_of, formats_of, native_paths
+from gateway.providers.kinds import cloud_of, counts, formats_of, native_paths
 
 pytestmark = pytest.mark.fast
 
 BEDROCK = Provider(api="bedrock", region="us-east-1")
 VERTEX = Provider(api="vertex", project="acme-ml", region="europe-west1")
 AZURE = Provider(api="azure", base_url="https://acme-eu.openai.azure.com/")
+GOOGLE_AI = Provider(api="gemini", api_key_env="GEMINI_API_KEY")
+GEMINI_BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 MESSAGES_BODY = {"model": "claude", "max_tokens": 10, "stream": True, "messages": []}
 
 
@@ -83,6 +85,46 @@ def test_vertex_calls_claude_by_raw_predict_and_others_by_the_openai_endpoint() 
     assert cloud.passes_beta()
 
 
+def test_vertex_calls_gemini_natively_and_counts_with_count_tokens() -> None:
+    """Vertex: a Gemini model by its own generateContent (streamGenerateContent in SSE for
+    a stream) in the project and region, the body as written; its count by countTokens,
+    with only the fields countTokens takes."""
+    cloud = cloud_of(VERTEX, "")
+    url, body = cloud.call("", GEMINI, "gemini-2.5-pro", GEMINI_BODY, True, None)
+    assert str(url) == (
+        "https://europe-west1-aiplatform.googleapis.com/v1/projects/acme-ml/locations/"
+        "europe-west1/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+    )
+    assert body is GEMINI_BODY
+    url, _ = cloud.call("", GEMINI, "gemini-2.5-pro", GEMINI_BODY, False, None)
+    assert url.path.endswith("/publishers/google/models/gemini-2.5-pro:generateContent")
+    url, body = cloud.count("gemini-2.5-pro", GEMINI, {**GEMINI_BODY, "safetySettings": []}, None)
+    assert url.path.endswith("/publishers/google/models/gemini-2.5-pro:countTokens")
+    assert body == GEMINI_BODY
+
+
+def test_google_ai_studio_takes_the_key_in_x_goog_api_key() -> None:
+    """api gemini: AI Studio's endpoint unless base_url says, v1beta, the key as
+    x-goog-api-key (never a bearer token); its count takes the whole request."""
+    cloud = cloud_of(GOOGLE_AI, "")
+    url, body = cloud.call("", GEMINI, "gemini-2.5-flash", GEMINI_BODY, True, None)
+    assert str(url) == (
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash"
+        ":streamGenerateContent?alt=sse"
+    )
+    url, _ = cloud_of(GOOGLE_AI, "http://127.0.0.1:9/").call(
+        "", GEMINI, "gemini-2.5-flash", GEMINI_BODY, False, None
+    )
+    assert str(url) == "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash:generateContent"
+    url, body = cloud.count("gemini-2.5-flash", GEMINI, GEMINI_BODY, None)
+    assert url.path == "/v1beta/models/gemini-2.5-flash:countTokens"
+    assert body == {"generateContentRequest": {"model": "models/gemini-2.5-flash", **GEMINI_BODY}}
+    wiring = wiring_of(GOOGLE_AI, "", "g-key")
+    assert wiring.headers["x-goog-api-key"] == "g-key" and "authorization" not in wiring.headers
+    assert counts("gemini", GEMINI) and counts("vertex", GEMINI) and counts("vertex", MESSAGES)
+    assert not counts("vertex", CHAT) and not counts("bedrock", GEMINI)
+
+
 def test_azure_calls_the_deployment_with_api_version_and_responses_on_v1() -> None:
     """Azure: chat completions, completions and embeddings at the deployment's path with
     api-version (the documented default when the policy gives none); Responses at
@@ -135,6 +177,11 @@ def test_a_cloud_wiring_carries_the_key_header_or_the_credential() -> None:
         ("bedrock", "anthropic.claude-x", "converse", "converse"),
         ("vertex", "claude-sonnet-4-5@20250929", None, "messages"),
         ("vertex", "google/gemini-2.0-flash", None, "chat"),
+        ("vertex", "meta/llama-3.3-70b-instruct-maas", None, "chat"),
+        ("vertex", "gemini-2.5-pro", None, "gemini"),
+        ("vertex", "gemini-2.5-pro", "chat", "chat"),
+        ("vertex", "claude-sonnet-4-5", "gemini", "gemini"),
+        ("gemini", "gemini-2.5-pro", None, "gemini"),
         ("vertex", "claude-via-openai", "chat", "chat"),
         ("azure", "gpt-4o-prod", None, "chat"),
         ("azure", "gpt-4o-prod", "responses", "responses"),
@@ -144,7 +191,8 @@ def test_the_format_of_a_cloud_deployment(
     api: str, model: str, chosen: str | None, expected: str
 ) -> None:
     """Each cloud deployment speaks the format its model is called by (Anthropic models in
-    Messages, the others in Converse or chat), or the one its upstream_api chooses."""
+    Messages, Gemini models natively, the others in Converse or chat), or the one its
+    upstream_api chooses."""
     assert formats_of(api, model, chosen, ("chat",))[0].name == expected
 
 

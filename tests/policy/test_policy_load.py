@@ -466,7 +466,7 @@ def test_invalid_entry_is_not_reported_as_unknown(problems: Problems) -> None:
         }
     ) == [
         "p/a.yaml:2: providers.sim.api: Input should be 'openai', 'anthropic', 'sim',"
-        " 'bedrock', 'vertex' or 'azure', got 'grpc'"
+        " 'bedrock', 'vertex', 'azure' or 'gemini', got 'grpc'"
     ]
 
 

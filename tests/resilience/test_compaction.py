@@ -176,7 +176,7 @@ def test_estimate_responses_string_input_and_instructions() -> None:
 def test_unknown_format_and_strategy_raise() -> None:
     """Misuse is loud: an unknown format or strategy name raises ValueError."""
     with pytest.raises(ValueError, match="unknown format"):
-        formats.by_name("gemini")
+        formats.by_name("cohere")
     with pytest.raises(ValueError, match="unknown compaction strategy"):
         compact({"messages": []}, CHAT, "shrink", POLICY)
 

@@ -2,8 +2,9 @@
 
 Each format has a reader (body -> :class:`~gateway.translate.ir.Conv`) and a writer
 (``Conv`` -> body); a translation is one read and one write. Formats: ``openai`` (Chat
-Completions), ``responses`` (OpenAI Responses), ``anthropic`` (Messages), and ``converse``
-(Bedrock Converse: a writer only, no client speaks it).
+Completions), ``responses`` (OpenAI Responses), ``anthropic`` (Messages), ``converse``
+(Bedrock Converse) and ``gemini`` (Gemini's generateContent): the last two have writers
+only, no client speaks them yet.
 
 Every field follows one rule: **mapped** (carried, renamed where the formats differ),
 **dropped** (not sent; its name goes into :class:`~gateway.translate.ir.Dropped`, which
@@ -25,7 +26,7 @@ from typing import Any
 
 from gateway.errors import Refused
 from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped
-from gateway.translate.requests import anthropic, chat, converse, responses
+from gateway.translate.requests import anthropic, chat, converse, gemini, responses
 
 READERS: dict[str, Callable[[dict[str, Any], Dropped], Conv]] = {
     "chat": chat.read,
@@ -41,7 +42,7 @@ def write(
     max_output_tokens: int | None,
     caps: Caps = DEFAULT_CAPS,
 ) -> dict[str, Any]:
-    """The body for ``provider`` ("chat", "responses", "messages" or "converse");
+    """The body for ``provider`` ("chat", "responses", "messages", "converse" or "gemini");
     ``max_output_tokens`` is the model's own output cap (None when unknown)."""
     if not conv.tools:  # none offered, or every one dropped (built-in tools)
         conv.tools = None
@@ -58,6 +59,8 @@ def write(
         return responses.write(conv, drops, caps)
     if provider == "converse":
         return converse.write(conv, drops, max_output_tokens, caps)
+    if provider == "gemini":
+        return gemini.write(conv, drops, max_output_tokens, caps)
     return chat.write(conv, drops, caps)
 
 

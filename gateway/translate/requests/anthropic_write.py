@@ -29,6 +29,7 @@ from gateway.translate.ir import (
     Text,
     ToolCall,
     ToolResult,
+    plain_id,
 )
 from gateway.translate.requests.common import (
     BUDGET_OF_EFFORT,
@@ -56,11 +57,18 @@ def tool_id(value: str) -> str:
     return f"{_BAD_ID.sub('_', value)}_{digest}"
 
 
+def wire_id(value: str) -> str:
+    """A client's tool call id as a request to Anthropic (or Converse) carries it: without
+    the Gemini thought signature it may carry (:func:`~gateway.translate.ir.plain_id`),
+    made acceptable (:func:`tool_id`)."""
+    return tool_id(plain_id(value))
+
+
 def one_id(seen: dict[str, str], client_id: str) -> None:
     """Two different ids of the request must not be one id on the wire (an id that is
     already another's rewritten form): refused rather than paired wrongly. ``seen``: the
     request's ids on the wire -> the client's."""
-    if seen.setdefault(tool_id(client_id), client_id) != client_id:
+    if seen.setdefault(wire_id(client_id), client_id) != client_id:
         raise Refused(
             "tool_call_id",
             "two different tool call ids are the same id on this model, which takes "
@@ -154,9 +162,9 @@ def _write_part(p: Part, drops: Dropped) -> dict[str, Any] | None:
         return {"type": "text", "text": p.text} if p.text else None
     if isinstance(p, ToolCall):
         args = call_input(p, drops)
-        return {"type": "tool_use", "id": tool_id(p.id), "name": p.name, "input": args}
+        return {"type": "tool_use", "id": wire_id(p.id), "name": p.name, "input": args}
     if isinstance(p, ToolResult):
-        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id(p.id)}
+        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": wire_id(p.id)}
         if isinstance(p.content, str):
             out["content"] = p.content
         else:

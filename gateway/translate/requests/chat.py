@@ -27,6 +27,7 @@ from gateway.translate.ir import (
     ToolResult,
     data_url,
     parse_data_url,
+    plain_id,
     unset,
 )
 from gateway.translate.requests.common import effort_of_budget, read_stop
@@ -369,7 +370,7 @@ def _write_assistant(m: Msg, drops: Dropped) -> dict[str, Any] | None:
         elif isinstance(p, ToolCall):
             calls.append(
                 {
-                    "id": p.id,
+                    "id": plain_id(p.id),
                     "type": "function",
                     "function": {"name": p.name, "arguments": p.arguments},
                 }
@@ -407,7 +408,7 @@ def _write_result(r: ToolResult, drops: Dropped) -> dict[str, Any]:
             else:
                 drops.add(f"tool_result.{type(p).__name__.lower()}")
         content = _content(texts, drops) if texts else ""
-    return {"role": "tool", "tool_call_id": r.id, "content": content}
+    return {"role": "tool", "tool_call_id": plain_id(r.id), "content": content}
 
 
 def _write_tool(t: Tool) -> dict[str, Any]:

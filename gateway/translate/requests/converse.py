@@ -37,7 +37,7 @@ from gateway.translate.ir import (
     ToolCall,
     ToolResult,
 )
-from gateway.translate.requests.anthropic_write import one_id, tool_id
+from gateway.translate.requests.anthropic_write import one_id, wire_id
 from gateway.translate.requests.common import (
     UNAVAILABLE_TOOL,
     call_input,
@@ -136,7 +136,7 @@ def _write_part(p: Part, drops: Dropped) -> dict[str, Any] | None:
         return {"text": p.text} if p.text and not p.text.isspace() else None  # blank: refused
     if isinstance(p, ToolCall):
         args = call_input(p, drops)
-        return {"toolUse": {"toolUseId": tool_id(p.id), "name": p.name, "input": args}}
+        return {"toolUse": {"toolUseId": wire_id(p.id), "name": p.name, "input": args}}
     if isinstance(p, ToolResult):
         return {"toolResult": _write_result(p, drops)}
     if isinstance(p, Image):
@@ -163,7 +163,7 @@ def _write_result(r: ToolResult, drops: Dropped) -> dict[str, Any]:
             block = _write_part(p, drops)
             if block is not None and "toolUse" not in block and "toolResult" not in block:
                 content.append(block)
-    out: dict[str, Any] = {"toolUseId": tool_id(r.id), "content": content}
+    out: dict[str, Any] = {"toolUseId": wire_id(r.id), "content": content}
     if r.is_error:
         out["status"] = "error"
     return out

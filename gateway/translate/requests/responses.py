@@ -27,6 +27,7 @@ from gateway.translate.ir import (
     ToolResult,
     data_url,
     parse_data_url,
+    plain_id,
     qualified,
     unseal_signature,
     unset,
@@ -365,7 +366,12 @@ def _write_assistant(m: Msg, items: list[dict[str, Any]], drops: Dropped) -> Non
         if isinstance(p, ToolCall):
             flush()
             items.append(
-                {"type": "function_call", "call_id": p.id, "name": p.name, "arguments": p.arguments}
+                {
+                    "type": "function_call",
+                    "call_id": plain_id(p.id),
+                    "name": p.name,
+                    "arguments": p.arguments,
+                }
             )
         elif isinstance(p, Reasoning):
             drops.add("reasoning")  # no OpenAI encrypted_content: another provider's reasoning
@@ -414,7 +420,7 @@ def _write_result(r: ToolResult, drops: Dropped) -> dict[str, Any]:
     output: Any = r.content
     if not isinstance(output, str):
         output = [c for c in (_write_part(p, drops) for p in output) if c]
-    return {"type": "function_call_output", "call_id": r.id, "output": output}
+    return {"type": "function_call_output", "call_id": plain_id(r.id), "output": output}
 
 
 def _write_tool(t: Tool) -> dict[str, Any]:

@@ -6,7 +6,8 @@ a time (as framed by :class:`gateway.formats.sse.Splitter`) and returns the clie
 events it makes complete; :meth:`~StreamTranslator.finish` returns what is still owed
 when the upstream body ended after its final event. Formats: ``openai`` (chat
 completions chunks), ``anthropic`` (Messages events), ``responses`` (Responses events);
-``converse`` (Bedrock ConverseStream events, read_converse.py) is a source only.
+``converse`` (Bedrock ConverseStream events, read_converse.py) and ``gemini``
+(streamGenerateContent chunks, read_gemini.py) are sources only.
 A reader per source format (read.py) calls a writer per target format (write.py,
 write_responses.py): no intermediate objects, so a text delta costs one ``orjson.loads``
 and one ``dumps``.
@@ -88,6 +89,7 @@ from gateway.formats.usage import Usage
 from gateway.translate.ir import Names
 from gateway.translate.streams.read import READERS, Reader
 from gateway.translate.streams.read_converse import ConverseReader
+from gateway.translate.streams.read_gemini import GeminiReader
 from gateway.translate.streams.write import AnthropicWriter, ChatWriter, Writer
 from gateway.translate.streams.write_responses import ResponsesWriter
 
@@ -96,8 +98,8 @@ WRITERS: dict[str, type[Writer]] = {
     "messages": AnthropicWriter,
     "responses": ResponsesWriter,
 }
-#: The formats a stream is read from: the clients' and Bedrock Converse.
-SOURCES: dict[str, type[Reader]] = {**READERS, "converse": ConverseReader}
+#: The formats a stream is read from: the clients', Bedrock Converse and Gemini.
+SOURCES: dict[str, type[Reader]] = {**READERS, "converse": ConverseReader, "gemini": GeminiReader}
 #: The formats a stream is written in: the clients'.
 FORMATS = frozenset(WRITERS)
 _DECODE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
@@ -172,6 +174,7 @@ class StreamTranslator:
 
     @property
     def usage(self) -> Usage | None:
+        self._r.settle()
         return self._w.usage
 
     def feed(self, event: bytes) -> list[bytes]:
@@ -211,6 +214,7 @@ class StreamTranslator:
             return []
         out: list[bytes] = []
         w.out = out
+        self._r.settle()
         w.end()
         return out
 

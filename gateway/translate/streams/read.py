@@ -40,6 +40,10 @@ class Reader:
     def done_marker(self) -> None:
         """``data: [DONE]``."""
 
+    def settle(self) -> None:
+        """Put the usage read so far into the writer (a reader that defers reading it:
+        Gemini's, whose every chunk repeats the counts so far)."""
+
 
 # ---------------------------------------------------------------- chat completions
 
