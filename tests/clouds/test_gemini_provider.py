@@ -16,7 +16,7 @@ import pytest
 
 from gateway.policy.merge import deep_merge
 from gateway.routing.policyset import hash_key
-from gateway.testing import CutAfter, Error, FakeProvider, Success
+from gateway.testing import CutAfter, Error, ErrorEventAfter, FakeProvider, Success
 from gateway.testing.fake_gemini import FakeGemini
 from gateway.testing.fake_google_token import FakeGoogleToken
 from gateway.testing.fake_vertex import FakeVertex
@@ -376,6 +376,39 @@ async def test_a_stream_cut_mid_answer_is_resumed(google: Google) -> None:
     text = "".join([ch.choices[0].delta.content or "" async for ch in s if ch.choices])
     assert text == reply
     assert len(google.ai.requests) == 2
+
+
+@pytest.mark.parametrize("client", ["openai", "anthropic"])
+async def test_an_error_inside_a_stream_is_resumed(google: Google, client: str) -> None:
+    """Gemini's in-stream error (503 UNAVAILABLE after two chunks) is a mid-stream
+    failure: classified as an overload and resumed, the client's text whole and once."""
+    reply = "Alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu."
+    google.ai.reply[FLASH] = reply
+    google.ai.push(ErrorEventAfter(2), model=FLASH)
+    messages: Any = [{"role": "user", "content": "Letters"}]
+    if client == "openai":
+        s = await google.gw.async_openai().chat.completions.create(
+            model="flash", messages=messages, stream=True
+        )
+        text = "".join([ch.choices[0].delta.content or "" async for ch in s if ch.choices])
+    else:
+        async with google.gw.async_anthropic().messages.stream(
+            model="flash", max_tokens=300, messages=messages
+        ) as st:
+            text = "".join([t async for t in st.text_stream])
+    assert text == reply and len(google.ai.requests) == 2
+    cut = [e for e in google.logs.lines() if e.get("event") == "stream_interrupted"]
+    assert cut and cut[0]["category"] == "server_overload" and cut[0]["action"] == "resume"
+
+
+async def test_count_tokens_on_vertex_gemini(google: Google) -> None:
+    count = await google.gw.async_anthropic().messages.count_tokens(
+        model="vertex-flash", messages=[{"role": "user", "content": "Hi there"}]
+    )
+    r = google.vertex.requests[-1]
+    assert r.path.endswith(f"/publishers/google/models/{FLASH}:countTokens")
+    assert r.body == {"contents": [{"role": "user", "parts": [{"text": "Hi there"}]}]}
+    assert count.input_tokens > 0
 
 
 async def test_count_tokens_asks_gemini(google: Google) -> None:
