@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from gateway.formats.parts import role
+from gateway.formats.parts import plain_text, role
 
 if TYPE_CHECKING:
     from gateway.formats.event_kinds import Kind
@@ -107,6 +107,18 @@ class Format:
     def prefill_allowed(self, request: Mapping[str, Any]) -> bool:
         """A final assistant message may be continued by the model."""
         return True
+
+    def text_turn(self, role: str, text: str) -> dict[str, Any]:
+        """A conversation entry of ``role`` (``user`` or ``assistant``) holding ``text``:
+        what a continuation appends (its prefill, its instruction)."""
+        return {"role": role, "content": text}
+
+    def assistant_text(self, entry: Any) -> str | None:
+        """The text of ``entry`` when it is an assistant turn (a client's own prefill),
+        else None."""
+        if isinstance(entry, Mapping) and entry.get("role") == "assistant":
+            return plain_text(entry.get("content"))
+        return None
 
     def summary_request(
         self, model: str, instructions: str, prompt: str, max_tokens: int

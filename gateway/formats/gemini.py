@@ -11,11 +11,13 @@ A stream is ``streamGenerateContent?alt=sse``: each SSE event's data is a whole
 ``GenerateContentResponse`` holding the next piece of the answer; the one with a
 ``finishReason`` ends it. There is no ``[DONE]``.
 
-An upstream format for now (it has no paths, and leaves the client stream rules and
-:meth:`~Format.text_answer` / :meth:`~Format.merge` to the base's ``NotImplementedError``):
-the gateway sends requests in it (translated, or its own summary request) and reads its
+The gateway sends requests in it (translated, or its own summary request) and reads its
 JSON answers, streams and errors through :mod:`gateway.translate`. Its errors are
-Google's: ``{"error": {"code", "message", "status", "details"}}``.
+Google's: ``{"error": {"code", "message", "status", "details"}}``. It has the rules of a
+format clients call: how the client's stream is read and a resumed one spliced into it
+(:mod:`gateway.formats.gemini_stream`, a mixin of the class), and a cut JSON answer's text
+as a continuation reads it and its parts merged (:meth:`Gemini.text_answer`,
+:meth:`Gemini.merge`); it has no client paths yet.
 
 Reference: https://ai.google.dev/api/generate-content
 """
@@ -29,6 +31,7 @@ from typing import Any
 import orjson
 
 from gateway.formats.base import ErrorLike, Format
+from gateway.formats.gemini_stream import GeminiStream
 from gateway.formats.parts import as_dict, as_list, plain_text
 from gateway.formats.usage import Usage, from_gemini
 
@@ -80,10 +83,10 @@ def candidate(response: Mapping[str, Any]) -> Mapping[str, Any]:
     return as_dict(candidates[0]) if isinstance(candidates, list) and candidates else {}
 
 
-class Gemini(Format):
+class Gemini(GeminiStream, Format):
     name = "gemini"
     provider_api = "gemini"
-    paths = ()  # no client calls it (yet)
+    paths = ()  # no client path yet (its stream rules are there)
     entries_key = "contents"
     fixed_keys = ("systemInstruction", "tools")
     output_cap = "maxOutputTokens"
@@ -103,6 +106,14 @@ class Gemini(Format):
     def several_choices(self, request: Mapping[str, Any]) -> bool:
         n = as_dict(request.get("generationConfig")).get("candidateCount")
         return isinstance(n, int) and n > 1
+
+    def text_turn(self, role: str, text: str) -> dict[str, Any]:
+        return {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
+
+    def assistant_text(self, entry: Any) -> str | None:
+        if _role(entry) != "model":
+            return None
+        return "".join(p["text"] for p in _parts(entry) if _answer_text(p))
 
     def summary_request(
         self, model: str, instructions: str, prompt: str, max_tokens: int
@@ -174,17 +185,64 @@ class Gemini(Format):
 
     def answer_text(self, response: Mapping[str, Any], sep: str = "") -> str:
         parts = as_list(as_dict(candidate(response).get("content")).get("parts"))
-        return sep.join(
-            p["text"]
-            for p in parts
-            if isinstance(p, Mapping) and isinstance(p.get("text"), str) and not p.get("thought")
-        )
+        return sep.join(p["text"] for p in parts if _answer_text(p))
 
     def cut_at_length(self, response: Mapping[str, Any]) -> bool:
         c = candidate(response)
         parts = as_list(as_dict(c.get("content")).get("parts"))
         calls = any(isinstance(p, Mapping) and "functionCall" in p for p in parts)
         return c.get("finishReason") == "MAX_TOKENS" and not calls
+
+    def text_answer(
+        self, text: str, *, id: Any, model: Any, created: Any, index: int, item_id: Any
+    ) -> dict[str, Any]:
+        """One candidate of one text part, no ``finishReason`` (``created``: Vertex's
+        ``createTime``, when the stream had one)."""
+        answer: dict[str, Any] = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": text}]}, "index": index}
+            ],
+            "modelVersion": model,
+            "responseId": id,
+        }
+        if created is not None:
+            answer["createTime"] = created
+        return answer
+
+    def merge(self, merged: dict[str, Any], parts: Sequence[Mapping[str, Any]], text: str) -> None:
+        """The first candidate's text parts (not thoughts) become one, where the first was,
+        holding ``text`` and the other fields they had (a ``thoughtSignature``); its other
+        parts (thoughts) stay. The last part's ``finishReason`` (and ``finishMessage``)."""
+        candidates = merged.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            merged["candidates"] = candidates = [{}]
+        if not isinstance(candidates[0], dict):
+            candidates[0] = {}
+        c = candidates[0]
+        if not isinstance(c.get("content"), dict):
+            c["content"] = {"role": "model"}
+        content = c["content"]
+        given = as_list(content.get("parts"))
+        joined: dict[str, Any] = {"text": text}
+        kept: list[Any] = []
+        placed = False
+        for p in given:
+            if not _answer_text(p):
+                kept.append(p)
+                continue
+            if not placed:
+                kept.append(joined)  # where the first text part was
+                placed = True
+            joined.update((k, v) for k, v in p.items() if k != "text")
+        if not placed:
+            kept.append(joined)
+        content["parts"] = kept
+        last = candidate(parts[-1])
+        for key in ("finishReason", "finishMessage"):
+            if key in last:
+                c[key] = last[key]
+            else:
+                c.pop(key, None)
 
     # ---- streams (each event a GenerateContentResponse) --------------------------
 
@@ -214,6 +272,13 @@ class Gemini(Format):
         """``data: {"error": {...}}``: what Gemini sends when a stream fails after its start."""
         err = {"code": 500, "message": message, "status": code or "INTERNAL"}
         return b"data: " + orjson.dumps({"error": err}) + b"\n\n"
+
+
+def _answer_text(part: Any) -> bool:
+    """The part is the answer's text (a text part, not a thought)."""
+    return (
+        isinstance(part, Mapping) and isinstance(part.get("text"), str) and not part.get("thought")
+    )
 
 
 def _values(response: Any) -> Any:

@@ -90,9 +90,9 @@ class Splitter:
 
     def _split(self, piece: bytes) -> list[bytes]:
         """The general path: any framing, ``\r\n`` line ends, an event over several pieces."""
-        if 13 in piece:
-            piece = piece.replace(b"\r\n", b"\n")
         buf = self._buf + piece if self._buf else piece
+        if 13 in buf:  # joined first: a piece may end between the \r and the \n
+            buf = buf.replace(b"\r\n", b"\n")
         end = buf.rfind(b"\n\n")
         if end < 0:
             self._buf = buf
@@ -256,6 +256,10 @@ def _meaning(raw: bytes, obj: Any, finals: frozenset[str] | None) -> Classified:
     if choices and type(choices) is list:
         for c in choices:
             if type(c) is dict and c.get("finish_reason") and type(c["finish_reason"]) is str:
+                return raw, FINAL, obj
+    elif type(candidates := obj.get("candidates")) is list:  # Gemini: the finishReason's
+        for c in candidates:
+            if type(c) is dict and c.get("finishReason") and type(c["finishReason"]) is str:
                 return raw, FINAL, obj
     return raw, DATA, obj
 

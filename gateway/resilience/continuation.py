@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.formats import Format
-from gateway.formats.parts import plain_text
 
 RESUME_INSTRUCTION = (
     "Your previous reply was cut off by the output token limit. Continue it from the exact "
@@ -59,15 +58,16 @@ def continuation_request(
     body = copy.deepcopy(dict(request))
     items = fmt.entries(body)
     text = join_texts([fmt.answer_text(p) for p in parts], fmt)
-    if items and isinstance(items[-1], Mapping) and items[-1].get("role") == "assistant":
-        text = plain_text(items[-1].get("content")) + text
+    own = fmt.assistant_text(items[-1]) if items else None
+    if own is not None:
+        text = own + text
         items = items[:-1]
     prefill = prefill and fmt.prefill_allowed(body)
     if fmt.trims_prefill:
         text = text.rstrip()
-    items.append({"role": "assistant", "content": text})
+    items.append(fmt.text_turn("assistant", text))
     if not prefill:
-        items.append({"role": "user", "content": RESUME_INSTRUCTION})
+        items.append(fmt.text_turn("user", RESUME_INSTRUCTION))
     body[fmt.entries_key] = items
     return body
 
@@ -92,9 +92,10 @@ def merge_parts(parts: Sequence[Mapping[str, Any]], fmt: Format) -> dict[str, An
         raise ValueError("merge_parts needs at least one part")
     merged = copy.deepcopy(dict(parts[0]))
     fmt.merge(merged, parts, join_texts([fmt.answer_text(p) for p in parts], fmt))
-    usages = [p["usage"] for p in parts if isinstance(p.get("usage"), Mapping)]
+    key = fmt.answer_usage_key
+    usages = [p[key] for p in parts if isinstance(p.get(key), Mapping)]
     if usages:
-        merged["usage"] = _sum_usage(usages)
+        merged[key] = _sum_usage(usages)
     return merged
 
 

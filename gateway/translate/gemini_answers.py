@@ -1,6 +1,7 @@
 """A Gemini JSON answer (``GenerateContentResponse``) <-> the neutral :class:`Answer`. The
 reader is what the gateway uses (the answer is then written for the client by
-:mod:`gateway.translate.answers`); the writer serves who plays a Gemini provider
+:mod:`gateway.translate.answers`); the writer gives a Gemini client its answer
+(:func:`gateway.translate.convert.answer`) and serves who plays a Gemini provider
 (``simulate``'s summary call, the tests).
 
 Only the first candidate is read. Its parts: ``text`` is kept, a ``"thought": true``
@@ -16,6 +17,17 @@ like a server error. A prompt Gemini blocked (no candidate, ``promptFeedback.blo
 is an empty answer stopped for ``refusal``. ``usageMetadata`` through
 :func:`gateway.translate.usage.from_gemini`.
 
+Written: one candidate (``index`` 0) of ``model`` parts (text, ``"thought": true``
+reasoning, a refusal as text, each call as
+:func:`~gateway.translate.streams.write_gemini.call_part`: its id's signature as the
+part's ``thoughtSignature`` when it is base64, arguments that are not a JSON object as
+``{}``), ``finishReason`` (:func:`gateway.translate.stops.to_gemini`: ``STOP`` for an
+answer that calls tools), ``usageMetadata`` (zeros when the source said none),
+``modelVersion`` (the public model name) and ``responseId`` (the source's id without its
+prefix, as in a stream). What Google's ``google-genai`` SDK validates
+(``GenerateContentResponse``): its ``text``, ``function_calls`` with their
+``thought_signature``, ``usage_metadata``.
+
 Reference: https://ai.google.dev/api/generate-content#generatecontentresponse
 """
 
@@ -29,7 +41,6 @@ from gateway.translate import stops, usage
 from gateway.translate.fields import id_at, input_at, object_at, objects_at, text_at
 from gateway.translate.ir import (
     Answer,
-    Dropped,
     Part,
     Reasoning,
     Refusal,
@@ -37,10 +48,9 @@ from gateway.translate.ir import (
     ToolCall,
     new_call_id,
     signed_id,
-    split_id,
 )
-from gateway.translate.requests.common import call_input
 from gateway.translate.streams.write import base_id
+from gateway.translate.streams.write_gemini import call_part
 
 
 def read_call(part: dict[str, Any], where: str) -> ToolCall:
@@ -94,12 +104,7 @@ def write_gemini(a: Answer) -> dict[str, Any]:
         elif isinstance(p, Reasoning):
             parts.append({"text": p.text, "thought": True})
         elif isinstance(p, ToolCall):
-            call_id, signature = split_id(p.id)
-            call = {"id": call_id, "name": p.name, "args": call_input(p, Dropped())}
-            part: dict[str, Any] = {"functionCall": call}
-            if signature is not None:
-                part["thoughtSignature"] = signature
-            parts.append(part)
+            parts.append(call_part(p.id, p.name, p.arguments))
     candidate = {
         "content": {"role": "model", "parts": parts},
         "finishReason": stops.to_gemini(a.stop),
@@ -109,7 +114,7 @@ def write_gemini(a: Answer) -> dict[str, Any]:
     out["usageMetadata"] = usage.to_gemini(a.usage or Usage())
     if a.model is not None:
         out["modelVersion"] = a.model
-    out["responseId"] = a.id
+    out["responseId"] = base_id(a.id)
     return out
 
 

@@ -16,26 +16,33 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from gateway.errors import GatewayError, bad_request, wrong_type
+from gateway.translate.gemini_models import GEMINI_ADAPTER
 from gateway.translate.request_models import ADAPTERS, ARRAY, TAG, TEXT
 
 __all__ = ["check"]
 
 #: Output caps: a positive integer, whatever pydantic calls the error.
-_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+_CAPS = (
+    "max_tokens", "max_completion_tokens", "max_output_tokens", "generationConfig.maxOutputTokens"
+)  # fmt: skip
 
 
 def check(body: dict[str, Any], source: str) -> None:
     """Raise a 400 :class:`GatewayError` naming the first field of ``body`` (format
-    ``source``: ``openai``, ``responses`` or ``anthropic``) the translators would read with
-    the wrong JSON type; return ``None`` for a sound body. The body is not changed."""
+    ``source``: ``chat``, ``responses``, ``messages`` or ``gemini``) the translators would
+    read with the wrong JSON type; return ``None`` for a sound body. The body is not
+    changed."""
     try:
-        ADAPTERS[source].validate_python(body)
+        _ADAPTERS[source].validate_python(body)
     except ValidationError as e:
         raise _refusal(e) from None
+
+
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {**ADAPTERS, "gemini": GEMINI_ADAPTER}
 
 
 _EXPECTED = {
@@ -55,6 +62,8 @@ _PHRASES = {
     ("messages", "list_type"): "an array of message objects",
     ("messages[]", "dict_type"): "a message object",
     ("system", "text_or_array"): "a string or an array of content blocks",
+    ("contents", "list_type"): "an array of Content objects",
+    ("contents[]", "dict_type"): "a Content object",
 }
 _INDEX = re.compile(r"\[\d+\]")
 

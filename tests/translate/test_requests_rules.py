@@ -505,3 +505,15 @@ def test_an_anthropic_system_turn_among_the_messages_keeps_its_place() -> None:
     assert chat["messages"][2]["content"] == "Be brief."
     back, _, _ = translate(chat, "chat", "messages")
     assert back["system"] == "Be brief."
+
+
+@pytest.mark.parametrize("data", ["é", "not base64!", "//79"])
+def test_a_text_file_that_does_not_decode_goes_as_a_base64_document(data: str) -> None:
+    """A ``text/plain`` file whose data is not base64 of UTF-8 text (a character outside
+    ASCII, bad padding, bytes that are no UTF-8) is sent as the base64 document it claims
+    to be, for Anthropic to judge: never a 500 of the gateway's."""
+    part = {"type": "file", "file": {"file_data": f"data:text/plain;base64,{data}"}}
+    body = {"model": "m", "messages": [{"role": "user", "content": [part]}]}
+    out, _, _ = translate(body, "chat", "messages")
+    block = out["messages"][0]["content"][0]
+    assert block["type"] == "document" and block["source"]["type"] == "base64"

@@ -886,9 +886,12 @@ def test_anthropic_blocks_without_equivalent_are_dropped() -> None:
 
 
 def test_unknown_format_is_refused() -> None:
-    """Only the three formats exist."""
+    """Only the formats with a reader (source) and a writer (target) exist: Converse is
+    read only, and a name no format has is neither."""
     with pytest.raises(ValueError, match="unknown stream format"):
-        StreamTranslator("chat", "gemini", model=MODEL)
+        StreamTranslator("chat", "converse", model=MODEL)
+    with pytest.raises(ValueError, match="unknown stream format"):
+        StreamTranslator("cohere", "chat", model=MODEL)
 
 
 def test_tool_calls_without_an_index_are_told_apart_by_id() -> None:

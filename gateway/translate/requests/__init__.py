@@ -3,8 +3,9 @@
 Each format has a reader (body -> :class:`~gateway.translate.ir.Conv`) and a writer
 (``Conv`` -> body); a translation is one read and one write. Formats: ``openai`` (Chat
 Completions), ``responses`` (OpenAI Responses), ``anthropic`` (Messages), ``converse``
-(Bedrock Converse) and ``gemini`` (Gemini's generateContent): the last two have writers
-only, no client speaks them yet.
+(Bedrock Converse) and ``gemini`` (Gemini's generateContent; its reader is
+:mod:`~gateway.translate.requests.gemini_read`, so that a Gemini client may call any
+model): Converse has a writer only, no client speaks it.
 
 Every field follows one rule: **mapped** (carried, renamed where the formats differ),
 **dropped** (not sent; its name goes into :class:`~gateway.translate.ir.Dropped`, which
@@ -26,12 +27,13 @@ from typing import Any
 
 from gateway.errors import Refused
 from gateway.translate.ir import DEFAULT_CAPS, Caps, Conv, Dropped
-from gateway.translate.requests import anthropic, chat, converse, gemini, responses
+from gateway.translate.requests import anthropic, chat, converse, gemini, gemini_read, responses
 
 READERS: dict[str, Callable[[dict[str, Any], Dropped], Conv]] = {
     "chat": chat.read,
     "responses": responses.read,
     "messages": anthropic.read,
+    "gemini": gemini_read.read,
 }
 
 

@@ -9,7 +9,6 @@ cap, thinking and sampling fitted to the model. The reader is
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import re
 from typing import Any
@@ -198,7 +197,7 @@ def _write_document(p: Document) -> dict[str, Any]:
     if text is None and p.media_type == "text/plain" and p.data is not None:
         try:  # a text file as base64: Anthropic takes it as a plain-text document
             text = base64.b64decode(p.data, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # not base64 (binascii.Error), not ASCII, or not UTF-8
             text = None
     if text is not None:
         src: dict[str, Any] = {"type": "text", "media_type": "text/plain", "data": text}

@@ -1,59 +1,72 @@
-"""Streams between the three client APIs, translated event by event (docs/translation.md,
+"""Streams between the client APIs, translated event by event (docs/translation.md,
 Streams; the stream rules of docs/recovery.md, Streams, hold for them).
 
 ``StreamTranslator(source, target, model=...)`` is fed one complete upstream SSE event at
 a time (as framed by :class:`gateway.formats.sse.Splitter`) and returns the client-format
 events it makes complete; :meth:`~StreamTranslator.finish` returns what is still owed
 when the upstream body ended after its final event. Formats: ``openai`` (chat
-completions chunks), ``anthropic`` (Messages events), ``responses`` (Responses events);
-``converse`` (Bedrock ConverseStream events, read_converse.py) and ``gemini``
-(streamGenerateContent chunks, read_gemini.py) are sources only.
+completions chunks), ``anthropic`` (Messages events), ``responses`` (Responses events),
+``gemini`` (streamGenerateContent chunks, read_gemini.py and write_gemini.py);
+``converse`` (Bedrock ConverseStream events, read_converse.py) is a source only.
 A reader per source format (read.py) calls a writer per target format (write.py,
-write_responses.py): no intermediate objects, so a text delta costs one ``orjson.loads``
-and one ``dumps``.
+write_responses.py, write_gemini.py): no intermediate objects, so a text delta costs one
+``orjson.loads`` and one ``dumps``.
 Nothing buffers the answer, except that a Responses client's last event repeats the
 whole response object, so its writer keeps the output items' text (and a call's
-arguments) until then.
+arguments) until then, and a Gemini client gets each tool call whole, so its writer
+keeps a call's arguments until the call's block ends.
 
-What maps to what (chat | anthropic | responses)::
+What maps to what (chat | anthropic | responses | gemini)::
 
     start       first chunk (id, created)
                 | message_start (id, input usage)
                 | response.created (id, created_at) + response.in_progress
+                | nothing (the first piece's chunk; responseId, modelVersion on each)
     text        delta.content
                 | text block, text_delta
                 | message item, output_text part, output_text.delta
+                | a chunk with a text part
     reasoning   delta.reasoning_content (read also: delta.reasoning)
                 | thinking block, thinking_delta
                 | reasoning item, summary_text part, reasoning_summary_text.delta
                   (read also: reasoning_text.delta)
-    signature   dropped | signature_delta | dropped
-    refusal     delta.refusal | text | message item, refusal part, refusal.delta
+                | a chunk with a "thought": true text part
+    signature   dropped | signature_delta | dropped | dropped
+    refusal     delta.refusal | text | message item, refusal part, refusal.delta | text
     tool call   tool_calls[i] with index, id, function.name, function.arguments deltas
                 | a tool_use block per call, input_json_delta
                 | a function_call item per call, function_call_arguments.delta
+                | a chunk with a whole functionCall part (id, name, args) at the call's
+                  block end, its thoughtSignature from the id (ir.split_id)
     stop        finish_reason | message_delta.stop_reason | completed / incomplete with
-                incomplete_details.reason (all via stops.py)
+                incomplete_details.reason | finishReason (all via stops.py)
     usage       usage chunk, when the client asked (include_usage)
                 | message_start input tokens, message_delta totals
-                | response.completed usage (all via usage.py)
+                | response.completed usage
+                | the last chunk's usageMetadata (all via usage.py)
     end         finish chunk [+ usage chunk] + data: [DONE]
                 | message_delta + message_stop
                 | response.completed (or response.incomplete) with the whole response
+                | a chunk with an empty text part, finishReason and usageMetadata
     error       data: {"error": {...}} | event: error | event: error + response.failed
+                | data: {"error": {"code", "message", "status"}} (Google's)
     keepalive   ": ..." comments pass through; an Anthropic ping becomes ": ping" (a
-                ping for Anthropic clients)
+                ping for Anthropic clients); a Gemini client gets neither (an SSE
+                comment breaks google-genai's reader: write_gemini.py)
 
 Rules, one per field:
 
 - ids: the client's id is the upstream's with the target's prefix (``chatcmpl-``,
-  ``msg_``, ``resp_``) in place of the source's; item ids derive from it (``msg_<id>``,
-  ``rs_<id>_<n>``, ``fc_<call id>``). Tool call ids are kept (made Anthropic-safe for
-  Anthropic clients). ``model`` is the public model name given. ``created`` comes from the
-  upstream when it has one (chat, Responses), else the translator's start time.
+  ``msg_``, ``resp_``, none for Gemini's ``responseId``) in place of the source's; item
+  ids derive from it (``msg_<id>``, ``rs_<id>_<n>``, ``fc_<call id>``). Tool call ids are
+  kept (made Anthropic-safe for Anthropic clients; a Gemini client gets the id without
+  its thought signature, which goes in the part's ``thoughtSignature``). ``model`` is the
+  public model name given. ``created`` comes from the upstream when it has one (chat,
+  Responses), else the translator's start time.
 - blocks: one at a time on the client side; a piece of another kind closes the open block.
   A chat tool-call delta for a call whose block was already closed (interleaved parallel
-  calls) is still sent to that call's index (SDKs accumulate by index).
+  calls) is still sent to that call's index (SDKs accumulate by index). A Gemini client
+  gets a call whole when its block ends (chat's calls, which have no end, at the end).
 - stop: an answer with tool calls whose upstream said ``stop`` / ``end_turn`` stops with
   ``tool_calls`` / ``tool_use`` / (Responses) ``completed`` so that the client runs them.
 - chat: only choice 0 is read (``n`` > 1 has no equivalent); ``logprobs`` are dropped. The
@@ -76,7 +89,7 @@ Rules, one per field:
   format matches the client's is better relayed as it is, as the gateway does with a
   request whose format matches its model's (docs/translation.md).
 - after an error event (translated with ``UpstreamError``, see errors.py) or the client's
-  final event, upstream events are dropped (comments still pass).
+  final event, upstream events are dropped (comments still pass, but to Gemini clients).
 """
 
 from __future__ import annotations
@@ -91,17 +104,21 @@ from gateway.translate.streams.read import READERS, Reader
 from gateway.translate.streams.read_converse import ConverseReader
 from gateway.translate.streams.read_gemini import GeminiReader
 from gateway.translate.streams.write import AnthropicWriter, ChatWriter, Writer
+from gateway.translate.streams.write_gemini import GeminiWriter
 from gateway.translate.streams.write_responses import ResponsesWriter
 
 WRITERS: dict[str, type[Writer]] = {
     "chat": ChatWriter,
     "messages": AnthropicWriter,
     "responses": ResponsesWriter,
+    "gemini": GeminiWriter,
 }
 #: The formats a stream is read from: the clients', Bedrock Converse and Gemini.
 SOURCES: dict[str, type[Reader]] = {**READERS, "converse": ConverseReader, "gemini": GeminiReader}
-#: The formats a stream is written in: the clients'.
+#: The formats a stream is written in: the clients' and Gemini.
 FORMATS = frozenset(WRITERS)
+#: The formats whose clients take SSE comments (``: ...``); Google's SDKs do not.
+_COMMENTS = frozenset({"chat", "messages", "responses"})
 _DECODE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
 
@@ -131,10 +148,11 @@ class StreamTranslator:
     """One upstream stream of ``source`` format -> the client's stream of ``target`` format.
 
     ``feed(event)`` takes one complete upstream SSE event (bytes ending in a blank line,
-    possibly a ``: comment`` or ``data: [DONE]``) and returns zero or more complete client
-    events. ``finish()`` is called when the upstream body ended: when its final event came
-    it returns what still closes the client's stream (nothing if that was sent already);
-    when it did not, nothing, and the caller ends the stream with an error event.
+    possibly a ``: comment``, passed on as it is but to a Gemini client, or ``data: [DONE]``)
+    and returns zero or more complete client events. ``finish()`` is called when the
+    upstream body ended: when its final event came it returns what still closes the
+    client's stream (nothing if that was sent already); when it did not, nothing, and the
+    caller ends the stream with an error event.
 
     ``final_seen``: the upstream's final event arrived (the answer is complete).
     ``done``: the client's stream is closed (final or error event sent).
@@ -142,7 +160,7 @@ class StreamTranslator:
     as undecodable.
     """
 
-    __slots__ = ("_named", "_r", "_w", "malformed", "source", "target")
+    __slots__ = ("_comments", "_named", "_r", "_w", "malformed", "source", "target")
 
     def __init__(
         self,
@@ -162,6 +180,7 @@ class StreamTranslator:
             self._w.names = names  # calls of namespaced functions named in their namespace
         self._r = SOURCES[source](self._w)
         self._named = self._r.named
+        self._comments = target in _COMMENTS
         self.malformed = 0
 
     @property
@@ -179,7 +198,7 @@ class StreamTranslator:
 
     def feed(self, event: bytes) -> list[bytes]:
         if event[:1] == b":":
-            return [event]
+            return [event] if self._comments else []
         w = self._w
         if w.done:
             return []
