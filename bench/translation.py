@@ -67,7 +67,8 @@ import run as bench  # noqa: E402
 GOAL_REQUEST_US = 30.0  # translation adds at most 30 µs of gateway CPU per request
 GOAL_CHUNK_US = 5.0  # and at most 5 µs per stream chunk
 
-# client -> (endpoint, JSON body, format name in gateway.translate); chat is the same format
+# client (its format's name) -> (endpoint, JSON body, its loadgen stream format); chat is the
+# same format
 CLIENTS: dict[str, tuple[str, dict[str, Any], str]] = {
     "chat": ("/v1/chat/completions", loadgen.CHAT_BODY, "openai"),
     "messages": ("/v1/messages", loadgen.MESSAGES_BODY, "anthropic"),
@@ -124,8 +125,8 @@ def micro(quick: bool) -> dict[str, Any]:
     events = up.SSE_EVENTS
     out: dict[str, Any] = {"number": n, "events_per_stream": len(events)}
     for client in ("messages", "responses"):
-        _, body, name = CLIENTS[client]
-        fmt = by_name(name)
+        body = CLIENTS[client][1]
+        fmt = by_name(client)  # (the client names are its format's)
         stream_body = {**body, "stream": True}
 
         def req(body: dict[str, Any] = body, fmt: Format = fmt) -> Any:
