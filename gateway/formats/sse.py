@@ -90,9 +90,12 @@ class Splitter:
 
     def _split(self, piece: bytes) -> list[bytes]:
         """The general path: any framing, ``\r\n`` line ends, an event over several pieces."""
-        buf = self._buf + piece if self._buf else piece
-        if 13 in buf:  # joined first: a piece may end between the \r and the \n
-            buf = buf.replace(b"\r\n", b"\n")
+        held = self._buf
+        if held[-1:] == b"\r" and piece[:1] == b"\n":
+            held = held[:-1]  # a \r\n split between two pieces: one \n
+        if 13 in piece:  # the piece alone: a long event's pieces are not scanned again
+            piece = piece.replace(b"\r\n", b"\n")
+        buf = held + piece if held else piece
         end = buf.rfind(b"\n\n")
         if end < 0:
             self._buf = buf

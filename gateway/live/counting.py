@@ -22,6 +22,7 @@ from yarl import URL
 from gateway.errors import Category, GatewayError
 from gateway.formats import MESSAGES, Format
 from gateway.formats.endpoints import endpoint_of
+from gateway.formats.usage import count
 from gateway.live.attempter import HttpAttempter
 from gateway.live.exchange import Attempt, exchange
 from gateway.policy.schema import Compaction
@@ -129,11 +130,11 @@ class CountAttempter(HttpAttempter):
 
 def _input_tokens(data: dict[str, Any] | None) -> int | None:
     """The count of an answer: Anthropic's and Vertex's ``input_tokens``, Bedrock's
-    ``inputTokens``, Gemini's ``totalTokens``; None when there is no whole number there."""
+    ``inputTokens``, Gemini's ``totalTokens``; None when there is no count there (a whole
+    number from 0 to 2**63-1: :func:`gateway.formats.usage.count`)."""
     if data is None:
         return None
-    n = data.get("input_tokens", data.get("inputTokens", data.get("totalTokens")))
-    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+    return count(data.get("input_tokens", data.get("inputTokens", data.get("totalTokens"))))
 
 
 def without_compaction(req: Request) -> Request:

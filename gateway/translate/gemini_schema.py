@@ -52,7 +52,9 @@ MAX_NODES, MAX_DEPTH = 5000, 64
 _TYPES = {t: t.upper() for t in ("string", "number", "integer", "boolean", "array", "object")}
 _KINDS = ("boolean", "string", "integer", "number")
 _PLAIN = frozenset(("type", "description", "title", "default", "example"))
-_FROM_TYPES = {v: k for k, v in _TYPES.items()} | {"NULL": "null", "TYPE_UNSPECIFIED": ""}
+#: Gemini's type names, read in any case (lowered), -> JSON Schema's; the enum's unset value
+#: (proto3 JSON names it after the enum) -> no type.
+_FROM_TYPES = {k: k for k in _TYPES} | {"null": "null", "type_unspecified": ""}
 #: Kept as they are: ``description title default example nullable properties required
 #: items pattern minimum maximum`` and these counts, by type.
 _KEPT = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems"),
@@ -383,7 +385,7 @@ def from_gemini(schema: Any, path: str = "schema", depth: int = 0) -> _S:
 
 def _scalar(key: str, v: Any, path: str) -> tuple[str, Any] | None:
     if key == "type":
-        if (name := _FROM_TYPES.get(_as(v, path, "a string").upper())) is None:
+        if (name := _FROM_TYPES.get(_as(v, path, "a string").lower())) is None:
             raise Refused(path, "must be a Gemini Type (STRING, NUMBER, INTEGER, ...)")
         return ("type", name) if name else None
     if key in ("description", "title", "pattern", "format"):

@@ -44,8 +44,8 @@ FROM_CONVERSE = {
 
 
 #: Gemini ``finishReason`` (https://ai.google.dev/api/generate-content#FinishReason): the
-#: safety family is a refusal; another reason (``OTHER``, ``FINISH_REASON_UNSPECIFIED``, a
-#: newer one) reads as ``end_turn``. ``MALFORMED_FUNCTION_CALL`` (and its kin) is no stop:
+#: safety family is a refusal; another reason (``OTHER``, the enum's unset value, a newer
+#: one) reads as ``end_turn``. ``MALFORMED_FUNCTION_CALL`` (and its kin) is no stop:
 #: the model failed to write a call, and the answer is retried (:data:`GEMINI_FAILED`).
 FROM_GEMINI = {
     "STOP": "end_turn",

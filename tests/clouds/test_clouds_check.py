@@ -88,3 +88,44 @@ async def test_credentials_found_pass_strict(
         code = await asyncio.to_thread(main, ["check", "--strict", str(policy_dir)])
         assert code == 0, capsys.readouterr().err
         assert google.requests
+
+
+GEMINI_POLICY = """\
+providers:
+  google-ai: {api: gemini%s}
+  vertex-eu: {api: vertex, project: acme-ml, region: europe-west1}
+  bedrock-us: {api: bedrock, region: us-east-1, api_key_env: BEDROCK_KEY}
+models:
+  gemini-2.5-pro:
+    deployments:
+      - {provider: google-ai}
+      - {provider: vertex-eu, upstream_model: gemini-2.5-pro, upstream_api: %s}
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "api", "problem"),
+    [
+        (", api_key_env: GEMINI_KEY", "gemini", None),
+        (", api_key_env: GEMINI_KEY", "chat", None),
+        ("", "gemini", "api gemini needs api_key_env"),
+        (", api_key_env: GEMINI_KEY", "converse", "one of messages, chat, gemini"),
+    ],
+)
+def test_gemini_providers_as_check_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, api: str, problem: str | None
+) -> None:
+    """``api: gemini`` needs its key's variable; a Vertex deployment may say
+    ``upstream_api: gemini`` (or ``chat``), not Bedrock's ``converse``."""
+    isolate(monkeypatch, tmp_path / "home")
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "g.yaml").write_text(GEMINI_POLICY % (key, api))
+    if problem is None:
+        policies = load_policy_dir(folder)
+        fmts = [d.fmts[0].name for d in policies.deployments["gemini-2.5-pro"]]
+        assert fmts == ["gemini", api]
+        return
+    with pytest.raises(PolicyError) as refused:
+        load_policy_dir(folder)
+    assert problem in str(refused.value.problems[0])

@@ -79,3 +79,24 @@ def test_summary_transcript_sized_as_the_estimate_sizes_it() -> None:
     transcript = content.split("<transcript>\n", 1)[1].rsplit("\n</transcript>", 1)[0]
     assert SNIP_MARKER.split("{")[0] in transcript  # it was cut
     assert 2_500 < text_size(transcript) <= 3_000 and len(transcript) <= 1_100
+
+
+@pytest.mark.parametrize(
+    ("answer", "n"),
+    [
+        ({"input_tokens": 12}, 12),
+        ({"inputTokens": 7}, 7),
+        ({"totalTokens": 31, "promptTokensDetails": []}, 31),
+        ({"totalTokens": 10**30}, None),  # past 64 bits: no JSON encoder writes it
+        ({"totalTokens": -1}, None),
+        ({"totalTokens": True}, None),
+        ({"totalTokens": "31"}, None),
+    ],
+)
+def test_a_providers_count_is_a_count_or_none(answer: dict[str, Any], n: int | None) -> None:
+    """A provider's count (Anthropic, Bedrock, Gemini) reaches the client only when it is a
+    whole number the gateway can write back; anything else is a broken provider's answer
+    (retried like a server error)."""
+    from gateway.live.counting import _input_tokens
+
+    assert _input_tokens(answer) == n

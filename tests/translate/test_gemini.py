@@ -442,3 +442,31 @@ def test_gateway_errors_in_googles_shape() -> None:
     assert body == {"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}
     event = GEMINI.stream_error("api_error", "broke")
     assert event.startswith(b"data: {") and json.loads(event[6:])["error"]["message"] == "broke"
+
+
+def test_crlf_framed_events_split_anywhere_are_the_same_events() -> None:
+    """Google frames events with CRLF: wherever the reads split them (between the \\r and
+    the \\n too), the splitter gives the same events."""
+    from gateway.formats.sse import Splitter
+
+    raw = chunk([{"text": "a"}]) + chunk([{"text": "b"}], n=2) + chunk([], "STOP", 3)
+    whole = Splitter().feed(raw)
+    assert len(whole) == 3
+    for i in range(1, len(raw)):
+        for j in range(i, len(raw), 7):
+            s = Splitter()
+            assert s.feed(raw[:i]) + s.feed(raw[i:j]) + s.feed(raw[j:]) == whole
+
+
+def test_a_huge_schema_is_converted_each_time_not_kept() -> None:
+    """The conversions kept for the next turns are bounded: a schema whose encoding is over
+    64 KiB is not kept, whatever a client sends."""
+    from gateway.translate.requests import gemini as writer
+
+    huge = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "description": "x" * 70_000,
+        "properties": {"a": {"type": "string"}}}}}  # fmt: skip
+    body = {"model": "m", "tools": [huge], "messages": [{"role": "user", "content": "x"}]}
+    out, _ = to_gemini(body)
+    assert out["tools"][0]["functionDeclarations"][0]["parameters"]["type"] == "OBJECT"
+    assert all(len(k) <= writer._CONVERTED_KEY_MAX for k in writer._CONVERTED)

@@ -39,6 +39,18 @@ def read_stop(value: Any) -> tuple[list[str] | None, bool]:
     return list(value), False
 
 
+def merged_turns(role: str, prev: list[Any], new: list[Any], result: str) -> list[Any]:
+    """Two turns of one role as one (a format whose turns alternate, or whose results of
+    one turn's calls must be one turn); in a user turn, the blocks keyed ``result`` (the
+    tool results: ``toolResult``, ``functionResponse``) first."""
+    merged = prev + new
+    if role == "user":
+        results = [b for b in merged if result in b]
+        if results and len(results) < len(merged):
+            merged = results + [b for b in merged if result not in b]
+    return merged
+
+
 def system_texts(system: list[Msg], drops: Dropped) -> list[str]:
     """The non-empty texts of system messages, for a format whose system is text blocks;
     any other part is dropped and named (``system.image``)."""

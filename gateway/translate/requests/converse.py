@@ -43,6 +43,7 @@ from gateway.translate.requests.common import (
     call_input,
     history_tools,
     json_schema,
+    merged_turns,
     system_texts,
 )
 
@@ -98,7 +99,7 @@ def write(
         if not content:
             continue  # nothing Converse accepts (an empty turn): left out
         if last is not None and last["role"] == role:
-            last["content"] = _merged(role, last["content"], content)
+            last["content"] = merged_turns(role, last["content"], content, "toolResult")
         else:
             last = {"role": role, "content": content}
             messages.append(last)
@@ -113,16 +114,6 @@ def write(
     _write_format(conv, body)
     _write_rest(conv, drops)
     return body
-
-
-def _merged(role: str, prev: list[Any], content: list[Any]) -> list[Any]:
-    """Two turns of one role as one; in a user turn, tool results first."""
-    merged = prev + content
-    if role == "user":
-        results = [b for b in merged if "toolResult" in b]
-        if results and len(results) < len(merged):
-            merged = results + [b for b in merged if "toolResult" not in b]
-    return merged
 
 
 def _write_system(conv: Conv, body: dict[str, Any], drops: Dropped) -> None:

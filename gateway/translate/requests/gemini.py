@@ -53,7 +53,12 @@ from gateway.translate.ir import (
     split_id,
     text_of,
 )
-from gateway.translate.requests.common import BUDGET_OF_EFFORT, call_input, system_texts
+from gateway.translate.requests.common import (
+    BUDGET_OF_EFFORT,
+    call_input,
+    merged_turns,
+    system_texts,
+)
 
 #: Media types Gemini takes inline (images, PDF, plain text), as the client named them.
 INLINE_TYPES = frozenset(
@@ -109,21 +114,11 @@ def _contents(conv: Conv, drops: Dropped) -> tuple[list[dict[str, Any]], list[Ms
         if not parts:
             continue
         if last is not None and last["role"] == role:
-            last["parts"] = _merged(role, last["parts"], parts)
+            last["parts"] = merged_turns(role, last["parts"], parts, "functionResponse")
         else:
             last = {"role": role, "parts": parts}
             contents.append(last)
     return contents, system
-
-
-def _merged(role: str, prev: list[Any], parts: list[Any]) -> list[Any]:
-    """Two turns of one role as one; in a user turn, function responses first."""
-    merged = prev + parts
-    if role == "user":
-        responses = [p for p in merged if "functionResponse" in p]
-        if responses and len(responses) < len(merged):
-            merged = responses + [p for p in merged if "functionResponse" not in p]
-    return merged
 
 
 def _write_part(p: Part, names: dict[str, str], drops: Dropped) -> dict[str, Any] | None:
@@ -184,6 +179,9 @@ def _inline(p: Image | Document, drops: Dropped) -> dict[str, Any]:
 #: a value is shared by the bodies that use it (none changes it).
 _CONVERTED: dict[bytes, tuple[list[dict[str, Any]], tuple[str, ...]]] = {}
 _CONVERTED_MAX = 256
+#: Tools whose schemas encode longer than this are converted anew each time: the cache
+#: holds at most 256 x 64 KiB of keys (and their conversions), whatever clients send.
+_CONVERTED_KEY_MAX = 64 * 1024
 
 
 def converted(schemas: list[Any], paths: list[str], drops: Dropped) -> list[dict[str, Any]]:
@@ -193,6 +191,8 @@ def converted(schemas: list[Any], paths: list[str], drops: Dropped) -> list[dict
     try:
         key = orjson.dumps([paths, schemas])
     except orjson.JSONEncodeError:
+        return [to_gemini(s, p, drops) for s, p in zip(schemas, paths, strict=True)]
+    if len(key) > _CONVERTED_KEY_MAX:
         return [to_gemini(s, p, drops) for s, p in zip(schemas, paths, strict=True)]
     hit = _CONVERTED.get(key)
     if hit is None:

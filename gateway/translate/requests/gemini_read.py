@@ -300,24 +300,25 @@ def _tool_config(conv: Conv, value: dict[str, Any], drops: Dropped) -> None:
     one required; ``VALIDATED``: ``AUTO`` (with only the allowed tools)."""
     f = _fields(value, frozenset({"functionCallingConfig"}), drops, "toolConfig")
     c = _fields(f.get("functionCallingConfig") or {}, _CALLING_KEYS, drops, _CALLING)
-    mode = (c.get("mode") or "MODE_UNSPECIFIED").upper()
+    # read lowered, as Google takes them; ``mode_unspecified``: the enum's unset value
+    mode = (c.get("mode") or "mode_unspecified").lower()
     names: list[str] = c.get("allowedFunctionNames") or []
-    if mode in ("AUTO", "NONE", "MODE_UNSPECIFIED"):
-        if names and mode != "NONE":
+    if mode in ("auto", "none", "mode_unspecified"):
+        if names and mode != "none":
             drops.add(f"{_CALLING}.allowedFunctionNames")  # (for ANY and VALIDATED only)
-        conv.tool_choice = None if mode == "MODE_UNSPECIFIED" else mode.lower()
+        conv.tool_choice = None if mode == "mode_unspecified" else mode
         return
-    if mode not in ("ANY", "VALIDATED"):
-        raise Refused(f"{_CALLING}.mode", f"{mode!r} is not AUTO, ANY, NONE or VALIDATED")
-    if mode == "ANY" and not conv.tools:
+    if mode not in ("any", "validated"):
+        raise Refused(f"{_CALLING}.mode", f"{c['mode']!r} is not AUTO, ANY, NONE or VALIDATED")
+    if mode == "any" and not conv.tools:
         raise Refused(f"{_CALLING}.mode", "ANY needs a function declaration")
     declared = {t.name for t in conv.tools or ()}
     if unknown := [n for n in names if n not in declared]:
         raise Refused(f"{_CALLING}.allowedFunctionNames", f"{unknown[0]!r} is not declared")
-    if mode == "ANY" and len(names) == 1:
+    if mode == "any" and len(names) == 1:
         conv.tool_choice, conv.tool_name = "tool", names[0]
         return
-    conv.tool_choice = "required" if mode == "ANY" else "auto"
+    conv.tool_choice = "required" if mode == "any" else "auto"
     if names:
         conv.tools = [t for t in conv.tools or () if t.name in names]
 
@@ -348,7 +349,7 @@ def _other(key: str, v: Any, drops: Dropped) -> None:
         if v not in (0, 1):
             raise Refused("generationConfig.candidateCount", "one candidate only on this model")
     elif key == "responseModalities":
-        if any(m.upper() not in ("TEXT", "MODALITY_UNSPECIFIED") for m in v):
+        if any(m.lower() not in ("text", "modality_unspecified") for m in v):
             raise Refused("generationConfig.responseModalities", "only text output on this model")
     elif not unset(v):
         drops.add(f"generationConfig.{key}")
@@ -390,7 +391,7 @@ def _thinking(conv: Conv, f: dict[str, Any], drops: Dropped) -> None:
     if level is not None:
         if (effort := level.lower()) in _LEVELS:
             conv.effort = effort
-        elif level.upper() != "THINKING_LEVEL_UNSPECIFIED":
+        elif effort != "thinking_level_unspecified":
             drops.add("generationConfig.thinkingConfig.thinkingLevel")
     if f.get("includeThoughts") is True and conv.effort != "none":
         conv.reasoning_summary = "auto"
